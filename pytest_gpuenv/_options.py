@@ -1,0 +1,223 @@
+"""Options: one ``gpuenv`` group, each long option with an ini twin and (where useful) an env variable.
+
+Lookup order: command line, then environment variable, then ini file, then the default (as
+pytest-timeout does). A bad value raises ``pytest.UsageError`` naming the value and where it came
+from.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import pytest
+
+BACKEND_DESC = (
+    "where GPU tests run: auto (detect), cpu (behave as a CPU-only runner: GPU tests skip, GPUs are "
+    "hidden from frameworks), cuda or rocm (require that backend). Default: auto."
+)
+DEVICES_DESC = (
+    "what torch_device is parametrized over: best (the GPU when one is usable, else the CPU), all "
+    "(the CPU and every GPU), gpu (every GPU), cpu. Default: best."
+)
+PERF_DESC = (
+    "how performance assertions act: check (fail on FAIL, warn on INCONCLUSIVE; default), strict "
+    "(fail on both), warn (report only), off (skip perf tests), record (store baselines)."
+)
+JSON_DESC = "write the environment and every performance measurement of the run to this JSON file."
+ROOT_DESC = (
+    "read /proc, /sys, /dev, /opt, /usr (and every path the detection follows) under this folder "
+    "instead of /: check a mounted image or a saved file tree. No library is loaded, no probe runs."
+)
+PROBE_DESC = (
+    "runtime probe in a subprocess: auto (only where files cannot list devices: WSL 2, Windows), "
+    "always, never. Default: auto."
+)
+PROBE_TIMEOUT_DESC = "seconds the runtime probe may take before it is abandoned (default 20)."
+CACHE_DIR_DESC = "directory of the compiled-kernel cache (default: a per-user cache directory, mode 0700)."
+COMPILE_ARCHS_DESC = (
+    "comma-separated arches hip_kernel compiles for when no GPU can launch (e.g. gfx90a,gfx1030,sm_90); "
+    "default: what each installed compiler supports of gfx90a, gfx942, gfx1030, gfx1100, sm_80, sm_90."
+)
+KERNEL_DIRS_DESC = "directories where relative kernel paths are looked up (default: 'kernels' under the rootdir)."
+BASELINES_DESC = "performance baselines file (default: .gpuenv/baselines.json under the rootdir)."
+PERF_MAX_TIME_DESC = "time cap in seconds for one performance measurement (default 2)."
+WORKER_GPUS_DESC = (
+    "with pytest-xdist: auto (spread workers over the visible GPUs), off (leave the visible-devices "
+    "variables alone), or N (give each worker N GPUs). Default: auto."
+)
+PLAN_DESC = "with --collect-only: print which GPU-marked tests would run or skip on each runner profile."
+PLAN_PROFILE_DESC = (
+    "add a runner profile to --gpuenv-plan: a root folder, or a spec such as rocm:gfx90a:4x64GiB, "
+    "cuda:sm_90:1x141GB, cpu (repeatable)."
+)
+
+BACKENDS = ("auto", "cpu", "cuda", "rocm")
+DEVICE_MODES = ("best", "all", "gpu", "cpu")
+PERF_MODES = ("check", "strict", "warn", "off", "record")
+PROBE_MODES = ("auto", "always", "never")
+
+
+@dataclass
+class Settings:
+    """The resolved options. Each value carries no source; errors name the source when resolved."""
+
+    backend: str = "auto"
+    devices: str = "best"
+    perf: str = "check"
+    json_path: Optional[str] = None
+    root: Optional[str] = None
+    probe: str = "auto"
+    probe_timeout: float = 20.0
+    cache_dir: Optional[str] = None
+    compile_archs: Optional[list[str]] = None
+    kernel_dirs: list[str] = field(default_factory=list)
+    baselines: Optional[str] = None
+    perf_max_time: float = 2.0
+    worker_gpus: str = "auto"
+    plan: bool = False
+    plan_profiles: list[str] = field(default_factory=list)
+
+
+# (dest, ini name, env var, help, default)
+_SIMPLE = [
+    ("gpuenv_backend", "GPUENV_BACKEND", BACKEND_DESC, "auto"),
+    ("gpuenv_devices", "GPUENV_DEVICES", DEVICES_DESC, "best"),
+    ("gpuenv_perf", "GPUENV_PERF", PERF_DESC, "check"),
+    ("gpuenv_json", "GPUENV_JSON", JSON_DESC, None),
+    ("gpuenv_root", "GPUENV_ROOT", ROOT_DESC, None),
+    ("gpuenv_probe", "GPUENV_PROBE", PROBE_DESC, "auto"),
+    ("gpuenv_probe_timeout", "GPUENV_PROBE_TIMEOUT", PROBE_TIMEOUT_DESC, "20"),
+    ("gpuenv_cache_dir", "GPUENV_CACHE_DIR", CACHE_DIR_DESC, None),
+    ("gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS", COMPILE_ARCHS_DESC, None),
+    ("gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME", PERF_MAX_TIME_DESC, "2"),
+    ("gpuenv_worker_gpus", "GPUENV_WORKER_GPUS", WORKER_GPUS_DESC, "auto"),
+]
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuenv", "GPU environment (pytest-gpuenv)")
+    group.addoption("--gpuenv-backend", dest="gpuenv_backend", metavar="auto|cpu|cuda|rocm", help=BACKEND_DESC)
+    group.addoption("--gpuenv-devices", dest="gpuenv_devices", metavar="best|all|gpu|cpu", help=DEVICES_DESC)
+    group.addoption(
+        "--gpuenv-perf", dest="gpuenv_perf", metavar="check|strict|warn|off|record", help=PERF_DESC
+    )
+    group.addoption("--gpuenv-json", dest="gpuenv_json", metavar="PATH", help=JSON_DESC)
+    group.addoption("--gpuenv-root", dest="gpuenv_root", metavar="PATH", help=ROOT_DESC)
+    group.addoption("--gpuenv-probe", dest="gpuenv_probe", metavar="auto|always|never", help=PROBE_DESC)
+    group.addoption("--gpuenv-probe-timeout", dest="gpuenv_probe_timeout", metavar="SECONDS", help=PROBE_TIMEOUT_DESC)
+    group.addoption("--gpuenv-cache-dir", dest="gpuenv_cache_dir", metavar="PATH", help=CACHE_DIR_DESC)
+    group.addoption("--gpuenv-compile-archs", dest="gpuenv_compile_archs", metavar="LIST", help=COMPILE_ARCHS_DESC)
+    group.addoption("--gpuenv-perf-max-time", dest="gpuenv_perf_max_time", metavar="SECONDS", help=PERF_MAX_TIME_DESC)
+    group.addoption("--gpuenv-worker-gpus", dest="gpuenv_worker_gpus", metavar="auto|off|N", help=WORKER_GPUS_DESC)
+    group.addoption("--gpuenv-plan", dest="gpuenv_plan", action="store_true", default=False, help=PLAN_DESC)
+    group.addoption(
+        "--gpuenv-plan-profile", dest="gpuenv_plan_profile", action="append", default=[], metavar="SPEC",
+        help=PLAN_PROFILE_DESC,
+    )
+    for name, _env, desc, default in _SIMPLE:
+        parser.addini(name, desc, default=default)
+    parser.addini("gpuenv_kernel_dirs", KERNEL_DIRS_DESC, type="paths", default=[])
+    parser.addini("gpuenv_baselines", BASELINES_DESC, default=None)
+
+
+def _lookup(config: pytest.Config, name: str, env: str) -> tuple[Any, str]:
+    """Return (value, where) for an option: command line, environment, ini, default."""
+    cli = config.getoption(name, default=None)
+    if cli is not None:
+        return cli, "command line (--" + name.replace("_", "-") + ")"
+    if env in os.environ:
+        return os.environ[env], f"environment variable {env}"
+    ini = config.getini(name)
+    where = f"ini option {name}"
+    if config.inipath is not None:
+        where += f" in {config.inipath.name}"
+    default = next(d for n, _e, _h, d in _SIMPLE if n == name)
+    if ini is None or ini == default or ini == "":
+        return default, "default"
+    return ini, where
+
+
+def _choice(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise pytest.UsageError(
+            f"gpuenv: invalid {what} {value!r} from {where}; expected one of: {', '.join(choices)}"
+        )
+    return v
+
+
+def _number(value: Any, what: str, where: str, check: Callable[[float], bool], rule: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"gpuenv: invalid {what} {value!r} from {where}; expected {rule}") from None
+    if not check(v):
+        raise pytest.UsageError(f"gpuenv: invalid {what} {value!r} from {where}; expected {rule}")
+    return v
+
+
+def parse_arch_list(value: str, where: str) -> list[str]:
+    from pytest_gpuenv.model import ArchPattern
+
+    archs = [a.strip() for a in str(value).replace(";", ",").split(",") if a.strip()]
+    if not archs:
+        raise pytest.UsageError(f"gpuenv: empty arch list {value!r} from {where}")
+    out = []
+    for a in archs:
+        try:
+            pat = ArchPattern.parse(a)
+        except ValueError as exc:
+            raise pytest.UsageError(f"gpuenv: {exc} in compile archs from {where}") from None
+        if any(c in pat.text for c in "*?[+"):
+            raise pytest.UsageError(
+                f"gpuenv: compile arch {a!r} from {where} must be a concrete target such as gfx90a or sm_90"
+            )
+        out.append(pat.text)
+    return out
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """Read every option once. Raises ``pytest.UsageError`` naming the bad value and its source."""
+    s = Settings()
+    v, w = _lookup(config, "gpuenv_backend", "GPUENV_BACKEND")
+    s.backend = _choice(v, BACKENDS, "--gpuenv-backend value", w)
+    v, w = _lookup(config, "gpuenv_devices", "GPUENV_DEVICES")
+    s.devices = _choice(v, DEVICE_MODES, "--gpuenv-devices value", w)
+    v, w = _lookup(config, "gpuenv_perf", "GPUENV_PERF")
+    s.perf = _choice(v, PERF_MODES, "--gpuenv-perf value", w)
+    v, w = _lookup(config, "gpuenv_probe", "GPUENV_PROBE")
+    s.probe = _choice(v, PROBE_MODES, "--gpuenv-probe value", w)
+    v, w = _lookup(config, "gpuenv_probe_timeout", "GPUENV_PROBE_TIMEOUT")
+    s.probe_timeout = _number(v, "--gpuenv-probe-timeout value", w, lambda x: 0 < x <= 3600, "seconds in (0, 3600]")
+    v, w = _lookup(config, "gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME")
+    s.perf_max_time = _number(v, "--gpuenv-perf-max-time value", w, lambda x: 0 < x <= 600, "seconds in (0, 600]")
+
+    v, w = _lookup(config, "gpuenv_json", "GPUENV_JSON")
+    s.json_path = v or None
+    v, w = _lookup(config, "gpuenv_root", "GPUENV_ROOT")
+    if v:
+        if not os.path.isdir(v):
+            raise pytest.UsageError(f"gpuenv: --gpuenv-root {v!r} from {w} is not a directory")
+        s.root = os.path.abspath(v)
+    v, w = _lookup(config, "gpuenv_cache_dir", "GPUENV_CACHE_DIR")
+    s.cache_dir = v or None
+    v, w = _lookup(config, "gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS")
+    if v:
+        s.compile_archs = parse_arch_list(v, w)
+
+    v, w = _lookup(config, "gpuenv_worker_gpus", "GPUENV_WORKER_GPUS")
+    text = str(v).strip().lower()
+    if text not in ("auto", "off"):
+        _number(text, "--gpuenv-worker-gpus value", w, lambda x: x >= 1 and x == int(x), "auto, off or an integer >= 1")
+        text = str(int(float(text)))
+    s.worker_gpus = text
+
+    dirs = config.getini("gpuenv_kernel_dirs")
+    s.kernel_dirs = [str(p) for p in dirs] if dirs else [str(config.rootpath / "kernels")]
+    base = config.getini("gpuenv_baselines")
+    s.baselines = str(config.rootpath / base) if base else str(config.rootpath / ".gpuenv" / "baselines.json")
+    s.plan = bool(config.getoption("gpuenv_plan", default=False))
+    s.plan_profiles = list(config.getoption("gpuenv_plan_profile", default=[]) or [])
+    return s
