@@ -1,0 +1,140 @@
+"""Plain functions that turn the model into lines of text (header, summary, ``gpuenv info``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Optional
+
+from pytest_gpuenv.model import GpuEnv, kind_label
+
+
+def _torch_text(env: GpuEnv) -> Optional[str]:
+    if env.torch is None:
+        return None
+    v = env.torch.get("version") or "?"
+    build = env.torch.get("build")
+    return f"torch {v}" + (" (CPU build)" if build == "cpu" and "+cpu" not in v else "")
+
+
+def summary(env: GpuEnv) -> str:
+    """``cuda, 1x NVIDIA H200 (sm_90, 139.8 GiB), driver 580.159.04, torch 2.11.0+cu130``."""
+    parts: list[str] = []
+    head = env.backend
+    if env.forced_backend:
+        head += f" (forced by --gpuenv-backend={env.forced_backend})"
+    if env.kind not in ("cpu", env.backend):
+        head += f" [{kind_label(env.kind)}]"
+    if env.wsl and "WSL" not in head:
+        head += f" [WSL {env.wsl}]"
+    parts.append(head)
+    if env.devices:
+        text = env.describe_devices()
+        unusable = [d for d in env.devices if not d.usable]
+        if unusable and len(unusable) == len(env.devices):
+            text += " (not usable)"
+        elif unusable:
+            text += f" ({len(unusable)} not usable)"
+        parts.append(text)
+    elif env.usable == "probe-required":
+        parts.append("devices unknown (needs a runtime probe)")
+    else:
+        parts.append("no GPU")
+    if env.cuda.get("driver_version"):
+        parts.append(f"driver {env.cuda['driver_version']}")
+    if env.rocm.get("version"):
+        parts.append(f"ROCm {env.rocm['version']}")
+    if env.rocm.get("driver_version"):
+        parts.append(f"amdgpu {env.rocm['driver_version']}")
+    if env.hip_sdk:
+        parts.append(f"HIP SDK {env.hip_sdk.get('version') or env.hip_sdk.get('path')}")
+    t = _torch_text(env)
+    if t:
+        parts.append(t)
+    for var, val in env.visible.items():
+        if var.endswith("VISIBLE_DEVICES") or var == "HSA_OVERRIDE_GFX_VERSION":
+            parts.append(f"{var}={val!r}" if val == "" else f"{var}={val}")
+    return ", ".join(parts)
+
+
+def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]] = None) -> list[str]:
+    lines = [f"gpuenv: {summary(env)}"]
+    if worker:
+        lines.append(f"gpuenv: worker {worker.get('id')} uses GPU(s) {worker.get('desc')}")
+    if env.problems:
+        shown = env.problems if verbose else [p for p in env.problems if p.severity != "info"] or env.problems
+        codes = "; ".join(f"{p.code}: {p.message}" for p in shown[: (None if verbose else 2)])
+        more = len(shown) - 2 if not verbose and len(shown) > 2 else 0
+        lines.append(f"gpuenv: problems: {codes}" + (f" (+{more} more; gpuenv doctor)" if more else ""))
+    if verbose:
+        c = env.compilers
+        comp = ", ".join(
+            f"{k} {'yes' if v is True else ('no' if not v else v)}" for k, v in c.items()
+        )
+        lines.append(f"gpuenv: compilers: {comp}")
+        if env.probe.get("ran") or env.probe.get("required"):
+            lines.append(f"gpuenv: probe: {_probe_text(env)}")
+        if env.detect_seconds is not None:
+            lines.append(f"gpuenv: detected in {env.detect_seconds * 1e3:.1f} ms (root {env.root})")
+        for d in env.devices + env.hidden_devices:
+            extra = []
+            if d.uuid:
+                extra.append(d.uuid)
+            if d.pci:
+                extra.append(d.pci)
+            if d.warp_size:
+                extra.append(f"warp {d.warp_size}")
+            if d.physical_arch and d.physical_arch != d.arch:
+                extra.append(f"physical {d.physical_arch}")
+            if d.source:
+                extra.append(f"from {d.source}")
+            state = "" if d.usable else f" NOT USABLE ({d.unusable_reason or 'see problems'})"
+            hidden = " hidden by visible-devices" if d in env.hidden_devices else ""
+            lines.append(f"gpuenv:   [{d.index}] {d.describe()} {' '.join(extra)}{state}{hidden}".rstrip())
+        if verbose > 1:
+            for e in env.evidence:
+                lines.append(f"gpuenv:   evidence {e}")
+    return lines
+
+
+def _probe_text(env: GpuEnv) -> str:
+    p = env.probe
+    if not p.get("ran"):
+        return "required but not run" if p.get("required") else "not needed"
+    bits = [f"ran via {p.get('source') or '?'}"]
+    if p.get("seconds") is not None:
+        bits.append(f"{p['seconds']:.2f} s")
+    if p.get("error"):
+        bits.append(f"error: {p['error']}")
+    return ", ".join(bits)
+
+
+def skip_summary_lines(skips: Iterable[tuple[str, str]]) -> list[str]:
+    """Group hardware skips (category, cause) into one line per cause with its count."""
+    counts = Counter(skips)
+    if not counts:
+        return []
+    total = sum(counts.values())
+    lines = [f"{total} test(s) skipped for hardware reasons:"]
+    for (category, cause), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {n:4d}  {category:<14} {cause}")
+    return lines
+
+
+def info_text(env: GpuEnv) -> str:
+    """The readable form of ``gpuenv info``."""
+    out = header_lines(env, verbose=1)
+    out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
+    return "\n".join(out)
+
+
+def doctor_lines(env: GpuEnv) -> list[str]:
+    if not env.problems:
+        return [f"OK: {summary(env)}", "no problems found"]
+    lines = [f"environment: {summary(env)}", ""]
+    for p in env.problems:
+        lines.append(f"[{p.severity}] {p.code}: {p.message}")
+        if p.fix:
+            for i, fl in enumerate(p.fix.splitlines()):
+                lines.append(("    fix: " if i == 0 else "         ") + fl)
+        lines.append("")
+    return lines
