@@ -1,6 +1,73 @@
-"""pytest-gpuenv: GPU-aware testing across ROCm, CUDA, WSL 2 and CPU-only runners."""
+"""pytest-gpuenv: GPU-aware testing across ROCm, CUDA, WSL 2 and CPU-only runners.
+
+The markers are importable as decorators::
+
+    from pytest_gpuenv import requires_rocm, requires_memory
+
+    @requires_rocm
+    @requires_memory("16GiB")
+    def test_big_model(torch_device): ...
+
+Importing this package never imports torch or a GPU runtime.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, parse_size
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+
+requires_gpu = pytest.mark.requires_gpu
+requires_cuda = pytest.mark.requires_cuda
+requires_rocm = pytest.mark.requires_rocm
+requires_hip = pytest.mark.requires_hip
+requires_wsl = pytest.mark.requires_wsl
+requires_devices = pytest.mark.requires_devices
+requires_memory = pytest.mark.requires_memory
+requires_arch = pytest.mark.requires_arch
+skip_on = pytest.mark.skip_on
+xfail_on = pytest.mark.xfail_on
+perf = pytest.mark.perf
+
+__all__ = [
+    "ArchPattern",
+    "Device",
+    "GpuEnv",
+    "Problem",
+    "__version__",
+    "compile_kernel",
+    "detect",
+    "parse_size",
+    "perf",
+    "requires_arch",
+    "requires_cuda",
+    "requires_devices",
+    "requires_gpu",
+    "requires_hip",
+    "requires_memory",
+    "requires_rocm",
+    "requires_wsl",
+    "skip_on",
+    "xfail_on",
+]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.detect import detect
+    from pytest_gpuenv.rtc import compile_kernel
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: keep ``import pytest_gpuenv`` light
+    if name == "detect":
+        from pytest_gpuenv.detect import detect
+
+        return detect
+    if name == "compile_kernel":
+        from pytest_gpuenv.rtc import compile_kernel
+
+        return compile_kernel
+    raise AttributeError(f"module 'pytest_gpuenv' has no attribute {name!r}")

@@ -1,0 +1,69 @@
+"""``gpuenv info|doctor|compile`` (also ``python -m pytest_gpuenv``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Optional, Sequence
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuenv", description="GPU environment report for pytest-gpuenv")
+    sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile}")
+    for name, helptext in (
+        ("info", "print the environment model"),
+        ("doctor", "list each problem with its fix; exit 1 when a problem was found"),
+    ):
+        sp = sub.add_parser(name, help=helptext)
+        sp.add_argument("--root", metavar="PATH", default=os.environ.get("GPUENV_ROOT"),
+                        help="read another system's files under PATH (no library loaded, no probe)")
+        sp.add_argument("--probe", choices=("auto", "always", "never"), default="auto",
+                        help="runtime probe in a subprocess (default: auto)")
+        sp.add_argument("--probe-timeout", type=float, default=20.0, metavar="SECONDS")
+        if name == "info":
+            sp.add_argument("--json", action="store_true", help="print the model as JSON")
+    sub.add_parser("compile", help="compile a HIP source for each arch", add_help=False)
+    return p
+
+
+def _env(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from pytest_gpuenv.detect import detect
+
+    if args.root and not os.path.isdir(args.root):
+        raise SystemExit(f"gpuenv: --root {args.root!r} is not a directory")
+    return detect(
+        root=args.root,
+        probe="never" if args.root else args.probe,
+        probe_timeout=args.probe_timeout,
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "compile":
+        from pytest_gpuenv.rtc import compile_command
+
+        return compile_command(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from pytest_gpuenv import report
+
+    env = _env(args)
+    if args.command == "info":
+        if args.json:
+            print(json.dumps(env.to_dict(), indent=2, default=str))
+        else:
+            print(report.info_text(env))
+        return 0
+    for line in report.doctor_lines(env):
+        print(line)
+    return 1 if env.problems else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
