@@ -273,6 +273,13 @@ def evaluate_mark(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], env:
         if have < value:
             if have == 0:
                 return _skip_missing(env, f"{value} GPU(s)", "devices")
+            worker = env.problem("xdist-worker-gpus")
+            if worker is not None:
+                return Skip(
+                    "devices",
+                    f"requires {value} GPUs; xdist worker has {have}",
+                    f"requires_devices({value}): {worker.message}; {worker.fix}",
+                )
             return Skip(
                 "devices",
                 f"requires {value} GPUs; {have} visible",

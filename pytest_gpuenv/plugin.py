@@ -25,6 +25,7 @@ from pytest_gpuenv._state import (
 )
 from pytest_gpuenv.fixtures import gpu_device, gpu_env, torch_device, torch_device_params  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
+
 try:  # TEMPORARY while the perf and rtc packages are written
     from pytest_gpuenv.perf.fixture import gpu_bench  # noqa: F401
 except ImportError:
@@ -68,7 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuenv._xdist import XdistHooks
 
         config.pluginmanager.register(XdistHooks(config), "gpuenv-xdist")
-        if workerinput is not None:
+        if workerinput is None:
+            from pytest_gpuenv._xdist import check_controller
+
+            check_controller(config, env, settings)
+        else:
             from pytest_gpuenv._xdist import pin_worker
 
             info = pin_worker(config, env, settings)
