@@ -36,6 +36,8 @@ except ImportError:
     pass
 
 _SKIP_INFO = pytest.StashKey[markers.Skip]()
+_PLAN_PROFILES = pytest.StashKey[list]()
+_PLAN_LINES = pytest.StashKey[list]()
 _MARK_ERROR = pytest.StashKey[str]()
 _WORKERINPUT_KEY = "gpuenv_env"
 
@@ -62,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuenv.detect import hide_gpus_env
 
         os.environ.update(hide_gpus_env(env))
+    if settings.plan and workerinput is None:
+        from pytest_gpuenv.plan import profiles
+
+        config.stash[_PLAN_PROFILES] = profiles(settings.plan_profiles)
     # torch.cuda.is_available() through NVML/amdsmi does not poison fork (DETECTION.md section 0.5)
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
@@ -144,6 +150,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     env = get_env(config)
     settings = get_settings(config)
+    if _PLAN_PROFILES in config.stash:
+        from pytest_gpuenv.plan import plan_lines
+
+        config.stash[_PLAN_LINES] = plan_lines(items, config.stash[_PLAN_PROFILES])
     for item in items:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.perf)
@@ -201,6 +211,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):
         return
+    plan = config.stash.get(_PLAN_LINES, None)
+    if plan:
+        terminalreporter.write_sep("-", "gpuenv: plan")
+        for line in plan:
+            terminalreporter.write_line(line)
     records = perf_records(config)
     skips = list(_SKIPS)
     skip_records(config).extend(skips)

@@ -1,0 +1,113 @@
+"""``--gpuenv-plan``: which GPU-marked tests each CI runner profile would run or skip, and why.
+
+A profile is a root folder (a saved machine tree, detected as ``--gpuenv-root`` would) or a short
+spec ``backend:arch:NxSIZE[:wsl2]`` such as ``rocm:gfx90a:4x64GiB``, ``cuda:sm_90:1x80GiB`` or ``cpu``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Iterable
+
+import pytest
+
+from pytest_gpuenv import markers
+from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, default_warp_size, parse_size
+
+DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
+_SPEC = re.compile(r"^(cpu|cuda|rocm)(?::([^:]+))?(?::(\d+)x([^:]+))?(?::(wsl2?))?$", re.IGNORECASE)
+
+
+def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
+    """(label, model) for one profile. Raises ``pytest.UsageError`` for a malformed spec."""
+    if os.path.isdir(spec):
+        from pytest_gpuenv.detect import detect
+
+        env = detect(root=os.path.abspath(spec), probe="never")
+        return os.path.basename(os.path.normpath(spec)), env
+    m = _SPEC.match(spec.strip())
+    if not m:
+        raise pytest.UsageError(
+            f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: expected a root folder or "
+            "backend:arch:NxSIZE[:wsl2], e.g. rocm:gfx90a:4x64GiB, cuda:sm_90:1x80GiB, cpu"
+        )
+    backend, arch, count, size, wsl = m.groups()
+    backend = backend.lower()
+    if backend == "cpu":
+        if arch or count:
+            raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: 'cpu' takes no arch or devices")
+        return "CPU-only", GpuEnv(backend="cpu", kind="cpu")
+    if not arch:
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: give an arch, e.g. {backend}:"
+                                + ("sm_90" if backend == "cuda" else "gfx942"))
+    try:
+        pat = ArchPattern.parse(arch)
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {exc}") from None
+    vendor = "nvidia" if backend == "cuda" else "amd"
+    if pat.vendor != vendor or any(c in pat.text for c in "*?[+"):
+        raise pytest.UsageError(
+            f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {arch!r} is not a concrete {backend} arch"
+        )
+    n = int(count) if count else 1
+    if n < 1:
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: needs at least 1 device")
+    try:
+        mem = parse_size(size) if size else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {exc}") from None
+    devices = [
+        Device(index=i, vendor=vendor, name=f"{vendor.upper()} {pat.text}", arch=pat.text, memory_bytes=mem,
+               warp_size=default_warp_size(pat.text), source="profile")
+        for i in range(n)
+    ]
+    compilers = {"hiprtc": vendor == "amd", "nvrtc": vendor == "nvidia", "hipcc": None, "nvcc": None}
+    env = GpuEnv(
+        backend=backend, kind=backend + ("-wsl" if wsl else ""), wsl=2 if wsl else None, devices=devices,
+        compilers=compilers, torch={"version": "?", "build": backend},
+    )
+    label = ("NVIDIA " if vendor == "nvidia" else "AMD ") + pat.text + (" WSL 2" if wsl else "")
+    if n > 1:
+        label += f" x{n}"
+    return label, env
+
+
+def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:
+    specs = list(specs)
+    return [profile_from_spec(s) for s in (list(DEFAULT_PROFILES) + specs)]
+
+
+def _verdict(item: pytest.Item, env: GpuEnv) -> str:
+    marks = list(item.iter_markers())
+    error = markers.check_marks(marks)
+    if error:
+        return "error: " + error
+    skip = markers.evaluate(marks, env)
+    if skip is not None:
+        return f"skip: {skip.cause}"
+    xf = markers.xfail_for(marks, env)
+    return "xfail" if xf else "run"
+
+
+def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> list[str]:
+    from tabulate import tabulate
+
+    gpu_items = [i for i in items if any(m.name in markers.MARKER_NAMES for m in i.iter_markers())]
+    if not gpu_items:
+        return ["no GPU-marked tests collected"]
+    rows: list[list[Any]] = []
+    never: list[str] = []
+    for item in gpu_items:
+        verdicts = [_verdict(item, env) for _label, env in profs]
+        rows.append([item.nodeid] + verdicts)
+        if not any(v in ("run", "xfail") for v in verdicts):
+            never.append(item.nodeid)
+    lines = tabulate(rows, headers=["test"] + [label for label, _ in profs], tablefmt="simple").splitlines()
+    runs = [sum(1 for r in rows if r[i + 1] in ("run", "xfail")) for i in range(len(profs))]
+    lines.append("")
+    lines.append("runs per profile: " + ", ".join(f"{label} {n}/{len(rows)}" for (label, _), n in zip(profs, runs)))
+    if never:
+        lines.append(f"{len(never)} test(s) run on no profile (a stale skip, or markers nothing satisfies):")
+        lines.extend(f"  {n}" for n in never)
+    return lines
