@@ -1,0 +1,23 @@
+"""Compiled HIP kernels: one ``.hip`` source built with hiprtc/hipcc (AMD) or NVRTC/nvcc (NVIDIA).
+
+Importing this package imports no GPU binding, torch or numpy, and starts no runtime.
+"""
+
+from __future__ import annotations
+
+from pytest_gpuenv.rtc._cli import compile_command
+from pytest_gpuenv.rtc._compilers import DEFAULT_ARCHS
+from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError, KernelLaunchError
+from pytest_gpuenv.rtc._source import Param
+from pytest_gpuenv.rtc.kernel import Kernel, compile_kernel
+
+__all__ = [
+    "DEFAULT_ARCHS",
+    "CacheDirError",
+    "Kernel",
+    "KernelCompileError",
+    "KernelLaunchError",
+    "Param",
+    "compile_command",
+    "compile_kernel",
+]

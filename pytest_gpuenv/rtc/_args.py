@@ -1,0 +1,201 @@
+"""Kernel arguments: checked against the declared parameter list and packed, before the GPU sees them.
+
+Pure Python (ctypes, struct): torch and numpy are recognised by duck typing, never imported here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import operator
+import struct
+from typing import Any, Optional, Sequence
+
+from pytest_gpuenv.rtc._source import Param
+
+_CTYPES = {
+    "?": ctypes.c_bool,
+    "b": ctypes.c_int8,
+    "B": ctypes.c_uint8,
+    "h": ctypes.c_int16,
+    "H": ctypes.c_uint16,
+    "i": ctypes.c_int32,
+    "I": ctypes.c_uint32,
+    "q": ctypes.c_int64,
+    "Q": ctypes.c_uint64,
+    "f": ctypes.c_float,
+    "d": ctypes.c_double,
+    "e": ctypes.c_uint16,  # __half: the IEEE binary16 bits
+    "P": ctypes.c_void_p,
+}
+_INT_RANGE = {c: (ctypes.sizeof(_CTYPES[c]) * 8, c.islower()) for c in "bBhHiIqQ"}
+_FLOAT_MAX = {"f": 3.4028234663852886e38, "e": 65504.0}
+
+#: element type of a pointer parameter -> accepted torch dtype names / array-interface typestr kinds
+_ELEM = {
+    "float": ("float32", "<f4"),
+    "double": ("float64", "<f8"),
+    "__half": ("float16", "<f2"),
+    "half": ("float16", "<f2"),
+    "int": ("int32", "<i4"),
+    "int32_t": ("int32", "<i4"),
+    "unsigned int": ("int32", "<u4"),  # torch has no uint32 tensors in common use; allow int32 storage
+    "uint32_t": ("int32", "<u4"),
+    "long": ("int64", "<i8"),
+    "long long": ("int64", "<i8"),
+    "int64_t": ("int64", "<i8"),
+    "short": ("int16", "<i2"),
+    "int16_t": ("int16", "<i2"),
+    "char": ("int8", "|i1"),
+    "int8_t": ("int8", "|i1"),
+    "signed char": ("int8", "|i1"),
+    "unsigned char": ("uint8", "|u1"),
+    "uint8_t": ("uint8", "|u1"),
+    "bool": ("bool", "|b1"),
+}
+
+
+def _describe(value: Any) -> str:
+    t = type(value)
+    if _is_tensor(value):
+        return f"a {value.dtype} tensor on {value.device}"
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__name__
+
+
+def _is_tensor(value: Any) -> bool:
+    t = type(value)
+    return t.__module__.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "device")
+
+
+def _check_dtype(p: Param, got: str, typestr: Optional[str], what: str) -> None:
+    want = _ELEM.get(p.type)
+    if want is None:
+        return  # void*, structs: no check possible
+    ok = got.replace("torch.", "") == want[0] if typestr is None else typestr[1:] == want[1][1:]
+    if not ok:
+        raise TypeError(
+            f"argument {p.name!r} ({p.decl}) expects {p.type} elements, got {what}"
+        )
+
+
+def pointer_arg(p: Param, value: Any, device: Optional[int], vendor: str) -> int:
+    """Device pointer for a pointer parameter; TypeError naming the parameter otherwise."""
+    if value is None:
+        return 0
+    if _is_tensor(value):
+        dev = value.device
+        if dev.type != "cuda":
+            raise TypeError(
+                f"argument {p.name!r} ({p.decl}) is a tensor on the {dev.type.upper()} ({dev}); "
+                f"move it to the GPU, e.g. .to('cuda:{device if device is not None else 0}')"
+            )
+        if device is not None and dev.index is not None and dev.index != device:
+            raise TypeError(
+                f"argument {p.name!r} ({p.decl}) is on {dev}, but the kernel launches on cuda:{device}"
+            )
+        _check_dtype(p, str(value.dtype), None, _describe(value))
+        return int(value.data_ptr())
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        _check_dtype(p, "", cai.get("typestr", "?"), f"an array of typestr {cai.get('typestr')!r}")
+        return int(cai["data"][0])
+    if hasattr(value, "__array_interface__"):
+        raise TypeError(
+            f"argument {p.name!r} ({p.decl}) is a host array ({_describe(value)}); pass a GPU tensor "
+            "or an object with __cuda_array_interface__"
+        )
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
+        return value  # a raw device address
+    raise TypeError(
+        f"argument {p.name!r} ({p.decl}) expects a device pointer (a GPU tensor, an object with "
+        f"__cuda_array_interface__, or an int address), got {_describe(value)}"
+    )
+
+
+def scalar_arg(p: Param, code: str, value: Any) -> Any:
+    """The Python value for a by-value scalar, range-checked; TypeError naming the parameter."""
+    if _is_tensor(value) or hasattr(value, "__cuda_array_interface__"):
+        raise TypeError(f"argument {p.name!r} ({p.decl}) is a scalar {p.type}, got {_describe(value)}")
+    if code == "?":
+        if isinstance(value, bool) or type(value).__name__ == "bool_":
+            return bool(value)
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects a bool, got {_describe(value)}")
+    if code in _INT_RANGE:
+        if isinstance(value, bool) or isinstance(value, float) or type(value).__name__.startswith("float"):
+            raise TypeError(f"argument {p.name!r} ({p.decl}) expects an integer, got {value!r}")
+        try:
+            v = operator.index(value)
+        except TypeError:
+            raise TypeError(f"argument {p.name!r} ({p.decl}) expects an integer, got {_describe(value)}") from None
+        bits, signed = _INT_RANGE[code]
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+        if not lo <= v <= hi:
+            raise TypeError(f"argument {p.name!r} ({p.decl}): {v} does not fit {p.type} (range {lo}..{hi})")
+        return v
+    # floats
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects a number, got {_describe(value)}") from None
+    limit = _FLOAT_MAX.get(code)
+    if limit is not None and math.isfinite(v) and abs(v) > limit:
+        raise TypeError(f"argument {p.name!r} ({p.decl}): {v!r} overflows {p.type} (max {limit:g})")
+    if code == "e":
+        return struct.unpack("<H", struct.pack("<e", v))[0]
+    return v
+
+
+class PackedArgs:
+    """ctypes storage for each argument and the ``void*[]`` array the launch APIs take."""
+
+    def __init__(self, values: list[ctypes._SimpleCData]) -> None:  # type: ignore[name-defined]
+        self.values = values
+        self.array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.array)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def pack_args(
+    kernel: str, params: Sequence[Param], args: Sequence[Any], device: Optional[int] = None, vendor: str = "nvidia"
+) -> PackedArgs:
+    """Check ``args`` against ``params`` and pack them; TypeError before anything reaches the GPU."""
+    if len(args) != len(params):
+        sig = ", ".join(p.decl for p in params)
+        raise TypeError(f"kernel {kernel!r} takes {len(params)} arguments ({sig}), got {len(args)}")
+    values = []
+    for p, a in zip(params, args):
+        code = p.code
+        if code is None:
+            raise TypeError(
+                f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
+                "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)"
+            )
+        if code == "P":
+            values.append(ctypes.c_void_p(pointer_arg(p, a, device, vendor)))
+        else:
+            values.append(_CTYPES[code](scalar_arg(p, code, a)))
+    return PackedArgs(values)
+
+
+def launch_dims(value: Any, what: str) -> tuple[int, int, int]:
+    """An int or a tuple of up to 3 positive ints -> (x, y, z)."""
+    dims = (value,) if not isinstance(value, (tuple, list)) else tuple(value)
+    if not 1 <= len(dims) <= 3:
+        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    out = []
+    for d in dims:
+        try:
+            v = operator.index(d)
+        except TypeError:
+            raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}") from None
+        if v < 1 or v >= 2**31:
+            raise TypeError(f"{what} dimensions must be in 1..2**31-1, got {value!r}")
+        out.append(v)
+    while len(out) < 3:
+        out.append(1)
+    return out[0], out[1], out[2]

@@ -1,0 +1,433 @@
+"""The four compilers: hiprtc and hipcc for gfx targets, NVRTC and nvcc for sm targets.
+
+Each knows whether it is installed, its identity and version (part of the cache key), which arches
+it can build, and how to turn a Source into a code object. Nothing here is imported or loaded until
+a compile asks for it; hiprtc runs in a child process (see _hiprtc_worker.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import Optional, Sequence
+
+from pytest_gpuenv.rtc._errors import KernelCompileError
+from pytest_gpuenv.rtc._source import SHIPPED_INCLUDE, Source, first_error
+
+DEFAULT_ARCHS = ("gfx90a", "gfx942", "gfx1030", "gfx1100", "sm_80", "sm_90")
+_ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
+_PROBE_SOURCE = 'extern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
+_HIP_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5",
+             "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
+
+
+def check_arch(arch: str) -> str:
+    a = str(arch).strip().lower()
+    if not _ARCH.match(a):
+        raise KernelCompileError(
+            f"unknown arch {arch!r}: expected an AMD target such as gfx90a, gfx942, gfx1100 or an NVIDIA "
+            "target such as sm_80, sm_90",
+            arch=str(arch),
+        )
+    return a
+
+
+def vendor_of(arch: str) -> str:
+    return "amd" if arch.startswith("gfx") else "nvidia"
+
+
+def _file_id(path: str) -> str:
+    st = os.stat(path)
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _rocm_dirs() -> list[str]:
+    out = []
+    for var in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH"):
+        if os.environ.get(var):
+            out.append(os.environ[var])
+    out.append("/opt/rocm")
+    return out
+
+
+def _cuda_include_dirs() -> list[str]:
+    """Where cuda_fp16.h lives (NVRTC has no builtin copy): CUDA_HOME, /usr/local/cuda, nvidia wheels."""
+    cands = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    cands.append("/usr/local/cuda/include")
+    for p in sys.path:
+        nv = os.path.join(p, "nvidia")
+        if os.path.isdir(nv):
+            for sub in sorted(os.listdir(nv)):
+                cands.append(os.path.join(nv, sub, "include"))
+    return [c for c in dict.fromkeys(cands) if os.path.isfile(os.path.join(c, "cuda_fp16.h"))][:1]
+
+
+def _log_with_real_name(log: str, src: Source) -> str:
+    # hiprtc (comgr) reports the program as /tmp/comgr-XXXX/input/CompileSource
+    return re.sub(r"\S*comgr-[^/\s]+/input/CompileSource", lambda m: src.display, log)
+
+
+def compile_error(log: str, src: Source, name: str, arch: str, compiler: str, fallback: str) -> KernelCompileError:
+    log = _log_with_real_name(log, src)
+    loc = first_error(log)
+    if loc:
+        file, line, msg = loc
+        m = re.search(r"'([^']+)' file not found|cannot open source file \"([^\"]+)\"", msg)
+        what = f"header {m.group(1) or m.group(2)!r} not found" if m else msg
+        head = f"{file}:{line}: {what} (compiling kernel {name!r} for {arch} with {compiler})"
+        return KernelCompileError(head, log=log, file=file, line=line, arch=arch, compiler=compiler)
+    return KernelCompileError(
+        f"{fallback} (compiling kernel {name!r} from {src.display} for {arch} with {compiler})",
+        log=log, file=src.path, arch=arch, compiler=compiler,
+    )
+
+
+class Compiler:
+    name = "?"
+    vendor = "?"
+    #: what this compiler is, for "looked for ..." messages
+    looked_for = ""
+
+    def available(self) -> bool:
+        raise NotImplementedError
+
+    def identity(self) -> str:
+        raise NotImplementedError
+
+    def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
+        raise NotImplementedError
+
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                include_dirs: Sequence[str]) -> bytes:
+        raise NotImplementedError
+
+    def _flags(self, src: Source, defines: dict, include_dirs: Sequence[str], shipped: bool) -> list[str]:
+        inc = ([src.dir] if src.dir else []) + list(include_dirs) + ([SHIPPED_INCLUDE] if shipped else [])
+        flags = [f"-I{d}" for d in inc]
+        for k, v in defines.items():
+            flags.append(f"-D{k}" if v is None or v is True else f"-D{k}={v}")
+        return flags
+
+    def __repr__(self) -> str:
+        return f"<{self.name} compiler>"
+
+
+class _ProbedArchs:
+    """hiprtc/hipcc: which arches build, found by compiling a tiny kernel once per arch, kept on disk."""
+
+    def _probe_one(self, arch: str) -> bool:
+        src = Source(text=_PROBE_SOURCE, path=None, display="<probe>.hip")
+        try:
+            self.compile(src, "gpuenv_probe", arch, (), {}, ())  # type: ignore[attr-defined]
+            return True
+        except KernelCompileError:
+            return False
+
+    def supported_archs(self, archs: Sequence[str], cache_dir: Optional[str]) -> list[str]:
+        path = None
+        known: dict[str, bool] = {}
+        if cache_dir:
+            h = hashlib.sha256(self.identity().encode()).hexdigest()[:16]  # type: ignore[attr-defined]
+            path = os.path.join(cache_dir, f"archs-{self.name}-{h}.json")  # type: ignore[attr-defined]
+            try:
+                with open(path) as f:
+                    known = json.load(f)
+            except (OSError, ValueError):
+                known = {}
+        todo = [a for a in archs if a not in known]
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(8, len(todo))) as ex:
+                for a, ok in zip(todo, ex.map(self._probe_one, todo)):
+                    known[a] = ok
+            if path:
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w") as f:
+                    json.dump(known, f)
+                os.replace(tmp, path)
+        return [a for a in archs if known.get(a)]
+
+    def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
+        return bool(self.supported_archs([arch], cache_dir))
+
+
+class Hiprtc(_ProbedArchs, Compiler):
+    name = "hiprtc"
+    vendor = "amd"
+    looked_for = "hiprtc (libhiprtc.so, libamdhip64.so)"
+
+    @cache  # noqa: B019 - one instance per process
+    def library(self) -> Optional[str]:
+        dirs = [os.path.join(d, "lib") for d in _rocm_dirs()]
+        dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+        dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+        for lib in _HIP_LIBS:
+            for d in dirs:
+                p = os.path.join(d, lib) if d else ""
+                if p and os.path.isfile(p):
+                    return p
+        return None
+
+    def available(self) -> bool:
+        return self.library() is not None
+
+    @cache  # noqa: B019
+    def identity(self) -> str:
+        return f"hiprtc:{_file_id(self.library() or '')}"
+
+    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+        opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
+        opts += self._flags(src, defines, include_dirs, shipped=False) + list(options)
+        req = json.dumps({"source": src.text, "name": src.display, "options": opts})
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hiprtc_worker.py")
+        env = dict(os.environ)
+        env.setdefault("HIP_VISIBLE_DEVICES", "")  # compile only: keep the child away from the GPUs
+        p = subprocess.run([sys.executable, worker, self.library() or ""], input=req, capture_output=True,
+                           text=True, env=env, timeout=600)
+        if p.returncode != 0 or not p.stdout.strip():
+            how = (f"signal {signal.Signals(-p.returncode).name}" if p.returncode < 0
+                   else f"exit status {p.returncode}")
+            raise KernelCompileError(
+                f"hiprtc crashed ({how}) compiling kernel {name!r} from {src.display} for {arch}: this hiprtc "
+                f"({self.library()}) most likely does not know arch {arch!r}",
+                log=p.stderr, file=src.path, arch=arch, compiler="hiprtc",
+            )
+        out = json.loads(p.stdout)
+        if out["result"] != 0:
+            raise compile_error(out["log"] or out["error"], src, name, arch, "hiprtc", out["error"])
+        return base64.b64decode(out["code"])
+
+
+class Hipcc(_ProbedArchs, Compiler):
+    name = "hipcc"
+    vendor = "amd"
+    looked_for = "hipcc"
+
+    @cache  # noqa: B019
+    def path(self) -> Optional[str]:
+        found = shutil.which("hipcc")
+        if found:
+            return found
+        for d in _rocm_dirs():
+            p = os.path.join(d, "bin", "hipcc")
+            if os.path.isfile(p):
+                return p
+        return None
+
+    def available(self) -> bool:
+        return self.path() is not None
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env["HIP_PLATFORM"] = "amd"  # Debian's hipcc picks nvcc when it sees one
+        return env
+
+    @cache  # noqa: B019
+    def identity(self) -> str:
+        p = subprocess.run([self.path() or "hipcc", "--version"], capture_output=True, text=True, env=self._env())
+        return f"hipcc:{_file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
+
+    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+        with tempfile.TemporaryDirectory(prefix="gpuenv-hipcc-") as tmp:
+            path = src.path or os.path.join(tmp, "source.hip")
+            if not src.path:
+                with open(path, "w") as f:
+                    f.write(src.text)
+            out = os.path.join(tmp, "kernel.co")
+            cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip"]
+            cmd += self._flags(src, defines, include_dirs, shipped=False) + list(options) + [path, "-o", out]
+            p = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=600)
+            if p.returncode != 0 or not os.path.isfile(out):
+                log = (p.stderr + p.stdout).replace(path, src.display)
+                raise compile_error(log, src, name, arch, "hipcc", f"hipcc exited with status {p.returncode}")
+            with open(out, "rb") as f:
+                return f.read()
+
+
+class Nvrtc(Compiler):
+    name = "nvrtc"
+    vendor = "nvidia"
+    looked_for = "NVRTC (cuda.bindings.nvrtc)"
+
+    @cache  # noqa: B019
+    def _module(self):  # type: ignore[no-untyped-def]
+        try:
+            from cuda.bindings import nvrtc
+        except Exception:
+            try:
+                from cuda import nvrtc  # type: ignore[no-redef]  # cuda-python < 12.6
+            except Exception:
+                return None
+        try:
+            err, *_ = nvrtc.nvrtcVersion()
+            if int(err) != 0:
+                return None
+        except Exception:  # libnvrtc.so not found
+            return None
+        return nvrtc
+
+    def available(self) -> bool:
+        return self._module() is not None
+
+    @cache  # noqa: B019
+    def identity(self) -> str:
+        nvrtc = self._module()
+        _, major, minor = nvrtc.nvrtcVersion()
+        try:
+            from cuda.bindings import __version__ as bver
+        except Exception:
+            bver = "?"
+        return f"nvrtc:{major}.{minor}:cuda-bindings-{bver}"
+
+    @cache  # noqa: B019
+    def _archs(self) -> tuple[int, ...]:
+        nvrtc = self._module()
+        try:
+            err, archs = nvrtc.nvrtcGetSupportedArchs()
+            return tuple(archs)
+        except Exception:
+            return ()
+
+    def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
+        m = re.match(r"^sm_(\d+)", arch)
+        return bool(m) and int(m.group(1)) in self._archs()
+
+    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+        nvrtc = self._module()
+        if not self.supports(arch):
+            have = ", ".join(f"sm_{a}" for a in self._archs())
+            raise KernelCompileError(f"NVRTC does not know arch {arch!r} (it supports {have})", arch=arch,
+                                     compiler="nvrtc", file=src.path)
+        flags = self._flags(src, defines, include_dirs, shipped=True)
+        flags += [f"-I{d}" for d in _cuda_include_dirs()]
+        opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "-DGPUENV_NVRTC=1"] + flags
+        opts += list(options)
+        err, prog = nvrtc.nvrtcCreateProgram(src.text.encode(), src.display.encode(), 0, [], [])
+        try:
+            (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * n
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            log = buf.rstrip(b"\0").decode("utf-8", "replace")
+            if int(res) != 0:
+                raise compile_error(log, src, name, arch, "nvrtc", str(res.name if hasattr(res, "name") else res))
+            _, n = nvrtc.nvrtcGetCUBINSize(prog)
+            cubin = b" " * n
+            nvrtc.nvrtcGetCUBIN(prog, cubin)
+            return cubin
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+
+
+class Nvcc(Compiler):
+    name = "nvcc"
+    vendor = "nvidia"
+    looked_for = "nvcc"
+
+    @cache  # noqa: B019
+    def path(self) -> Optional[str]:
+        found = shutil.which("nvcc")
+        if found:
+            return found
+        for d in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]:
+            if d and os.path.isfile(os.path.join(d, "bin", "nvcc")):
+                return os.path.join(d, "bin", "nvcc")
+        return None
+
+    def available(self) -> bool:
+        return self.path() is not None
+
+    @cache  # noqa: B019
+    def identity(self) -> str:
+        p = subprocess.run([self.path() or "nvcc", "--version"], capture_output=True, text=True)
+        return f"nvcc:{_file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
+
+    @cache  # noqa: B019
+    def _archs(self) -> tuple[str, ...]:
+        p = subprocess.run([self.path() or "nvcc", "--list-gpu-code"], capture_output=True, text=True)
+        return tuple(line.strip() for line in p.stdout.split() if line.strip().startswith("sm_"))
+
+    def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
+        return re.sub(r"[a-z]$", "", arch) in self._archs()
+
+    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+        if not self.supports(arch):
+            raise KernelCompileError(f"nvcc does not know arch {arch!r} (it supports {', '.join(self._archs())})",
+                                     arch=arch, compiler="nvcc", file=src.path)
+        with tempfile.TemporaryDirectory(prefix="gpuenv-nvcc-") as tmp:
+            path = src.path or os.path.join(tmp, "source.hip")
+            if not src.path:
+                with open(path, "w") as f:
+                    f.write(src.text)
+            out = os.path.join(tmp, "kernel.cubin")
+            cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu"]
+            cmd += self._flags(src, defines, include_dirs, shipped=True) + list(options) + [path, "-o", out]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if p.returncode != 0 or not os.path.isfile(out):
+                log = (p.stderr + p.stdout).replace(path, src.display)
+                raise compile_error(log, src, name, arch, "nvcc", f"nvcc exited with status {p.returncode}")
+            with open(out, "rb") as f:
+                return f.read()
+
+
+_ALL = {"hiprtc": Hiprtc(), "hipcc": Hipcc(), "nvrtc": Nvrtc(), "nvcc": Nvcc()}
+_ORDER = {"amd": ("hiprtc", "hipcc"), "nvidia": ("nvrtc", "nvcc")}
+
+
+def get(name: str) -> Compiler:
+    if name not in _ALL:
+        raise ValueError(f"unknown compiler {name!r}; expected one of: {', '.join(_ALL)}")
+    return _ALL[name]
+
+
+def for_arch(arch: str, compiler: Optional[str] = None) -> Compiler:
+    """The first installed compiler for ``arch`` (or the named one); KernelCompileError if none."""
+    vendor = vendor_of(arch)
+    if compiler is not None:
+        c = get(compiler)
+        if c.vendor != vendor:
+            raise KernelCompileError(f"{c.name} cannot compile for {arch}", arch=arch, compiler=c.name)
+        if not c.available():
+            raise KernelCompileError(f"{c.name} is not installed (needed for {arch})", arch=arch, compiler=c.name)
+        return c
+    for n in _ORDER[vendor]:
+        if _ALL[n].available():
+            return _ALL[n]
+    looked = ", ".join(_ALL[n].looked_for for n in _ORDER[vendor])
+    raise KernelCompileError(f"no compiler for {arch}: looked for {looked}", arch=arch)
+
+
+def looked_for() -> str:
+    return ", ".join(c.looked_for for c in _ALL.values())
+
+
+def default_archs(cache_dir: Optional[str]) -> list[str]:
+    """DEFAULT_ARCHS restricted to what the installed compilers build (hip arches probed once, on disk)."""
+    out = []
+    for vendor in ("amd", "nvidia"):
+        archs = [a for a in DEFAULT_ARCHS if vendor_of(a) == vendor]
+        try:
+            c = for_arch(archs[0])
+        except KernelCompileError:
+            continue
+        if isinstance(c, _ProbedArchs):
+            out += c.supported_archs(archs, cache_dir)
+        else:
+            out += [a for a in archs if c.supports(a)]
+    return [a for a in DEFAULT_ARCHS if a in out]
+
+
+def timed_compile(c: Compiler, *args) -> tuple[bytes, float]:  # type: ignore[no-untyped-def]
+    t = time.perf_counter()
+    binary = c.compile(*args)
+    return binary, time.perf_counter() - t

@@ -1,0 +1,59 @@
+"""Errors of the kernel compiler and launcher."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class KernelCompileError(Exception):
+    """A kernel could not be compiled: the compiler's log, and the file and line it points at.
+
+    Also raised for a missing kernel file, a kernel name not in the source, an arch no installed
+    compiler knows, or a header that cannot be found: each message names the thing.
+    """
+
+    __module__ = "pytest_gpuenv.rtc"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        log: str = "",
+        file: Optional[str] = None,
+        line: Optional[int] = None,
+        arch: Optional[str] = None,
+        compiler: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log = log
+        self.file = file
+        self.line = line
+        self.arch = arch
+        self.compiler = compiler
+
+    def __str__(self) -> str:
+        if self.log and self.log.strip() not in self.message:
+            return f"{self.message}\n--- {self.compiler or 'compiler'} log ---\n{self.log.rstrip()}"
+        return self.message
+
+
+class KernelLaunchError(RuntimeError):
+    """The runtime refused to load or launch a kernel, or the kernel faulted on the GPU.
+
+    ``code`` is the runtime's error name (``CUDA_ERROR_ILLEGAL_ADDRESS``, ``hipErrorNoDevice``);
+    ``sticky`` is True when the error leaves the process's GPU context unusable.
+    """
+
+    __module__ = "pytest_gpuenv.rtc"
+
+    def __init__(self, message: str, *, code: Optional[str] = None, sticky: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.sticky = sticky
+
+
+class CacheDirError(RuntimeError):
+    """The compile cache directory is unsafe (owned by someone else, or writable by others)."""
+
+    __module__ = "pytest_gpuenv.rtc"

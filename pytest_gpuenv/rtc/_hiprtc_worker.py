@@ -1,0 +1,59 @@
+"""Run one hiprtc compile in a child process: ``python _hiprtc_worker.py LIBRARY < request.json``.
+
+Run by path (not as part of the package) so the child imports nothing but the standard library.
+Why a child process: Debian's ROCm 5.2 hiprtc aborts the whole process (``munmap_chunk(): invalid
+pointer``) for an arch it does not know, such as gfx942 or gfx1100, and hiprtc inside
+libamdhip64 may start the HIP runtime; neither may happen inside the pytest process.
+
+Request: {"source": str, "name": str, "options": [str]}. Reply on stdout:
+{"result": int, "error": str, "log": str, "code": base64 str, "version": "M.m"}.
+"""
+
+import base64
+import ctypes
+import json
+import sys
+
+
+def main() -> int:
+    lib = ctypes.CDLL(sys.argv[1])
+    req = json.loads(sys.stdin.read())
+    lib.hiprtcGetErrorString.restype = ctypes.c_char_p
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    version = None
+    if lib.hiprtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0:
+        version = f"{major.value}.{minor.value}"
+    prog = ctypes.c_void_p()
+    r = lib.hiprtcCreateProgram(
+        ctypes.byref(prog), ctypes.c_char_p(req["source"].encode()), req["name"].encode(), 0, None, None
+    )
+    if r != 0:
+        err = lib.hiprtcGetErrorString(r).decode()
+        print(json.dumps({"result": r, "error": err, "log": "", "code": "", "version": version}))
+        return 0
+    opts = [o.encode() for o in req["options"]]
+    r = lib.hiprtcCompileProgram(prog, len(opts), (ctypes.c_char_p * max(1, len(opts)))(*opts))
+    n = ctypes.c_size_t()
+    log = ""
+    if lib.hiprtcGetProgramLogSize(prog, ctypes.byref(n)) == 0 and n.value:
+        buf = ctypes.create_string_buffer(n.value + 1)
+        lib.hiprtcGetProgramLog(prog, buf)
+        log = buf.value.decode("utf-8", "replace")
+    code = b""
+    if r == 0 and lib.hiprtcGetCodeSize(prog, ctypes.byref(n)) == 0:
+        buf = ctypes.create_string_buffer(n.value)
+        lib.hiprtcGetCode(prog, buf)
+        code = buf.raw
+    lib.hiprtcDestroyProgram(ctypes.byref(prog))
+    print(json.dumps({
+        "result": r,
+        "error": lib.hiprtcGetErrorString(r).decode(),
+        "log": log,
+        "code": base64.b64encode(code).decode(),
+        "version": version,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Reading a kernel source: where it is, which headers it includes, and its kernels' parameter lists.
+
+Pure Python, no compiler: the cache key and the argument checks both come from here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Optional, Sequence
+
+from pytest_gpuenv.rtc._errors import KernelCompileError
+
+#: the shipped HIP-on-CUDA device headers (``include/hip/hip_runtime.h``)
+SHIPPED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+
+_SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
+
+
+@dataclass
+class Source:
+    """A kernel source: its text, the file it came from (None for inline source) and its headers."""
+
+    text: str
+    path: Optional[str]
+    #: display name handed to the compiler, so its log points at the real file
+    display: str
+    #: (path, bytes) of every header found by following ``#include`` (quoted and angle), in order
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+    @property
+    def data(self) -> bytes:
+        return self.text.encode()
+
+    @property
+    def dir(self) -> Optional[str]:
+        return os.path.dirname(self.path) if self.path else None
+
+
+def looks_like_source(text: str) -> bool:
+    return bool(_SOURCE_HINT.search(text))
+
+
+def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[str] = ()) -> Source:
+    """Read a source given as text or as a path (absolute, relative to cwd, or in ``kernel_dirs``)."""
+    if isinstance(source_or_path, str) and looks_like_source(source_or_path):
+        return Source(text=source_or_path, path=None, display="<source>.hip")
+    name = os.fspath(source_or_path)
+    candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in kernel_dirs] + [name]
+    for c in candidates:
+        if os.path.isfile(c):
+            path = os.path.abspath(c)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise KernelCompileError(f"cannot read kernel file {path}: {exc}", file=path) from None
+            return Source(text=text, path=path, display=path)
+    searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
+    raise KernelCompileError(
+        f"kernel file {name!r} not found (searched: {searched}); set the ini option gpuenv_kernel_dirs "
+        "or pass an absolute path",
+        file=name,
+    )
+
+
+# ------------------------------------------------------------------ comments and includes
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+
+
+def strip_comments(text: str) -> str:
+    """Blank out comments (keeping newlines, so offsets and line numbers stay), keep string literals."""
+
+    def repl(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s.startswith(("//", "/*")):
+            return re.sub(r"[^\n]", " ", s)
+        return s
+
+    return _COMMENT.sub(repl, text)
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+
+
+def find_headers(src: Source, include_dirs: Iterable[str]) -> list[tuple[str, bytes]]:
+    """Every header reachable through ``#include`` that exists under the source's dir or include_dirs.
+
+    Headers that are found nowhere are left for the compiler (system headers, or the compiler's own
+    ``hip/hip_runtime.h``); a quoted include that is really missing fails in the compiler with its
+    file and line.
+    """
+    dirs = list(include_dirs)
+    seen: dict[str, bytes] = {}
+    todo: list[tuple[str, Optional[str]]] = [(src.text, src.dir)]
+    while todo:
+        text, here = todo.pop(0)
+        for m in _INCLUDE.finditer(strip_comments(text)):
+            quoted, inc = m.group(1) == '"', m.group(2).strip()
+            search = ([here] if quoted and here else []) + dirs
+            for d in search:
+                p = os.path.abspath(os.path.join(d, inc))
+                if os.path.isfile(p):
+                    if p not in seen:
+                        with open(p, "rb") as f:
+                            seen[p] = f.read()
+                        todo.append((seen[p].decode("utf-8", "replace"), os.path.dirname(p)))
+                    break
+    return list(seen.items())
+
+
+# ------------------------------------------------------------------ kernel signatures
+#: C type -> (ctypes kind, bytes); kinds are the struct-module codes used by _args
+SCALAR_TYPES = {
+    "bool": "?",
+    "char": "b",
+    "signed char": "b",
+    "int8_t": "b",
+    "unsigned char": "B",
+    "uint8_t": "B",
+    "short": "h",
+    "short int": "h",
+    "int16_t": "h",
+    "unsigned short": "H",
+    "unsigned short int": "H",
+    "uint16_t": "H",
+    "int": "i",
+    "signed": "i",
+    "signed int": "i",
+    "int32_t": "i",
+    "unsigned": "I",
+    "unsigned int": "I",
+    "uint32_t": "I",
+    "long": "q",
+    "long int": "q",
+    "long long": "q",
+    "long long int": "q",
+    "int64_t": "q",
+    "ptrdiff_t": "q",
+    "ssize_t": "q",
+    "intptr_t": "q",
+    "unsigned long": "Q",
+    "unsigned long int": "Q",
+    "unsigned long long": "Q",
+    "unsigned long long int": "Q",
+    "uint64_t": "Q",
+    "size_t": "Q",
+    "uintptr_t": "Q",
+    "float": "f",
+    "double": "d",
+    "__half": "e",
+    "half": "e",
+}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "std"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared kernel parameter: ``const float* __restrict__ a`` -> Param("a", "float", True)."""
+
+    name: str
+    type: str  # base type without qualifiers: "float", "unsigned int", "__half"
+    pointer: bool
+    decl: str  # as written, for messages
+
+    @property
+    def code(self) -> Optional[str]:
+        """struct code of a by-value scalar ("i", "f", ...), "P" for pointers, None if unsupported."""
+        return "P" if self.pointer else SCALAR_TYPES.get(self.type)
+
+
+_GLOBAL = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
+    re.S,
+)
+_EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
+
+
+def _extern_c_spans(text: str) -> list[tuple[int, int]]:
+    spans = []
+    for m in _EXTERN_C_BLOCK.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        spans.append((m.start(), i))
+    return spans
+
+
+def parse_param(decl: str) -> Param:
+    d = " ".join(decl.split())
+    d = re.sub(r"\[\s*\]$", "", d)
+    pointer = "*" in d or "&" in d or d.endswith("]")
+    toks = [t for t in re.split(r"[\s*&]+", d) if t and t not in _QUALIFIERS]
+    toks = [t.replace("std::", "") for t in toks]
+    if len(toks) >= 2:
+        name, base = toks[-1], " ".join(toks[:-1])
+    else:  # unnamed parameter
+        name, base = f"arg{0}", " ".join(toks)
+    return Param(name=name, type=base, pointer=pointer, decl=d)
+
+
+@dataclass
+class KernelDecl:
+    name: str
+    params: list[Param]
+    extern_c: bool
+    line: int
+
+
+def find_kernels(text: str) -> dict[str, KernelDecl]:
+    """The ``__global__`` functions of a source, by name, with their parameter lists."""
+    clean = strip_comments(text)
+    spans = _extern_c_spans(clean)
+    out: dict[str, KernelDecl] = {}
+    for m in _GLOBAL.finditer(clean):
+        before = clean[max(0, m.start() - 200) : m.start()]
+        stmt = re.split(r"[;}{]", before)[-1]
+        extern_c = bool(re.search(r'extern\s+"C"', stmt)) or any(a <= m.start() < b for a, b in spans)
+        raw = m.group("params").strip()
+        params = [] if raw in ("", "void") else [parse_param(p) for p in _split_params(raw)]
+        params = [p if not p.name.startswith("arg0") else Param(f"arg{i}", p.type, p.pointer, p.decl)
+                  for i, p in enumerate(params)]
+        out.setdefault(m.group("name"), KernelDecl(
+            m.group("name"), params, extern_c, clean.count("\n", 0, m.start()) + 1))
+    return out
+
+
+def _split_params(raw: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in raw:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def kernel_decl(src: Source, name: str) -> KernelDecl:
+    """The declaration of kernel ``name``; KernelCompileError naming the kernels that do exist."""
+    kernels = find_kernels(src.text)
+    where = src.path or "the given source"
+    if name not in kernels:
+        have = ", ".join(sorted(kernels)) or "none"
+        raise KernelCompileError(
+            f"kernel {name!r} not found in {where} (__global__ kernels there: {have})", file=src.path
+        )
+    k = kernels[name]
+    if not k.extern_c:
+        raise KernelCompileError(
+            f'kernel {name!r} in {where}:{k.line} is not declared extern "C": its symbol name is mangled; '
+            f'write extern "C" __global__ void {name}(...)',
+            file=src.path,
+            line=k.line,
+        )
+    return k
+
+
+# ------------------------------------------------------------------ compiler logs
+_LOC = re.compile(
+    r"^(?P<file>[^\s:()][^:()\n]*?)(?::(?P<l1>\d+):(?:\d+:)?|\((?P<l2>\d+)\):?)\s*"
+    r"(?P<kind>fatal error|catastrophic error|error)\b:?\s*(?P<msg>.*)$",
+    re.M,
+)
+
+
+def first_error(log: str) -> Optional[tuple[str, int, str]]:
+    """(file, line, message) of the first error a compiler's log reports (clang or EDG style)."""
+    m = _LOC.search(log)
+    if not m:
+        return None
+    return m.group("file").strip(), int(m.group("l1") or m.group("l2")), m.group("msg").strip()

@@ -1,0 +1,149 @@
+"""The ``hip_kernel`` fixture: compile for the GPU the test runs on, or compile-check every target.
+
+On a GPU: the kernel is built for the device's arch and launched there; each launch waits for the
+kernel (``sync=True``, pass ``sync=False`` to time launches), so a fault fails the test that caused it.
+On a CPU-only runner: the kernel is built for each arch of ``gpuenv_compile_archs`` that an installed
+compiler supports, then the test skips ("compiled for gfx90a, sm_90; no GPU to launch on"). A compile
+error fails the test either way, with the compiler's log pointing at the file and line.
+
+A kernel that faults (an illegal address) leaves the process's CUDA context unusable. The failing
+test reports the runtime's error; every later ``hip_kernel`` user in that process skips, naming the
+test that poisoned the context (skip rather than fail: the fault is already one failure, and the
+later tests did not run). Tests that may fault belong in a subprocess.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pytest
+
+from pytest_gpuenv.rtc import _compilers, _launch
+from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
+
+__all__ = ["hip_kernel", "HipKernelFactory"]
+
+
+def _env_and_settings(config: pytest.Config) -> tuple[Any, Any]:
+    from pytest_gpuenv import _state
+
+    try:
+        env = _state.get_env(config)
+    except KeyError:
+        from pytest_gpuenv.detect import detect
+
+        env = detect()
+    try:
+        settings = _state.get_settings(config)
+    except KeyError:
+        from pytest_gpuenv._options import Settings
+
+        settings = Settings(kernel_dirs=[str(config.rootpath / "kernels")])
+    return env, settings
+
+
+class HipKernelFactory:
+    """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self.request = request
+        self.env, self.settings = _env_and_settings(request.config)
+
+    def _device(self) -> Optional[Any]:
+        if not self.env.has_gpu:
+            return None
+        try:
+            from pytest_gpuenv.fixtures import current_device
+
+            return current_device(self.request)
+        except ImportError:
+            return self.env.usable_devices[0]
+
+    def __call__(self, path_or_source: Any, name: str, **options: Any) -> Any:
+        from pytest_gpuenv.rtc.kernel import compile_kernel
+
+        if _launch.POISON.by is not None:
+            pytest.skip(_launch.POISON.reason())
+        kw = dict(
+            options=options.pop("options", ()),
+            defines=options.pop("defines", None),
+            include_dirs=options.pop("include_dirs", ()),
+            compiler=options.pop("compiler", None),
+            kernel_dirs=self.settings.kernel_dirs,
+            cache_dir=self.settings.cache_dir,
+        )
+        arch = options.pop("arch", None)
+        sync = options.pop("sync", True)
+        if options:
+            raise TypeError(
+                f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
+                "include_dirs, compiler, sync"
+            )
+        dev = self._device()
+        try:
+            if dev is not None:
+                arch = arch or (dev.arch or "").split(":")[0] or None
+                if arch is None:
+                    pytest.fail(f"hip_kernel: the arch of {dev.describe()} is unknown; pass arch=", pytrace=False)
+                k = compile_kernel(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
+                return k
+            return self._compile_check(path_or_source, name, arch, kw)
+        except (KernelCompileError, CacheDirError) as exc:
+            message = f"hip_kernel: {exc}"
+        pytest.fail(message, pytrace=False)  # outside the except: no "During handling ..." chain
+
+    def _compile_check(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict) -> Any:
+        from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
+
+        if arch is not None:
+            archs = [arch]
+        elif self.settings.compile_archs:
+            archs = list(self.settings.compile_archs)
+        else:
+            archs = _compilers.default_archs(get_cache(kw["cache_dir"]).path)
+        if not archs:
+            pytest.skip(
+                f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}, and none of "
+                f"{_compilers.looked_for()}"
+            )
+        from pytest_gpuenv.rtc._source import kernel_decl, load_source
+
+        kernel_decl(load_source(path_or_source, kw["kernel_dirs"]), name)  # fails once, not per arch
+        built, missing, errors = [], [], []
+        for a in archs:
+            try:
+                _compilers.for_arch(_compilers.check_arch(a), kw["compiler"])
+            except KernelCompileError as exc:
+                if exc.arch == a and "unknown arch" not in str(exc):
+                    missing.append(f"{a} ({exc})")
+                    continue
+                raise
+            try:
+                compile_kernel(path_or_source, name, arch=a, **kw)
+                built.append(a)
+            except KernelCompileError as exc:
+                errors.append((a, exc))
+        if errors:
+            first = errors[0][1]
+            more = f"\n(also failed for {', '.join(a for a, _ in errors[1:])})" if len(errors) > 1 else ""
+            ok = f"; built for {', '.join(built)}" if built else ""
+            pytest.fail(f"hip_kernel: {first}{more}{ok}", pytrace=False)
+        if not built:
+            pytest.skip(f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}; "
+                        f"no compiler for {', '.join(missing)}")
+        extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
+        pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on")
+
+
+@pytest.fixture
+def hip_kernel(request: pytest.FixtureRequest) -> Any:
+    """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
+    ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
+    ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
+    ``sync`` (default True). Without a GPU it compiles for ``gpuenv_compile_archs`` and skips."""
+    _launch.CURRENT_TEST[0] = request.node.nodeid
+    try:
+        yield HipKernelFactory(request)
+    finally:
+        _launch.CURRENT_TEST[0] = None
+
