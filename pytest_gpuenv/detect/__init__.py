@@ -1,0 +1,131 @@
+"""GPU environment detection without touching the GPU (DETECTION.md).
+
+``detect()`` reads files, environment variables and ``stat``/``os.access`` results (T0/T1), may ask
+NVML through ctypes on a real NVIDIA system (T2, no CUDA context), and runs a runtime probe in a
+subprocess with a timeout only where files cannot list devices (WSL 2, native Windows) or when asked
+(T3). It never imports torch/hip/cuda, never opens a device node, and never raises: whatever is
+wrong with the system (or with the file tree it was pointed at) becomes a ``Problem``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from pytest_gpuenv.detect._visible import parse_visible
+from pytest_gpuenv.model import GpuEnv, Problem
+
+__all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
+
+_FAMILY = {
+    "rocm": "rocm",
+    "rocm-wsl": "rocm",
+    "hip-windows": "rocm",
+    "cuda": "cuda",
+    "cuda-wsl": "cuda",
+    "cuda-windows": "cuda",
+    "cpu": "cpu",
+}
+
+
+def family(kind: str) -> str:
+    """The coarse backend ("rocm", "cuda", "cpu") of a detailed kind."""
+    return _FAMILY.get(kind, "cpu")
+
+
+def detect(
+    root: Optional[str] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    probe: str = "auto",
+    probe_timeout: float = 20.0,
+    probe_cache: Any = None,
+    platform: Optional[str] = None,
+) -> GpuEnv:
+    """Describe the GPU environment of this system, or of the file tree under ``root``.
+
+    :param root: read ``/proc``, ``/sys``, ``/dev``, ``/opt``, ``/usr``... under this folder; no library
+        is loaded and no process is started. ``None``: the real system.
+    :param environ: environment variables (default ``os.environ``), used in root mode too.
+    :param probe: ``"auto"`` (runtime probe only where files cannot list devices), ``"always"``,
+        ``"never"`` (also skips NVML).
+    :param probe_timeout: seconds the probe subprocess may run.
+    :param probe_cache: dict-like with ``get``/``set`` (pytest's ``config.cache``) for probe results.
+    :param platform: override ``sys.platform`` (tests).
+    """
+    t0 = time.perf_counter()
+    env = GpuEnv(root=os.path.abspath(root) if root is not None else "/")
+    try:
+        from pytest_gpuenv.detect._core import run
+
+        run(env, root, os.environ if environ is None else environ, probe, probe_timeout, probe_cache, platform)
+    except Exception as exc:  # the detector never raises: report and fall back to CPU
+        env.backend, env.usable = "cpu", False
+        for d in env.devices:
+            d.usable = False
+        env.problems.append(
+            Problem(
+                "detect-internal-error",
+                f"GPU detection failed: {type(exc).__name__}: {exc}",
+                fix="please report this with `gpuenv info --json` output; GPU tests are skipped",
+                severity="error",
+                category="environment",
+            )
+        )
+    env.detect_seconds = time.perf_counter() - t0
+    return env
+
+
+def apply_backend(env: GpuEnv, backend: str) -> GpuEnv:
+    """``--gpuenv-backend``: ``auto`` returns ``env``; ``cpu`` hides every GPU; ``cuda``/``rocm`` require it."""
+    if backend in (None, "", "auto"):
+        return env
+    if backend not in ("cpu", "cuda", "rocm"):
+        raise ValueError(f"invalid backend {backend!r}; expected auto, cpu, cuda or rocm")
+    out = copy.deepcopy(env)
+    out.forced_backend = backend
+    if backend == "cpu":
+        out.backend = "cpu"
+        for d in out.devices:
+            d.usable = False
+            d.unusable_reason = "hidden by --gpuenv-backend=cpu"
+        return out
+    if not (out.backend == backend and out.usable_devices):
+        label = {"cuda": "CUDA", "rocm": "ROCm"}[backend]
+        errors = [p for p in out.problems if p.severity == "error" and p.fix]
+        found = out.describe()
+        out.problems.append(
+            Problem(
+                "backend-not-available",
+                f"--gpuenv-backend={backend} requires a usable {label} GPU, found {found}",
+                fix=errors[0].fix if errors else f"run on a machine with a usable {label} GPU, or use "
+                "--gpuenv-backend=auto",
+                severity="error",
+                category="environment",
+            )
+        )
+    return out
+
+
+def hide_gpus_env(env: GpuEnv) -> dict[str, str]:
+    """Variables that make frameworks see no GPU (what ``--gpuenv-backend=cpu`` sets for the tests)."""
+    fam = family(env.kind)
+    vendors = {d.vendor for d in [*env.devices, *env.hidden_devices]}
+    out = {"CUDA_VISIBLE_DEVICES": ""}
+    if fam == "rocm" or "amd" in vendors or fam == "cpu":
+        # HIP_VISIBLE_DEVICES='' hides every device from HIP and torch; ROCR_VISIBLE_DEVICES='' alone
+        # would count as one device for torch's parser, so it is always set together with HIP's.
+        out["HIP_VISIBLE_DEVICES"] = ""
+        if fam == "rocm" or "amd" in vendors:
+            out["ROCR_VISIBLE_DEVICES"] = ""
+    return out
+
+
+def _main() -> None:  # pragma: no cover - debugging aid: python -m pytest_gpuenv.detect [ROOT]
+    import json
+
+    env = detect(root=sys.argv[1] if len(sys.argv) > 1 else None)
+    print(json.dumps(env.to_dict(), indent=2))

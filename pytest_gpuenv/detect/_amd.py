@@ -1,0 +1,443 @@
+"""AMD: ROCm userspace, the amdgpu driver, KFD topology and /dev access (DETECTION.md steps 3-4).
+
+Only T0/T1: files, ``stat`` and ``os.access``. ``/dev/kfd`` is never opened and KFD ``caches/*``
+are never read.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Optional
+
+from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
+
+KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
+_VERSION_RE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)")
+_OVERRIDE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+_HIP_MAJORS = ("7", "6", "5", "8", "9")
+
+#: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
+#: (PYTORCH_ROCM_ARCH of the ROCm 6.x wheels plus the current Instinct and RDNA 3.5/4 parts)
+OFFICIAL_ARCHS = frozenset(
+    "gfx900 gfx906 gfx908 gfx90a gfx940 gfx941 gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1102 "
+    "gfx1150 gfx1151 gfx1200 gfx1201".split()
+)
+
+#: a few PCI device ids, for readable names (the KFD ``name`` file says "ip discovery")
+_NAMES = {
+    0x74A1: "AMD Instinct MI300X",
+    0x74A5: "AMD Instinct MI325X",
+    0x74A0: "AMD Instinct MI300A",
+    0x740F: "AMD Instinct MI210",
+    0x740C: "AMD Instinct MI250X/MI250",
+    0x738C: "AMD Instinct MI100",
+    0x744C: "AMD Radeon RX 7900 XTX/XT",
+    0x7448: "AMD Radeon PRO W7900",
+    0x73BF: "AMD Radeon RX 6900/6800 XT",
+    0x73DF: "AMD Radeon RX 6700 XT",
+    0x73FF: "AMD Radeon RX 6600",
+    0x7550: "AMD Radeon RX 9070 XT",
+}
+
+
+# ---------------------------------------------------------------------------------- userspace
+def rocm_userspace(fs: Fs, environ: Any, ev: list[str]) -> dict[str, Any]:
+    """Find the ROCm install: $ROCM_PATH, /opt/rocm, the newest /opt/rocm-*, or Debian's /usr."""
+    info: dict[str, Any] = {
+        "version": None,
+        "path": None,
+        "driver_version": None,
+        "hip_runtime": None,
+        "hip_major": None,
+        "hiprtc": False,
+        "rocdxg": False,
+        "lib_dirs": [],
+    }
+    candidates = []
+    env_path = environ.get("ROCM_PATH") or environ.get("HIP_PATH")
+    if env_path and env_path.startswith("/"):
+        candidates.append(env_path.rstrip("/") or "/")
+    candidates.append("/opt/rocm")
+    versioned = [n for n in fs.listdir("/opt") if n.startswith("rocm-") and _VERSION_RE.match(n[5:])]
+    versioned.sort(key=lambda n: _vkey(n[5:]), reverse=True)
+    candidates += ["/opt/" + n for n in versioned]
+    for cand in candidates:
+        if not fs.isdir(cand):
+            continue
+        libs = [d for d in (cand + "/lib", cand + "/lib64") if fs.isdir(d)]
+        version = _version_file(fs, cand)
+        if version is None and not libs and not fs.isdir(cand + "/bin"):
+            continue
+        info["path"] = cand
+        info["lib_dirs"] = libs
+        if version is None and os.path.basename(cand).startswith("rocm-"):
+            m = _VERSION_RE.match(os.path.basename(cand)[5:])
+            version = m.group(1) if m else None
+        info["version"] = version
+        ev.append(f"{cand}/.info/version: {version}")
+        break
+    else:
+        # Debian/Ubuntu packages: libamdhip64 in the multiarch dir, version in the changelog
+        for libdir in _multiarch_dirs(fs):
+            if any(fs.exists(f"{libdir}/libamdhip64.so.{m}") for m in _HIP_MAJORS):
+                info["path"] = "/usr"
+                info["lib_dirs"] = [libdir]
+                info["version"] = _debian_version(fs, ev)
+                break
+    for libdir in info["lib_dirs"]:
+        for m in _HIP_MAJORS:
+            lib = f"{libdir}/libamdhip64.so.{m}"
+            if fs.exists(lib):
+                info["hip_runtime"], info["hip_major"] = lib, int(m)
+                break
+        if info["hip_runtime"] is None and fs.exists(libdir + "/libamdhip64.so"):
+            info["hip_runtime"] = libdir + "/libamdhip64.so"
+        if fs.exists(libdir + "/librocdxg.so") or fs.exists(libdir + "/librocdxg.so.1"):
+            info["rocdxg"] = True
+        if any(fs.exists(f"{libdir}/libhiprtc.so{s}") for s in ("", ".7", ".6", ".5", ".8")):
+            info["hiprtc"] = True
+        if info["hip_runtime"]:
+            break
+    if info["hip_major"] is None and info["version"]:
+        try:
+            info["hip_major"] = int(info["version"].split(".")[0])
+        except ValueError:
+            pass
+    if info["hip_major"] == 5 and info["hip_runtime"]:
+        info["hiprtc"] = True  # ROCm 5.x: hiprtc lives inside libamdhip64
+    if info["hip_runtime"]:
+        ev.append(f"HIP runtime: {info['hip_runtime']}")
+    return info
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    out = []
+    for part in re.findall(r"\d+", v)[:3]:
+        out.append(int(part))
+    return tuple(out)
+
+
+def _version_file(fs: Fs, root: str) -> Optional[str]:
+    text = fs.read(root + "/.info/version", 256)
+    if text is None:
+        return None
+    m = _VERSION_RE.match(text)
+    return m.group(1) if m else None
+
+
+def _multiarch_dirs(fs: Fs) -> list[str]:
+    machine = getattr(os, "uname", lambda: None)()
+    first = f"/usr/lib/{machine.machine}-linux-gnu" if machine is not None and not fs.root_mode else None
+    dirs = [first] if first and fs.isdir(first) else []
+    if not dirs:
+        dirs = ["/usr/lib/" + n for n in fs.listdir("/usr/lib") if n.endswith("-linux-gnu")]
+    return dirs + [d for d in ("/usr/lib64",) if fs.isdir(d)]
+
+
+def _debian_version(fs: Fs, ev: list[str]) -> Optional[str]:
+    for name in fs.listdir("/usr/share/doc"):
+        if not name.startswith("libamdhip64"):
+            continue
+        path = f"/usr/share/doc/{name}/changelog.Debian.gz"
+        data = fs.read_bytes(path, 4096)
+        if not data:
+            continue
+        try:
+            import zlib
+
+            text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, 400).decode("utf-8", "replace")
+        except Exception:
+            continue
+        m = re.match(r"^\S+ \((?:\d+:)?(\d+\.\d+(?:\.\d+)?)", text)
+        if m:
+            ev.append(f"{path}: {text.splitlines()[0]}")
+            return m.group(1)
+    text = fs.read("/usr/include/hip/hip_version.h", 4096)
+    if text:
+        mj = re.search(r"HIP_VERSION_MAJOR\s+(\d+)", text)
+        mn = re.search(r"HIP_VERSION_MINOR\s+(\d+)", text)
+        if mj and mn:
+            ev.append(f"/usr/include/hip/hip_version.h: {mj.group(1)}.{mn.group(1)}")
+            return f"{mj.group(1)}.{mn.group(1)}"
+    return None
+
+
+def supported_archs(fs: Fs, lib_dirs: list[str], ev: list[str]) -> tuple[frozenset[str], str]:
+    """gfx targets of the installed rocBLAS (TensileLibrary_lazy_<gfx>.dat), else the official list."""
+    for libdir in lib_dirs:
+        d = libdir + "/rocblas/library"
+        names = fs.listdir(d)
+        found = set()
+        for n in names:
+            m = re.match(r"^TensileLibrary_lazy_(gfx[0-9a-f]+)\.dat$", n)
+            if m:
+                found.add(m.group(1))
+        if found:
+            ev.append(f"{d}: rocBLAS targets {' '.join(sorted(found))}")
+            return frozenset(found), d
+    return OFFICIAL_ARCHS, "the targets of official ROCm/PyTorch builds"
+
+
+# ---------------------------------------------------------------------------------- driver/KFD
+def amdgpu_module(fs: Fs) -> dict[str, Any]:
+    loaded = fs.isdir("/sys/module/amdgpu")
+    state = (fs.read("/sys/module/amdgpu/initstate", 64) or "").strip() or None
+    version = (fs.read("/sys/module/amdgpu/version", 64) or "").strip() or None
+    if version and not re.match(r"^[\w.+-]{1,40}$", version):
+        version = None
+    return {"loaded": loaded, "initstate": state, "version": version}
+
+
+def _props(text: Optional[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1].isdigit() and parts[1].isascii():
+            out.setdefault(parts[0], int(parts[1]))
+    return out
+
+
+def topology_dir(fs: Fs) -> Optional[str]:
+    for d in KFD_TOPOLOGY:
+        if fs.isdir(d + "/nodes"):
+            return d
+    return None
+
+
+def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> list[Device]:
+    """GPU nodes libhsakmt would accept (before /dev checks), in HIP ordinal order."""
+    nodes = [n for n in fs.listdir(topo + "/nodes") if n.isdigit() and n.isascii()]
+    nodes.sort(key=int)
+    devices: list[Device] = []
+    bad: list[str] = []
+    for n in nodes:
+        base = f"{topo}/nodes/{n}"
+        gid_text = fs.read(base + "/gpu_id", 64)
+        if gid_text is None and base + "/gpu_id" in fs.denied:
+            ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
+            continue
+        gid_text = (gid_text or "").strip()
+        if not gid_text.isdigit() or not gid_text.isascii():
+            if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
+                bad.append(f"{base}/gpu_id")
+            continue
+        if int(gid_text) == 0:
+            continue  # CPU node
+        ptext = fs.read(base + "/properties")
+        if ptext is None and base + "/properties" in fs.denied:
+            ev.append(f"{base}/properties: EPERM (node {n} hidden by the device cgroup)")
+            continue
+        props = _props(ptext)
+        if not props or props.get("simd_count", 0) <= 0:
+            if not props:
+                bad.append(f"{base}/properties")
+            continue
+        gfx = props.get("gfx_target_version", 0)
+        arch = gfx_name(gfx) if 0 < gfx < 10**8 else None
+        wave = props.get("wave_front_size") or default_warp_size(arch)
+        if wave not in (16, 32, 64, 128):
+            wave = default_warp_size(arch)
+        loc, dom = props.get("location_id", 0), props.get("domain", 0)
+        pci = None
+        if 0 < loc < 2**16 and dom < 2**32:
+            pci = f"{dom:04x}:{loc >> 8:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
+        uid = props.get("unique_id")
+        uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
+        minor = props.get("drm_render_minor", 0)
+        render = f"/dev/dri/renderD{minor}" if 0 < minor < 2**20 else None
+        vram = 0
+        for bank in fs.listdir(base + "/mem_banks"):
+            bp = _props(fs.read(f"{base}/mem_banks/{bank}/properties", 4096))
+            if bp.get("heap_type") in (1, 2):
+                vram += bp.get("size_in_bytes", 0)
+        name_file = (fs.read(base + "/name", 256) or "").strip()
+        name = _NAMES.get(props.get("device_id", -1))
+        if name is None:
+            label = name_file if name_file and name_file != "ip discovery" and name_file.isprintable() else None
+            name = f"AMD GPU {arch or ''}".strip() + (f" ({label})" if label else "")
+        dev = Device(
+            index=len(devices),
+            vendor="amd",
+            name=name,
+            arch=arch,
+            physical_arch=arch,
+            memory_bytes=vram or None,
+            warp_size=wave,
+            uuid=uuid,
+            pci=pci,
+            node=int(n),
+            render_node=render,
+            source="/sys/class/kfd",
+            physical_index=len(devices),
+        )
+        devices.append(dev)
+        ev.append(
+            f"{base}/properties: gfx_target_version {gfx} -> {arch}, wave {wave}, "
+            f"VRAM {vram} B, PCI {pci}, render {render}"
+        )
+    if bad:
+        problems.append(
+            Problem(
+                "sysfs-unreadable",
+                f"KFD topology files could not be parsed: {', '.join(bad[:4])}"
+                + (f" (+{len(bad) - 4} more)" if len(bad) > 4 else "")
+                + "; those nodes were skipped",
+                fix="check `cat` of these files; a damaged or foreign /sys (e.g. a copied tree) gives this",
+                severity="warning",
+                category="sysfs",
+            )
+        )
+    return devices
+
+
+def apply_override(devices: list[Device], environ: Any, platform: str, ev: list[str]) -> list[Problem]:
+    """HSA_OVERRIDE_GFX_VERSION (and the per-node HSA_OVERRIDE_GFX_VERSION_<node>) -> effective arch."""
+    problems: list[Problem] = []
+    value = environ.get("HSA_OVERRIDE_GFX_VERSION")
+    if platform == "windows":
+        return problems
+    if value is not None:
+        m = _OVERRIDE_RE.match(value.strip())
+        if not m:
+            problems.append(
+                Problem(
+                    "hsa-override-invalid",
+                    f"HSA_OVERRIDE_GFX_VERSION='{value}' is invalid (expected major.minor.stepping, decimal); "
+                    "ROCr topology init will fail, so no AMD GPU can be used.",
+                    fix="unset HSA_OVERRIDE_GFX_VERSION, or set it like `HSA_OVERRIDE_GFX_VERSION=10.3.0` "
+                    "(RDNA2) or `11.0.0` (RDNA3)",
+                    severity="error",
+                    category="arch",
+                )
+            )
+            for d in devices:
+                d.usable = False
+                d.unusable_reason = f"HSA_OVERRIDE_GFX_VERSION='{value}' is invalid"
+            return problems
+    for d in devices:
+        own = environ.get(f"HSA_OVERRIDE_GFX_VERSION_{d.node}")
+        v = own if own is not None else value
+        if v is None:
+            continue
+        m = _OVERRIDE_RE.match(v.strip())
+        if not m:
+            continue
+        major, minor, step = (int(x) for x in m.groups())
+        eff = gfx_name(major * 10000 + minor * 100 + step)
+        if eff and eff != d.arch:
+            ev.append(f"HSA_OVERRIDE_GFX_VERSION={v}: device {d.physical_index} {d.physical_arch} runs as {eff}")
+            d.arch = eff
+    return problems
+
+
+def check_access(
+    fs: Fs, devices: list[Device], container: bool, ev: list[str]
+) -> tuple[list[Device], list[Problem]]:
+    """/dev/kfd and renderD access (stat/os.access only). Returns (devices kept, problems)."""
+    problems: list[Problem] = []
+    if not devices:
+        return devices, problems
+    archs = ", ".join(sorted({d.physical_arch or "unknown arch" for d in devices}))
+    rw = os.R_OK | os.W_OK
+    if not fs.exists("/dev/kfd"):
+        if container:
+            code, msg = (
+                "kfd-missing-in-container",
+                f"AMD GPU(s) visible in /sys/class/kfd ({archs}) but /dev/kfd is missing in this container",
+            )
+            fix = (
+                "start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
+                "host's render and video GIDs when not running as root)"
+            )
+        else:
+            code, msg = ("kfd-missing", f"AMD GPU(s) in /sys/class/kfd ({archs}) but /dev/kfd does not exist")
+            fix = "reload the driver (`sudo modprobe amdgpu`) or check udev; /dev/kfd is created by amdgpu"
+        problems.append(Problem(code, msg, fix=fix, severity="error", category="container" if container else "driver"))
+        for d in devices:
+            d.usable, d.unusable_reason = False, "/dev/kfd missing"
+        ev.append("/dev/kfd: missing")
+        return devices, problems
+    if not fs.access("/dev/kfd", rw):
+        st = fs.stat("/dev/kfd")
+        mode = f"{st.st_mode & 0o777:04o}" if st else "?"
+        owner, group = _owner(st)
+        user = _user()
+        problems.append(
+            Problem(
+                "kfd-permission-denied",
+                f"AMD GPU(s) detected ({archs}) but /dev/kfd is not accessible (mode {mode} {owner}:{group}; "
+                f"user '{user}' not in '{group}')",
+                fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)",
+                severity="error",
+                category="permission",
+            )
+        )
+        for d in devices:
+            d.usable, d.unusable_reason = False, f"/dev/kfd not accessible (user '{user}' not in '{group}')"
+        ev.append(f"/dev/kfd: mode {mode} {owner}:{group}, not readable+writable by '{user}'")
+        return devices, problems
+    ev.append("/dev/kfd: readable+writable")
+    kept = []
+    denied = []
+    for d in devices:
+        if d.render_node is None:
+            d.usable, d.unusable_reason = False, "no DRM render node (drm_render_minor 0)"
+            kept.append(d)
+            continue
+        if not fs.exists(d.render_node):
+            ev.append(f"{d.render_node}: missing (KFD node {d.node} hidden by the device cgroup)")
+            continue
+        if not fs.access(d.render_node, rw):
+            d.usable, d.unusable_reason = False, f"{d.render_node} not accessible"
+            denied.append(d)
+        kept.append(d)
+    if denied:
+        st = fs.stat(denied[0].render_node or "")
+        owner, group = _owner(st)
+        user = _user()
+        problems.append(
+            Problem(
+                "render-permission-denied",
+                f"{', '.join(d.render_node or '' for d in denied)} not accessible to user '{user}' "
+                f"(group '{group}')",
+                fix=f"`sudo usermod -aG render,video {user}` then log out and in",
+                severity="error",
+                category="permission",
+            )
+        )
+    # re-number HIP ordinals over the nodes that remain
+    for i, d in enumerate(kept):
+        d.physical_index = i
+        d.index = i
+    return kept, problems
+
+
+def _owner(st: Optional[os.stat_result]) -> tuple[str, str]:
+    if st is None:
+        return "?", "?"
+    try:
+        import pwd
+
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except (KeyError, ImportError):
+        owner = str(st.st_uid)
+    try:
+        import grp
+
+        group = grp.getgrgid(st.st_gid).gr_name
+    except (KeyError, ImportError):
+        group = str(st.st_gid)
+    return owner, group
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, ImportError, AttributeError):
+        return os.environ.get("USER") or os.environ.get("USERNAME") or "$USER"

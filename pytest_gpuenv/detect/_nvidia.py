@@ -1,0 +1,253 @@
+"""NVIDIA: /proc/driver/nvidia, device nodes, WSL 2 libraries, and NVML through ctypes.
+
+NVML (T2) creates no CUDA context; it is used only on a real system (never in root mode) and only
+when the probe mode allows it. Everything else is files and ``os.access``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Optional
+
+from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.model import Device, Problem
+
+_DRIVER_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+WSL_LIB = "/usr/lib/wsl/lib"
+
+
+def driver_version(fs: Fs) -> Optional[str]:
+    text = fs.read("/proc/driver/nvidia/version", 4096)
+    if text:
+        m = _DRIVER_RE.search(text)
+        if m:
+            return m.group(1)
+    text = (fs.read("/sys/module/nvidia/version", 64) or "").strip()
+    return text if re.match(r"^\d+(\.\d+)+$", text) else None
+
+
+def proc_devices(fs: Fs, ev: list[str], problems: list[Problem]) -> list[Device]:
+    """One device per /proc/driver/nvidia/gpus/<BDF>/information, in PCI order."""
+    devices: list[Device] = []
+    bad = []
+    for bdf in fs.listdir("/proc/driver/nvidia/gpus"):
+        path = f"/proc/driver/nvidia/gpus/{bdf}/information"
+        text = fs.read(path, 8192)
+        if text is None:
+            bad.append(path)
+            continue
+        info: dict[str, str] = {}
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep:
+                info[key.strip()] = value.strip()
+        if not info.get("Model") and not info.get("GPU UUID"):
+            bad.append(path)
+            continue
+        if info.get("GPU Excluded", "").lower().startswith("yes"):
+            ev.append(f"{path}: GPU Excluded: Yes")
+            continue
+        minor = info.get("Device Minor", "")
+        uuid = info.get("GPU UUID") or None
+        if uuid and not re.match(r"^(GPU|MIG)-[0-9A-Fa-f-]+$", uuid):
+            uuid = None
+        devices.append(
+            Device(
+                index=len(devices),
+                vendor="nvidia",
+                name=(info.get("Model") or None) if (info.get("Model") or "").isprintable() else None,
+                uuid=uuid,
+                pci=_norm_bdf(info.get("Bus Location") or bdf),
+                node=int(minor) if minor.isdigit() and minor.isascii() and len(minor) < 6 else None,
+                source="/proc/driver/nvidia",
+                warp_size=32,
+            )
+        )
+    devices.sort(key=lambda d: d.pci or "")
+    for i, d in enumerate(devices):
+        d.index = d.physical_index = i
+        ev.append(f"/proc/driver/nvidia/gpus/{d.pci}/information: {d.name}, {d.uuid}, minor {d.node}")
+    if bad:
+        problems.append(
+            Problem(
+                "sysfs-unreadable",
+                f"NVIDIA /proc files could not be parsed: {', '.join(bad[:4])}",
+                fix="check `cat /proc/driver/nvidia/gpus/*/information`",
+                severity="warning",
+                category="sysfs",
+            )
+        )
+    return devices
+
+
+def _norm_bdf(text: str) -> Optional[str]:
+    m = re.search(r"([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])", text)
+    if not m:
+        return None
+    return f"{int(m.group(1), 16) & 0xFFFF:04x}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def check_nodes(
+    fs: Fs, devices: list[Device], container: bool, ev: list[str]
+) -> tuple[list[Device], list[Problem]]:
+    problems: list[Problem] = []
+    if not devices:
+        return devices, problems
+    rw = os.R_OK | os.W_OK
+    if not fs.exists("/dev/nvidiactl"):
+        problems.append(
+            Problem(
+                "nvidia-device-nodes-missing",
+                "NVIDIA driver loaded but /dev/nvidia* are missing"
+                + (" in this container" if container else ""),
+                fix=(
+                    "run the container with the NVIDIA runtime (`docker run --gpus all ...`)"
+                    if container
+                    else "create the nodes: `sudo nvidia-modprobe -u -c=0` (or load nvidia-uvm)"
+                ),
+                severity="error",
+                category="container" if container else "driver",
+            )
+        )
+        for d in devices:
+            d.usable, d.unusable_reason = False, "/dev/nvidiactl missing"
+        ev.append("/dev/nvidiactl: missing")
+        return devices, problems
+    kept = []
+    denied = []
+    for d in devices:
+        node = f"/dev/nvidia{d.node}" if d.node is not None else None
+        if node and not fs.exists(node):
+            ev.append(f"{node}: missing (GPU {d.pci} not given to this process/container)")
+            continue
+        if node and not fs.access(node, rw):
+            d.usable, d.unusable_reason = False, f"{node} not accessible"
+            denied.append(node)
+        kept.append(d)
+    if not fs.access("/dev/nvidiactl", rw):
+        denied.insert(0, "/dev/nvidiactl")
+        for d in kept:
+            d.usable, d.unusable_reason = False, "/dev/nvidiactl not accessible"
+    if denied:
+        st = fs.stat(denied[0])
+        group = "?"
+        if st is not None:
+            try:
+                import grp
+
+                group = grp.getgrgid(st.st_gid).gr_name
+            except (KeyError, ImportError):
+                group = str(st.st_gid)
+        problems.append(
+            Problem(
+                "nvidia-permission-denied",
+                f"{', '.join(denied)} not readable+writable by this user (group '{group}')",
+                fix=f"add the user to group '{group}' (`sudo usermod -aG {group} $USER`, then log out and in) "
+                "or fix the driver's device-file mode (NVreg_DeviceFileMode)",
+                severity="error",
+                category="permission",
+            )
+        )
+    for i, d in enumerate(kept):
+        d.index = d.physical_index = i
+    return kept, problems
+
+
+def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
+    """Display-class PCI functions by vendor ('amd', 'nvidia'), from /sys/bus/pci/devices (T1)."""
+    out: dict[str, list[str]] = {}
+    names = fs.listdir("/sys/bus/pci/devices")
+    if len(names) > 512:
+        return out
+    for bdf in names:
+        vendor = (fs.read(f"/sys/bus/pci/devices/{bdf}/vendor", 32) or "").strip().lower()
+        if vendor not in ("0x10de", "0x1002"):
+            continue
+        cls = (fs.read(f"/sys/bus/pci/devices/{bdf}/class", 32) or "").strip().lower()
+        if cls.startswith(("0x0300", "0x0302", "0x0380", "0x1200")):
+            out.setdefault("nvidia" if vendor == "0x10de" else "amd", []).append(bdf)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ NVML
+def nvml_query(lib_path: Optional[str] = None) -> Optional[dict[str, Any]]:
+    """Devices through NVML (no CUDA context). None when NVML is missing or fails."""
+    try:
+        import ctypes
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        lib = ctypes.CDLL(lib_path or "libnvidia-ml.so.1")
+    except OSError:
+        return None
+    try:
+        if lib.nvmlInit_v2() != 0:
+            return None
+    except AttributeError:
+        return None
+    out: dict[str, Any] = {"devices": [], "driver_version": None, "max_cuda": None}
+    try:
+        buf = ctypes.create_string_buffer(96)
+        if lib.nvmlSystemGetDriverVersion(buf, 96) == 0:
+            out["driver_version"] = buf.value.decode(errors="replace")
+        ver = ctypes.c_int()
+        fn = getattr(lib, "nvmlSystemGetCudaDriverVersion_v2", None) or lib.nvmlSystemGetCudaDriverVersion
+        if fn(ctypes.byref(ver)) == 0 and ver.value > 0:
+            out["max_cuda"] = f"{ver.value // 1000}.{(ver.value % 1000) // 10}"
+        count = ctypes.c_uint()
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return out
+
+        class _Mem(ctypes.Structure):
+            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+        for i in range(min(count.value, 64)):
+            handle = ctypes.c_void_p()
+            if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
+                continue
+            dev: dict[str, Any] = {"nvml_index": i}
+            name = ctypes.create_string_buffer(96)
+            if lib.nvmlDeviceGetName(handle, name, 96) == 0:
+                dev["name"] = name.value.decode(errors="replace")
+            uuid = ctypes.create_string_buffer(96)
+            if lib.nvmlDeviceGetUUID(handle, uuid, 96) == 0:
+                dev["uuid"] = uuid.value.decode(errors="replace")
+            mem = _Mem()
+            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) == 0:
+                dev["memory_bytes"] = int(mem.total)
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
+                dev["arch"] = f"sm_{major.value}{minor.value}"
+            out["devices"].append(dev)
+    except Exception:
+        pass
+    finally:
+        try:
+            lib.nvmlShutdown()
+        except Exception:
+            pass
+    return out
+
+
+def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> list[Device]:
+    """Fill arch, memory and names from NVML; NVML devices become the list when files had none."""
+    by_uuid = {d.get("uuid"): d for d in nvml.get("devices", []) if d.get("uuid")}
+    if not devices:
+        for n in nvml.get("devices", []):
+            devices.append(
+                Device(index=len(devices), vendor="nvidia", name=n.get("name"), uuid=n.get("uuid"),
+                       warp_size=32, source="nvml", physical_index=len(devices))
+            )
+    for i, d in enumerate(devices):
+        n = by_uuid.get(d.uuid) if d.uuid else None
+        if n is None and len(devices) == len(nvml.get("devices", [])) and d.source == "nvml":
+            n = nvml["devices"][i]
+        if n is None:
+            continue
+        d.arch = d.arch or n.get("arch")
+        d.physical_arch = d.physical_arch or n.get("arch")
+        d.memory_bytes = d.memory_bytes or n.get("memory_bytes")
+        d.name = d.name or n.get("name")
+        ev.append(f"NVML device {n.get('nvml_index')}: {n.get('name')}, {n.get('arch')}, {n.get('memory_bytes')} B")
+    return devices

@@ -1,0 +1,77 @@
+"""torch's build flavour from ``torch/version.py`` read as text (torch is never imported)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from pytest_gpuenv.detect._fs import Fs
+
+_SITE_GLOBS = (
+    "/opt/*/lib/python3*/site-packages",
+    "/opt/*/*/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/dist-packages",
+    "/usr/lib/python3*/site-packages",
+    "/usr/lib/python3/dist-packages",
+    "/usr/lib/python3*/dist-packages",
+    "/root/.local/lib/python3*/site-packages",
+    "/home/*/.local/lib/python3*/site-packages",
+    "/venv/lib/python3*/site-packages",
+)
+
+
+def find_version_py(fs: Fs, environ: Any) -> Optional[str]:
+    """Path (as the examined system names it) of torch/version.py, or None."""
+    if not fs.root_mode:
+        try:
+            import importlib.util
+
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError, AttributeError):
+            return None
+        if spec is None:
+            return None
+        locs = list(spec.submodule_search_locations or [])
+        for loc in locs:
+            path = loc.rstrip("/") + "/version.py"
+            if fs.isfile(path):
+                return path
+        return None
+    import glob
+
+    venv = environ.get("VIRTUAL_ENV") or environ.get("CONDA_PREFIX")
+    patterns = ([venv.rstrip("/") + "/lib/python3*/site-packages"] if venv and venv.startswith("/") else [])
+    patterns += list(_SITE_GLOBS)
+    for pat in patterns:
+        for real in sorted(glob.glob(glob.escape(fs.base) + pat + "/torch/version.py")):
+            return real[len(fs.base):]
+    return None
+
+
+def _field(text: str, name: str) -> tuple[bool, Optional[str]]:
+    m = re.search(rf"^{name}\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))", text, re.M)
+    if not m:
+        return False, None
+    if m.group(3):
+        return True, None
+    return True, m.group(1) if m.group(1) is not None else m.group(2)
+
+
+def read_torch(fs: Fs, environ: Any, ev: list[str]) -> Optional[dict[str, Any]]:
+    path = find_version_py(fs, environ)
+    if path is None:
+        return None
+    text = fs.read(path, 16384)
+    if text is None:
+        return None
+    found, version = _field(text, "__version__")
+    if not found or not version:
+        ev.append(f"{path}: no __version__")
+        return {"version": None, "build": None, "hip": None, "cuda": None, "path": path}
+    _, hip = _field(text, "hip")
+    _, cuda = _field(text, "cuda")
+    _, xpu = _field(text, "xpu")
+    build = "rocm" if hip else "cuda" if cuda else "xpu" if xpu else "cpu"
+    ev.append(f"{path}: __version__ {version!r}, hip {hip!r}, cuda {cuda!r}")
+    return {"version": version, "build": build, "hip": hip, "cuda": cuda, "path": path}
