@@ -138,6 +138,9 @@ class _ProbedArchs:
         path = None
         known: dict[str, bool] = {}
         if cache_dir:
+            from pytest_gpuenv.rtc._cache import ensure_dir
+
+            cache_dir = ensure_dir(cache_dir)
             h = hashlib.sha256(self.identity().encode()).hexdigest()[:16]  # type: ignore[attr-defined]
             path = os.path.join(cache_dir, f"archs-{self.name}-{h}.json")  # type: ignore[attr-defined]
             try:
@@ -244,7 +247,8 @@ class Hipcc(_ProbedArchs, Compiler):
                 with open(path, "w") as f:
                     f.write(src.text)
             out = os.path.join(tmp, "kernel.co")
-            cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip"]
+            cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip",
+                   "-include", "hip/hip_runtime.h"]  # as hiprtc does
             cmd += self._flags(src, defines, include_dirs, shipped=False) + list(options) + [path, "-o", out]
             p = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=600)
             if p.returncode != 0 or not os.path.isfile(out):
@@ -310,7 +314,8 @@ class Nvrtc(Compiler):
                                      compiler="nvrtc", file=src.path)
         flags = self._flags(src, defines, include_dirs, shipped=True)
         flags += [f"-I{d}" for d in _cuda_include_dirs()]
-        opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "-DGPUENV_NVRTC=1"] + flags
+        opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "--pre-include=hip/hip_runtime.h"]
+        opts += flags
         opts += list(options)
         err, prog = nvrtc.nvrtcCreateProgram(src.text.encode(), src.display.encode(), 0, [], [])
         try:
@@ -370,7 +375,8 @@ class Nvcc(Compiler):
                 with open(path, "w") as f:
                     f.write(src.text)
             out = os.path.join(tmp, "kernel.cubin")
-            cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu"]
+            cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu",
+                   "-include", "hip/hip_runtime.h"]
             cmd += self._flags(src, defines, include_dirs, shipped=True) + list(options) + [path, "-o", out]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if p.returncode != 0 or not os.path.isfile(out):

@@ -191,8 +191,8 @@ def _extern_c_spans(text: str) -> list[tuple[int, int]]:
 
 def parse_param(decl: str) -> Param:
     d = " ".join(decl.split())
-    d = re.sub(r"\[\s*\]$", "", d)
     pointer = "*" in d or "&" in d or d.endswith("]")
+    d = re.sub(r"\s*\[\s*\]$", "", d)
     toks = [t for t in re.split(r"[\s*&]+", d) if t and t not in _QUALIFIERS]
     toks = [t.replace("std::", "") for t in toks]
     if len(toks) >= 2:

@@ -1,0 +1,136 @@
+"""The compile cache: keys, checksums, permissions, and one compile for many processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from pytest_gpuenv.rtc import CacheDirError
+from pytest_gpuenv.rtc._cache import Cache, CacheWarning, decode_entry, default_dir, encode_entry, make_key
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_default_dir_is_per_user(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_dir() == str(tmp_path / "pytest-gpuenv")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert default_dir() == os.path.join(os.path.expanduser("~"), ".cache", "pytest-gpuenv")
+
+
+def test_new_dir_is_0700(tmp_path):
+    c = Cache(str(tmp_path / "a" / "b"))
+    assert os.stat(c.path).st_mode & 0o777 == 0o700
+
+
+def test_key_covers_every_input():
+    parts = {"name": "k", "arch": "gfx90a", "options": [], "defines": {}, "compiler": "hiprtc:x"}
+    base = make_key(parts, b"src", [("/i/a.h", b"A")])
+    assert base == make_key(dict(parts), b"src", [("/i/a.h", b"A")])
+    changed = [
+        make_key({**parts, "name": "j"}, b"src", [("/i/a.h", b"A")]),
+        make_key({**parts, "arch": "gfx1030"}, b"src", [("/i/a.h", b"A")]),
+        make_key({**parts, "options": ["-O0"]}, b"src", [("/i/a.h", b"A")]),
+        make_key({**parts, "defines": {"X": "1"}}, b"src", [("/i/a.h", b"A")]),
+        make_key({**parts, "compiler": "hiprtc:y"}, b"src", [("/i/a.h", b"A")]),
+        make_key(parts, b"src2", [("/i/a.h", b"A")]),
+        make_key(parts, b"src", [("/i/a.h", b"B")]),  # a header changed
+        make_key(parts, b"src", []),
+    ]
+    assert base not in changed and len(set(changed)) == len(changed)
+
+
+def test_entry_roundtrip_and_corruption():
+    blob = encode_entry({"arch": "sm_90"}, b"\x7fELF" + b"x" * 100)
+    assert decode_entry(blob) == ({"arch": "sm_90"}, b"\x7fELF" + b"x" * 100)
+    with pytest.raises(ValueError, match="truncated"):
+        decode_entry(blob[:20])
+    flipped = bytearray(blob)
+    flipped[-1] ^= 1
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        decode_entry(bytes(flipped))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        decode_entry(blob[:-10])
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty"])
+def test_corrupt_entry_warns_and_recompiles(tmp_path, damage):
+    c = Cache(str(tmp_path))
+    calls = []
+
+    def build():
+        calls.append(1)
+        return {"n": len(calls)}, b"code" * 50
+
+    assert c.get_or_compile("ab" * 32, build)[2] is False
+    p = c.entry_path("ab" * 32)
+    data = open(p, "rb").read()
+    with open(p, "wb") as f:
+        f.write({"truncate": data[: len(data) // 2], "flip": data[:-1] + b"X", "empty": b""}[damage])
+    with pytest.warns(CacheWarning, match=r"compile cache entry .* is corrupt \(.*\); recompiling"):
+        meta, binary, hit = c.get_or_compile("ab" * 32, build)
+    assert (meta, binary, hit, len(calls)) == ({"n": 2}, b"code" * 50, False, 2)
+    assert c.get_or_compile("ab" * 32, build)[2] is True and len(calls) == 2
+
+
+def test_group_or_world_writable_dir_refused(tmp_path):
+    d = tmp_path / "cache"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    with pytest.raises(CacheDirError, match=r"refusing the compile cache .*: it is writable by group and others \(mode 777\)"):
+        Cache(str(d))
+    os.chmod(d, 0o720)
+    with pytest.raises(CacheDirError, match=r"writable by group \(mode 720\).*would run on the GPU"):
+        Cache(str(d))
+    os.chmod(d, 0o750)
+    Cache(str(d))  # readable by the group is fine
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another uid requires root")
+def test_dir_owned_by_another_user_refused(tmp_path):
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    os.chown(d, 12345, 12345)
+    with pytest.raises(CacheDirError, match=r"owned by uid 12345, not by you \(uid 0\).*--gpuenv-cache-dir"):
+        Cache(str(d))
+
+
+_RACER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {repo!r})
+    from pytest_gpuenv.rtc._cache import Cache
+    start, cache_dir, log = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+    c = Cache(cache_dir)
+    time.sleep(max(0.0, start - time.time()))
+    def build():
+        with open(log, "a") as f:
+            f.write("compile\\n")
+        time.sleep(0.5)
+        return {{}}, b"code object"
+    meta, binary, hit = c.get_or_compile("cd" * 32, build)
+    assert binary == b"code object"
+    print("hit" if hit else "miss")
+    """
+)
+
+
+def test_eight_processes_compile_once(tmp_path):
+    script = tmp_path / "racer.py"
+    script.write_text(_RACER.format(repo=REPO))
+    log = tmp_path / "compiles.log"
+    start = time.time() + 1.5
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(start), str(tmp_path / "cache"), str(log)],
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    outs = [p.communicate(timeout=60)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert log.read_text().count("compile") == 1
+    assert sorted(outs) == ["hit"] * 7 + ["miss"]

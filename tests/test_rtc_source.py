@@ -1,0 +1,109 @@
+"""Kernel sources without a compiler: the signature parser, includes, lookup, compiler-log parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuenv.rtc import KernelCompileError
+from pytest_gpuenv.rtc._source import (
+    find_headers,
+    find_kernels,
+    first_error,
+    kernel_decl,
+    load_source,
+    parse_param,
+)
+
+
+@pytest.mark.parametrize(
+    "decl, name, type_, pointer, code",
+    [
+        ("float *out", "out", "float", True, "P"),
+        ("const float* __restrict__ a", "a", "float", True, "P"),
+        ("int n", "n", "int", False, "i"),
+        ("unsigned int n", "n", "unsigned int", False, "I"),
+        ("unsigned n", "n", "unsigned", False, "I"),
+        ("size_t n", "n", "size_t", False, "Q"),
+        ("const size_t  n", "n", "size_t", False, "Q"),
+        ("double alpha", "alpha", "double", False, "d"),
+        ("__half* h", "h", "__half", True, "P"),
+        ("__half scale", "scale", "__half", False, "e"),
+        ("long long k", "k", "long long", False, "q"),
+        ("std::uint64_t m", "m", "uint64_t", False, "Q"),
+        ("float2 v", "v", "float2", False, None),
+        ("float out[]", "out", "float", True, "P"),
+    ],
+)
+def test_parse_param(decl, name, type_, pointer, code):
+    p = parse_param(decl)
+    assert (p.name, p.type, p.pointer, p.code) == (name, type_, pointer, code)
+
+
+def test_find_kernels_forms():
+    src = """
+    #include <hip/hip_runtime.h>
+    // extern "C" __global__ void commented_out(int x) {}
+    /* __global__ void also_commented(int y) {} */
+    extern "C" __global__ void a(float* out, const float* __restrict__ in, int n) {}
+    extern "C" __global__ void __launch_bounds__(256) b(unsigned int n) {}
+    extern "C" __launch_bounds__(256, 2) __global__ void c(void) {}
+    __global__ void mangled(int n) {}
+    extern "C" {
+    __global__ void d(double x,
+                      size_t n) {}
+    }
+    """
+    ks = find_kernels(src)
+    assert sorted(ks) == ["a", "b", "c", "d", "mangled"]
+    assert [p.name for p in ks["a"].params] == ["out", "in", "n"]
+    assert [p.type for p in ks["d"].params] == ["double", "size_t"]
+    assert ks["c"].params == []
+    assert ks["d"].extern_c and ks["a"].extern_c and not ks["mangled"].extern_c
+    assert ks["a"].line == 5
+
+
+def test_kernel_names_and_mangling_errors():
+    src = load_source('extern "C" __global__ void k(int n) {}\n__global__ void m(int n) {}\n')
+    assert kernel_decl(src, "k").name == "k"
+    with pytest.raises(KernelCompileError, match=r"kernel 'nope' not found in the given source \(__global__ kernels there: k, m\)"):
+        kernel_decl(src, "nope")
+    with pytest.raises(KernelCompileError, match=r'kernel \'m\' .*:2 is not declared extern "C"'):
+        kernel_decl(src, "m")
+
+
+def test_load_source_lookup(tmp_path):
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    (kdir / "k.hip").write_text('extern "C" __global__ void k(int n) {}\n')
+    src = load_source("k.hip", [str(kdir)])
+    assert src.path == str(kdir / "k.hip") and src.display == src.path
+    with pytest.raises(KernelCompileError, match=r"kernel file 'missing.hip' not found \(searched: .*kernels/missing.hip"):
+        load_source("missing.hip", [str(kdir)])
+    inline = load_source('extern "C" __global__ void k(int n) {}')
+    assert inline.path is None
+
+
+def test_find_headers_follows_quoted_and_angle_includes(tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "common.h").write_text('#include "deep.h"\n#define X 1\n')
+    (inc / "deep.h").write_text("#define Y 2\n")
+    (tmp_path / "local.h").write_text("#define Z 3\n")
+    k = tmp_path / "k.hip"
+    k.write_text('#include <hip/hip_runtime.h>\n#include "local.h"\n#include <common.h>\n// #include "ignored.h"\n')
+    headers = find_headers(load_source(str(k)), [str(inc)])
+    assert [p.rsplit("/", 1)[1] for p, _ in headers] == ["local.h", "common.h", "deep.h"]
+
+
+@pytest.mark.parametrize(
+    "log, expect",
+    [
+        ("/x/k.hip:5:2: error: use of undeclared identifier 'u'\n", ("/x/k.hip", 5, "use of undeclared identifier 'u'")),
+        ('/x/k.hip(7): error: identifier "nope" is undefined\n', ("/x/k.hip", 7, 'identifier "nope" is undefined')),
+        ("warning first\n/x/k.hip:1:10: fatal error: 'a.h' file not found\n", ("/x/k.hip", 1, "'a.h' file not found")),
+        ('k.hip(1): catastrophic error: cannot open source file "a.h"\n', ("k.hip", 1, 'cannot open source file "a.h"')),
+        ("nvrtc: error: invalid value for --gpu-architecture (-arch)\n", None),
+    ],
+)
+def test_first_error(log, expect):
+    assert first_error(log) == expect
