@@ -1,0 +1,341 @@
+"""How good is gpu_bench's timer? Side by side with triton.testing.do_bench, against ncu, and as a gate.
+
+Run on a GPU machine (torch with CUDA; triton and ncu optional):
+
+    python3 benchmarks/timer_quality.py [--estimates 10] [--trials 200] [--explore] [--out DIR]
+
+Prints, for torch.add (float32) at 4,096 / 1,048,576 / 67,108,864 elements and for kernels/vector_add.hip
+(when pytest_gpuenv.rtc can build it): the median, the CV over repeated estimates and the wall time per
+estimate of do_bench (warmup 25 ms, rep 100 ms) and of gpu_bench; ncu's gpu__time_duration.sum for the
+same kernel after a flush; and, with a budget at 1.10x the measured median, how many of --trials
+assertions FAIL on the unchanged kernel and how many catch a variant doing 1.25x the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+SIZES = [4096, 1 << 20, 1 << 26]
+
+
+def log(*a: object) -> None:
+    print(*a, flush=True)
+
+
+def make_bench(**opts: object):  # type: ignore[no-untyped-def]
+    from pytest_gpuenv.perf._bench import GpuBench, PerfContext, default_monitor, select_backend
+    from pytest_gpuenv.perf._engine import Options
+
+    o = Options()
+    for k, v in opts.items():
+        setattr(o, k, v)
+    ctx = PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor,
+                      nodeid="benchmarks/timer_quality.py", perf_mode="warn", options=o, max_time=o.max_time)
+    return GpuBench(ctx)
+
+
+def cv(xs: list[float]) -> float:
+    return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
+
+
+def estimates_gpu_bench(bench, fn, k: int, mode: str = "cold") -> dict:  # type: ignore[no-untyped-def]
+    meds, walls, ns, reasons = [], [], [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(k):
+            t = time.perf_counter()
+            m = bench(fn, name="x", mode=mode)
+            walls.append(time.perf_counter() - t)
+            meds.append(m.median)
+            ns.append(m.n)
+            reasons.append(m.sampler.stop_reason)
+    return {"median_us": statistics.median(meds) * 1e6, "cv": cv(meds), "wall_s": statistics.median(walls),
+            "n": statistics.median(ns), "stop": max(set(reasons), key=reasons.count), "mode": m.mode,
+            "repeat": m.sampler.repeat, "all_us": [x * 1e6 for x in meds]}
+
+
+def estimates_do_bench(fn, k: int) -> dict:  # type: ignore[no-untyped-def]
+    import triton.testing
+
+    vals, walls = [], []
+    for _ in range(k):
+        t = time.perf_counter()
+        vals.append(triton.testing.do_bench(fn, warmup=25, rep=100))
+        walls.append(time.perf_counter() - t)
+    return {"median_us": statistics.median(vals) * 1e3, "cv": cv(vals), "wall_s": statistics.median(walls),
+            "all_us": [v * 1e3 for v in vals]}
+
+
+# ----------------------------------------------------------------------------------------------- ncu
+NCU_TARGET = r'''
+import sys, torch
+sys.path.insert(0, {repo!r})
+sizes = [int(s) for s in sys.argv[1].split(",") if s]
+flush_mode = sys.argv[2]
+vec = sys.argv[3] == "1"
+dev = torch.device("cuda")
+l2 = torch.cuda.get_device_properties(0).L2_cache_size
+buf = torch.zeros(2 * l2 // 4, dtype=torch.float32, device=dev)
+scratch = torch.zeros((), dtype=torch.float32, device=dev)
+def flush():
+    if flush_mode in ("write", "both"):
+        buf.zero_()
+    if flush_mode in ("read", "both"):
+        torch.sum(buf, 0, out=scratch)
+def run(fn):
+    for _ in range(5):
+        flush()
+        torch.cuda._sleep(20000)
+        fn()
+    torch.cuda.synchronize()
+for n in sizes:
+    a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
+    run(lambda: torch.add(a, b, out=c))
+if vec:
+    from pytest_gpuenv.rtc import compile_kernel
+    k = compile_kernel("vector_add.hip", "vector_add", kernel_dirs=[{kdir!r}])
+    n = sizes[-1]
+    a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
+    run(lambda: k(((n + 255) // 256,), (256,), c, a, b, n))
+'''
+
+
+def ncu_times(sizes: list[int], flush_mode: str, cache_control: str, vec: bool, outdir: str) -> dict:
+    """Median gpu__time_duration.sum (us) of the 5 launches per size, by ncu."""
+    ncu = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
+    if ncu is None:
+        return {"error": "ncu not found"}
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(NCU_TARGET.format(repo=REPO, kdir=os.path.join(REPO, "kernels")))
+        target = f.name
+    cmd = [ncu, "--clock-control", "none", "--cache-control", cache_control, "--metrics", "gpu__time_duration.sum",
+           "--print-kernel-base", "demangled", "--print-units", "base", "--csv",
+           sys.executable, target, ",".join(map(str, sizes)), flush_mode, "1" if vec else "0"]
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    wall = time.perf_counter() - t
+    with open(os.path.join(outdir, f"ncu_{flush_mode}_{cache_control}.log"), "w") as f:
+        f.write(" ".join(cmd) + "\n" + p.stdout + "\n--- stderr\n" + p.stderr)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith('"')]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    vals = []
+    for r in rows:
+        name = r.get("Kernel Name", "")
+        low = name.lower()
+        if r.get("Metric Name") != "gpu__time_duration.sum" or "add" not in low:
+            continue
+        if any(x in low for x in ("reduce", "fill", "sleep", "spin", "distribution")):
+            continue
+        v = float(r["Metric Value"].replace(",", ""))
+        unit = r.get("Metric Unit", "nsecond")
+        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, 1e-3)
+        vals.append((name, v * scale))
+    out: dict = {"wall_s": wall, "rc": p.returncode}
+    labels = [f"add {n}" for n in sizes] + (["vector_add"] if vec else [])
+    for i, label in enumerate(labels):
+        chunk = [v for _n, v in vals[5 * i: 5 * i + 5]]
+        if chunk:
+            out[label] = statistics.median(chunk)
+    out["kernels"] = sorted({n[:80] for n, _v in vals})
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- gate
+def gate(bench, fn, fn_more, trials: int) -> dict:  # type: ignore[no-untyped-def]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = bench(fn, name="base").median
+        budget = 1.10 * base
+        res = {"budget_us": budget * 1e6}
+        for label, f in (("same", fn), ("x1.25", fn_more)):
+            counts = {"PASS": 0, "FAIL": 0, "INCONCLUSIVE": 0}
+            t = time.perf_counter()
+            for _ in range(trials):
+                m = bench(f, name=label)
+                counts[m.assert_faster_than(budget)] += 1
+            res[label] = counts
+            res[label + "_wall_s"] = (time.perf_counter() - t) / trials
+            res[label + "_median_us"] = m.median * 1e6
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--estimates", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--explore", action="store_true", help="also time flush/delay variants and the driver timer")
+    ap.add_argument("--no-ncu", action="store_true")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    import torch
+    from tabulate import tabulate
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(0)
+    log(f"device: {torch.cuda.get_device_name(0)}, L2 {props.L2_cache_size / 2**20:.0f} MiB, torch {torch.__version__}")
+    results: dict = {"device": torch.cuda.get_device_name(0), "sizes": {}}
+
+    fns = {}
+    for n in SIZES:
+        a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
+        fns[f"add {n:,}"] = (lambda a=a, b=b, c=c: torch.add(a, b, out=c), a, b, c)
+    kernel = None
+    try:
+        from pytest_gpuenv.rtc import compile_kernel
+
+        kernel = compile_kernel("vector_add.hip", "vector_add", kernel_dirs=[os.path.join(REPO, "kernels")])
+        n = SIZES[-1]
+        a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
+        grid = ((n + 255) // 256,)
+        fns[f"vector_add {n:,}"] = (lambda a=a, b=b, c=c: kernel(grid, (256,), c, a, b, n), a, b, c)
+    except Exception as exc:  # the rtc package may be absent or unable to build here
+        log(f"vector_add skipped: {type(exc).__name__}: {exc}")
+
+    bench = make_bench()
+    rows = []
+    try:
+        import triton  # noqa: F401
+
+        have_triton = True
+    except ImportError:
+        have_triton = False
+    for label, (fn, *_t) in fns.items():
+        g = estimates_gpu_bench(bench, fn, args.estimates)
+        d = estimates_do_bench(fn, args.estimates) if have_triton else None
+        results["sizes"][label] = {"gpu_bench": g, "do_bench": d}
+        rows.append([label,
+                     f"{d['median_us']:.2f} us" if d else "-", f"{d['cv']:.2%}" if d else "-",
+                     f"{d['wall_s']:.3f} s" if d else "-",
+                     f"{g['median_us']:.2f} us", f"{g['cv']:.2%}", f"{g['wall_s']:.3f} s", g["n"], g["stop"]])
+        log(f"  {label}: gpu_bench {g['median_us']:.2f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s n {g['n']}"
+            + (f" | do_bench {d['median_us']:.2f} us cv {d['cv']:.2%} wall {d['wall_s']:.3f}s" if d else ""))
+    log("\n== do_bench vs gpu_bench (10 estimates each) ==")
+    log(tabulate(rows, headers=["kernel", "do_bench median", "CV", "wall/est", "gpu_bench median", "CV",
+                                "wall/est", "n", "stop"]))
+
+    # hot mode for the small sizes (a different quantity: warm caches, back to back)
+    hot_rows = []
+    for label in list(fns)[:2]:
+        g = estimates_gpu_bench(bench, fns[label][0], args.estimates, mode="hot")
+        results["sizes"][label]["gpu_bench_hot"] = g
+        hot_rows.append([label, f"{g['median_us']:.3f} us", f"{g['cv']:.2%}", f"{g['wall_s']:.3f} s", g["repeat"]])
+    log("\n== gpu_bench mode='hot' (back-to-back launches, warm L2) ==")
+    log(tabulate(hot_rows, headers=["kernel", "median", "CV", "wall/est", "launches/interval"]))
+
+    if not args.no_ncu:
+        vec = kernel is not None
+        nc = ncu_times(SIZES, "read", "all", vec, args.out)
+        results["ncu"] = nc
+        ncu_rows = []
+        for label in fns:
+            key = "vector_add" if label.startswith("vector_add") else "add " + label.split()[1].replace(",", "")
+            v = nc.get(key)
+            g = results["sizes"][label]["gpu_bench"]["median_us"]
+            ncu_rows.append([label, f"{v:.2f} us" if v else "-", f"{g:.2f} us",
+                             f"{(g / v - 1):+.1%}" if v else "-"])
+        log("\n== gpu_bench vs ncu gpu__time_duration.sum (--cache-control all, --clock-control none) ==")
+        log(tabulate(ncu_rows, headers=["kernel", "ncu", "gpu_bench", "difference"]))
+        log(f"ncu kernels: {nc.get('kernels')} rc={nc.get('rc')} wall={nc.get('wall_s', 0):.1f}s")
+
+    if args.explore:
+        explore(args, fns, results)
+
+    # the gate: false FAILs and catch rate, budget 1.10x
+    gate_rows = []
+    for n in (1 << 26, 1 << 20):
+        a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
+        m = int(n * 1.25)
+        a2, b2, c2 = torch.ones(m, device=dev), torch.ones(m, device=dev), torch.empty(m, device=dev)
+        r = gate(bench, lambda a=a, b=b, c=c: torch.add(a, b, out=c),
+                 lambda a=a2, b=b2, c=c2: torch.add(a, b, out=c), args.trials)
+        results[f"gate {n}"] = r
+        gate_rows.append([f"add {n:,}", f"{r['budget_us']:.2f} us", f"{r['same']['FAIL']}/{args.trials}",
+                          f"{r['same']['INCONCLUSIVE']}", f"{r['x1.25']['FAIL']}/{args.trials}",
+                          f"{r['x1.25']['INCONCLUSIVE']}", f"{r['x1.25_median_us']:.2f} us",
+                          f"{r['same_wall_s']:.3f} s"])
+    log("\n== assert_faster_than at 1.10x the measured median ==")
+    log(tabulate(gate_rows, headers=["kernel", "budget", "false FAIL", "inconcl.", "1.25x work caught",
+                                     "inconcl.", "1.25x median", "wall/assert"]))
+    with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    return 0
+
+
+def explore(args, fns, results) -> None:  # type: ignore[no-untyped-def]
+    """Variants behind the design choices: flush kind, post-flush delay, empty callables, driver timer."""
+    import torch
+    from tabulate import tabulate
+
+    big = [k for k in fns if k.startswith("add 67")][0]
+    small = [k for k in fns if k.startswith("add 4,096")][0]
+    rows = []
+    for flush in ("read", "write", "both", "none"):
+        os.environ["GPUENV_PERF_FLUSH"] = flush
+        for delay in (0.0, 2e-6, 20e-6):
+            b = make_bench(post_flush_delay_s=delay)
+            for label in (big, small):
+                g = estimates_gpu_bench(b, fns[label][0], 5)
+                rows.append([flush, f"{delay * 1e6:g}", label, f"{g['median_us']:.2f}", f"{g['cv']:.2%}",
+                             f"{g['wall_s']:.3f}"])
+    os.environ["GPUENV_PERF_FLUSH"] = "read"
+    log("\n== explore: flush kind x post-flush delay ==")
+    log(tabulate(rows, headers=["flush", "delay us", "kernel", "median us", "CV", "wall s"]))
+    results["explore_flush"] = rows
+    if not args.no_ncu:
+        for fm, cc in (("write", "none"), ("read", "none")):
+            nc = ncu_times([1 << 26], fm, cc, False, args.out)
+            results[f"ncu_{fm}_{cc}"] = nc
+            log(f"ncu flush={fm} cache-control={cc}: add 67108864 = {nc.get('add 67108864')} us")
+    # empty and syncing callables, tiny kernels
+    b = make_bench()
+    x = torch.ones(1, device="cuda")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        e = b(lambda: None, name="empty")
+        t = b(lambda: x.add_(1), name="tiny")
+        s = b(lambda: (x.add_(1), torch.cuda.synchronize()), name="syncs")
+        s2 = b(lambda: x.add_(1).sum().item(), name="item")
+    log(f"\nempty fn: median {e.median * 1e6:.3f} us problems={e.problems}")
+    log(f"1-element add: median {t.median * 1e6:.3f} us ci={[round(v * 1e6, 3) for v in t.ci]}")
+    log(f"sync fn notes: {s.notes}\nitem fn notes: {s2.notes}")
+    log(f"warnings: {[str(m.message)[:100] for m in w]}")
+    # the driver timer without torch, in a fresh process
+    code = (
+        f"import os,sys,statistics,time; sys.path.insert(0, {REPO!r})\n"
+        "os.environ['GPUENV_PERF_TIMER']='cuda'\n"
+        "from pytest_gpuenv.perf._bench import GpuBench, PerfContext, select_backend, default_monitor\n"
+        "b = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor))\n"
+        "be = b.backend; api = be.api; n = 256 << 20; p = api.malloc(n)\n"
+        "meds=[]; walls=[]\n"
+        "for _ in range(10):\n"
+        "    t=time.perf_counter(); m = b(lambda: api.memset(p, n), name='memset'); walls.append(time.perf_counter()-t); meds.append(m.median)\n"
+        "print('driver timer', be.name, be.info.to_dict(), 'note', be.note)\n"
+        "print('memset 256MiB median us', statistics.median(meds)*1e6, 'cv', statistics.stdev(meds)/statistics.mean(meds), 'wall', statistics.median(walls), 'n', m.n, m.clocks)\n"
+        "print('copy bw', b.copy_bandwidth(805306368)/1e12, 'TB/s')\n"
+        "print('torch imported:', 'torch' in sys.modules)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    log("\n== driver timer (cuda-python, no torch) ==\n" + p.stdout[-3000:] + p.stderr[-3000:])
+    import torch as _t  # noqa: F401
+
+    os.environ.pop("GPUENV_PERF_FLUSH", None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""The measurement loop: warm-up, batches, sequential stopping. Backend-neutral and pure.
+
+A *backend* (``_torch.TorchBackend``, ``_driver.DriverBackend``, or a fake in the tests) enqueues
+work and reads event times; a *monitor* (``_nvml.Monitor`` or a fake) reads clocks and processes.
+The sampler decides what to enqueue and when to stop, so every rule here runs on a CPU.
+
+One timed sample in cold mode: [flush] [short delay] start-event fn end-event. A batch of samples is
+enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so the device
+never waits for Python inside a timed interval, and the host synchronises once per batch.
+Hot mode times ``repeat`` back-to-back calls between one pair of events, with no flush.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol, Sequence
+
+from pytest_gpuenv.perf import _stats
+
+
+class Backend(Protocol):
+    name: str
+    info: Any  # DeviceInfo
+    can_delay: bool
+
+    def enqueue(
+        self, fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *, flush: bool, delay_s: float,
+        head_delay_s: float, repeat: int,
+    ) -> Any: ...
+
+    def collect(self, handle: Any) -> list[float]: ...
+
+    def delay(self, seconds: float) -> None: ...
+
+    def sync(self) -> None: ...
+
+
+class Monitor(Protocol):
+    max_mhz: Optional[float]
+
+    def sm_mhz(self) -> Optional[float]: ...
+
+    def foreign_processes(self) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class Options:
+    """Knobs of one measurement. Defaults are what the fixture uses."""
+
+    max_time: float = 2.0
+    #: stop a plain measurement once the median's interval half-width is within this fraction
+    rel_precision: float = 0.01
+    #: samples before a plain measurement may stop on precision
+    min_samples: int = 20
+    #: samples before any verdict is taken
+    min_verdict_samples: int = 10
+    #: samples (or ABBA rounds) enqueued per batch, one host sync each
+    batch: int = 10
+    confidence: float = 0.95
+    #: FAIL only when the whole interval is beyond the limit by more than this fraction
+    guard: float = 0.02
+    warmup_batch: int = 5
+    warmup_agree: float = 0.02
+    warmup_max_time: float = 0.2
+    #: fixed device delay between the flush and the start event (lets the flush drain)
+    post_flush_delay_s: float = 2e-6
+    #: in "auto" mode, kernels faster than this (cold) are timed hot
+    hot_below_s: float = 5e-6
+    #: in hot mode, launches per timed interval are chosen to fill about this much device time
+    hot_interval_s: float = 100e-6
+    #: a batch whose SM clock reads below this fraction of the maximum is discarded
+    clock_floor: float = 0.75
+    #: more than this fraction of batches discarded -> INCONCLUSIVE
+    max_throttled: float = 0.2
+    #: median below this is "fn enqueued nothing" (an empty start/stop pair reads about 0.1 us on H200)
+    empty_below_s: float = 1.0e-6
+    #: device delay used to detect a callable that synchronises
+    sync_probe_s: float = 3e-3
+
+
+@dataclass
+class Problems:
+    """Why a measurement cannot give a verdict, plus advice that does not change the verdict."""
+
+    inconclusive: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Sampler:
+    """Draws samples of one callable, or of two interleaved ABBA, and can be resumed.
+
+    ``samples[i]`` are seconds per call of ``fns[i]``; for two callables ``samples[0][k]`` and
+    ``samples[1][k]`` come from the same round, so their ratio is a paired observation.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        fns: Sequence[Callable[[], Any]],
+        *,
+        mode: str = "cold",
+        options: Optional[Options] = None,
+        monitor: Optional[Monitor] = None,
+        lock: Optional[Callable[[], Any]] = None,
+        clock: Callable[[], float] = time.perf_counter,
+        name: str = "fn",
+    ) -> None:
+        if mode not in ("cold", "hot", "auto"):
+            raise ValueError(f"invalid mode={mode!r}: expected 'cold', 'hot' or 'auto'")
+        for f in fns:
+            if not callable(f):
+                raise TypeError(f"gpu_bench needs a callable that enqueues GPU work, got {f!r}")
+        self.backend = backend
+        self.fns = list(fns)
+        self.requested_mode = mode
+        self.mode = "cold" if mode == "auto" else mode
+        self.opts = options or Options()
+        self.monitor = monitor
+        self._lock = lock
+        self._clock = clock
+        self.name = name
+        self.samples: list[list[float]] = [[] for _ in self.fns]
+        self.repeat = 1
+        self.spent_s = 0.0
+        self.batches = 0
+        self.discarded_batches = 0
+        self.clock_mhz: list[float] = []
+        self.foreign: list[dict[str, Any]] = []
+        self.problems = Problems()
+        self.host_enqueue_s: Optional[float] = None
+        self.warmup_medians: list[float] = []
+        self.stop_reason: Optional[str] = None
+        self._started = False
+        self._last_enqueue_s: Optional[float] = None
+        self._intrinsic: list[str] = []
+
+    # ------------------------------------------------------------------ public
+    @property
+    def n(self) -> int:
+        return len(self.samples[0])
+
+    def time_left(self) -> float:
+        return self.opts.max_time - self.spent_s
+
+    def stats(self, i: int = 0) -> tuple[float, float, float]:
+        return _stats.summarize(self.samples[i], self.opts.confidence)
+
+    def ratios(self) -> list[float]:
+        a, b = self.samples[0], self.samples[1]
+        return [x / y for x, y in zip(a, b) if y > 0]
+
+    def run(self, done: Optional[Callable[[Sampler], bool]] = None) -> str:
+        """Sample until ``done(self)`` (default: precise enough) or the time cap. Returns why it stopped."""
+        done = done or self.precise
+        ctx = self._lock() if self._lock is not None else _null()
+        with ctx:
+            t0 = self._clock()
+            try:
+                if not self._started:
+                    self._start()
+                self._check_foreign()
+                reason = self._loop(done)
+                self._check_foreign()
+            finally:
+                self.spent_s += self._clock() - t0
+        self.stop_reason = reason
+        self._finish_problems()
+        return reason
+
+    def precise(self, s: Sampler) -> bool:
+        if self.n < self.opts.min_samples:
+            return False
+        if len(self.fns) == 2:
+            r = self.ratios()
+            med, lo, hi = _stats.summarize(r, self.opts.confidence)
+        else:
+            med, lo, hi = self.stats()
+        return _stats.precise_enough(med, lo, hi, self.opts.rel_precision)
+
+    # ------------------------------------------------------------------ steps
+    def _elapsed(self, t0: float) -> float:
+        return self.spent_s + (self._clock() - t0)
+
+    def _start(self) -> None:
+        self._started = True
+        b = self.backend
+        for f in self.fns:  # first call outside everything: compilation, autotuning, allocation
+            _call(f, self.name)
+        b.sync()
+        # host cost of enqueuing one call, with the device idle
+        host = []
+        for _ in range(3):
+            for f in self.fns:
+                t = time.perf_counter()
+                f()
+                host.append(time.perf_counter() - t)
+            b.sync()
+        self.host_enqueue_s = _stats.median(host)
+        self._detect_sync()
+        self._warmup()
+
+    def _detect_sync(self) -> None:
+        """A callable that waits for the device inside would see our queued delay on the host."""
+        b = self.backend
+        calls = 0
+        for f in self.fns:
+            if b.can_delay:
+                b.delay(self.opts.sync_probe_s)
+            counter = _count_torch_syncs()
+            t = time.perf_counter()
+            try:
+                f()
+            finally:
+                host = time.perf_counter() - t
+                calls += counter.restore() if counter else 0
+            b.sync()
+            if b.can_delay and host >= 0.8 * self.opts.sync_probe_s:
+                self.problems.warnings.append(
+                    f"{self.name}: the callable appears to synchronise with the device (its call "
+                    f"waited {host * 1e3:.1f} ms for a {self.opts.sync_probe_s * 1e3:.0f} ms queued "
+                    "delay); host waits such as .item(), .cpu() or torch.cuda.synchronize() inside "
+                    "it put launch latency into every sample"
+                )
+                return
+        if calls:
+            self.problems.warnings.append(
+                f"{self.name}: the callable called torch.cuda.synchronize() {calls} time(s); "
+                "remove it: gpu_bench synchronises once per batch itself"
+            )
+
+    def _warmup(self) -> None:
+        o = self.opts
+        t0 = self._clock()
+        prev: Optional[float] = None
+        while True:
+            times = self._batch(o.warmup_batch, repeat=1, flush=True, keep=False)
+            med = _stats.median([t for t in times[0]])
+            self.warmup_medians.append(med)
+            if prev is not None and prev > 0 and abs(med - prev) <= o.warmup_agree * max(med, prev):
+                break
+            if self._clock() - t0 >= o.warmup_max_time or self._clock() - t0 >= o.max_time / 4:
+                break
+            prev = med
+        cold = self.warmup_medians[-1]
+        if cold < o.empty_below_s:
+            self._intrinsic.append(
+                f"{self.name}: median {cold * 1e6:.3f} us is at the event resolution: the callable seems to "
+                "enqueue no GPU work on the current stream (work on another stream, or on the CPU, is not "
+                "timed)"
+            )
+        if self.requested_mode == "auto" and cold < o.hot_below_s:
+            self.mode = "hot"
+        if self.mode == "hot":
+            per = max(cold, 0.5e-6)
+            self.repeat = int(min(1000, max(2, math.ceil(o.hot_interval_s / per))))
+
+    def _batch(self, n: int, *, repeat: int, flush: bool, keep: bool) -> list[list[float]]:
+        """Enqueue n samples (n ABBA rounds for two callables), sync once, return seconds per call."""
+        k = len(self.fns)
+        if k == 1:
+            schedule = [0] * n
+        else:  # ABBA: rounds alternate A,B and B,A
+            schedule = []
+            for r in range(n):
+                order = [0, 1] if (self.batches + r) % 2 == 0 else [1, 0]
+                schedule.extend(order)
+        # the head delay covers the host's enqueue time of the whole batch
+        if self._last_enqueue_s is not None:
+            head = 1.25 * self._last_enqueue_s + 20e-6
+        else:
+            head = len(schedule) * (repeat * (self.host_enqueue_s or 20e-6) + 30e-6)
+        head = min(head, 50e-3)
+        t = time.perf_counter()
+        handle = self.backend.enqueue(
+            self.fns, schedule, flush=flush, delay_s=self.opts.post_flush_delay_s if flush else 0.0,
+            head_delay_s=head if self.backend.can_delay else 0.0, repeat=repeat,
+        )
+        self._last_enqueue_s = time.perf_counter() - t
+        mhz = self.monitor.sm_mhz() if (keep and self.monitor is not None) else None
+        raw = self.backend.collect(handle)
+        out: list[list[float]] = [[] for _ in range(k)]
+        for idx, seconds in zip(schedule, raw):
+            out[idx].append(max(seconds, 0.0) / repeat)
+        if keep:
+            self.batches += 1
+            if mhz is not None:
+                self.clock_mhz.append(mhz)
+                mx = self.monitor.max_mhz if self.monitor is not None else None
+                if mx and mhz < self.opts.clock_floor * mx:
+                    self.discarded_batches += 1
+                    return out
+            for i in range(k):
+                self.samples[i].extend(out[i])
+        return out
+
+    def _loop(self, done: Callable[[Sampler], bool]) -> str:
+        o = self.opts
+        t0 = self._clock()
+        flush = self.mode == "cold"
+        while True:
+            if self.n >= 1 and done(self):
+                return "decided"
+            left = o.max_time - self._elapsed(t0)
+            if left <= 0:
+                return "time cap"
+            # size the batch so one batch stays well inside the remaining time
+            per = self._per_sample_estimate()
+            n = o.batch
+            if per > 0:
+                n = max(1, min(o.batch, int(min(left, o.max_time / 8) / per)))
+            if self.n >= 1 and per * n > left:
+                return "time cap"
+            self._batch(n, repeat=self.repeat, flush=flush, keep=True)
+            if self.batches >= 8 and self.discarded_batches == self.batches:
+                return "throttled"
+
+    def _per_sample_estimate(self) -> float:
+        base = self.warmup_medians[-1] if self.warmup_medians else 0.0
+        if self.n:
+            base = _stats.median(self.samples[0])
+        k = len(self.fns)
+        extra = 10e-6 + (self.host_enqueue_s or 0.0)
+        return k * (base * self.repeat + extra)
+
+    def _check_foreign(self) -> None:
+        if self.monitor is None:
+            return
+        for p in self.monitor.foreign_processes():
+            if p.get("pid") not in {q.get("pid") for q in self.foreign}:
+                self.foreign.append(p)
+
+    def _finish_problems(self) -> None:
+        inc = list(self._intrinsic)
+        if self.batches and self.discarded_batches / self.batches > self.opts.max_throttled:
+            mx = self.monitor.max_mhz if self.monitor else None
+            low = min(self.clock_mhz) if self.clock_mhz else None
+            inc.append(
+                f"clocks dropped: {self.discarded_batches} of {self.batches} batches ran below "
+                f"{self.opts.clock_floor:.0%} of the {mx:.0f} MHz maximum SM clock (lowest {low:.0f} MHz); "
+                "the GPU is throttling (power, temperature) or shared"
+            )
+        if self.foreign:
+            who = ", ".join(f"pid {p.get('pid')}" + (f" ({p['name']})" if p.get("name") else "") for p in self.foreign)
+            inc.append(f"another process used the GPU during the measurement: {who}")
+        self.problems.inconclusive = inc
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: Any) -> None:
+        return None
+
+
+def _call(f: Callable[[], Any], name: str) -> Any:
+    try:
+        return f()
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"(raised by the callable passed to gpu_bench, measuring {name!r})")
+        raise
+
+
+class _SyncCounter:
+    def __init__(self, cuda: Any) -> None:
+        self.cuda = cuda
+        self.orig = cuda.synchronize
+        self.calls = 0
+
+        def counting(*a: Any, **k: Any) -> Any:
+            self.calls += 1
+            return self.orig(*a, **k)
+
+        cuda.synchronize = counting
+
+    def restore(self) -> int:
+        self.cuda.synchronize = self.orig
+        return self.calls
+
+
+def _count_torch_syncs() -> Optional[_SyncCounter]:
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None) if torch is not None else None
+    if cuda is None or not hasattr(cuda, "synchronize"):
+        return None
+    return _SyncCounter(cuda)

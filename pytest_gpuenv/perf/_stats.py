@@ -1,0 +1,134 @@
+"""Statistics and decisions, pure and deterministic.
+
+- The median and its distribution-free confidence interval from order statistics: for n samples the
+  interval is ``[x(j), x(n-j+1)]`` with the largest j such that ``P(Binomial(n, 1/2) < j) <= alpha/2``.
+  It needs no normality assumption and works the same for times and for per-pair ratios.
+- ``decide``: PASS when the whole interval is on the good side of the limit; FAIL when the whole
+  interval is beyond the limit by more than a guard band; otherwise undecided (``None``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+PASS = "PASS"
+FAIL = "FAIL"
+INCONCLUSIVE = "INCONCLUSIVE"
+
+#: the smallest n for which a 95 % interval of the median exists (0.5**5 * 2 = 0.0625 > 0.05 for n=5)
+MIN_N_95 = 6
+
+
+def median(xs: Sequence[float]) -> float:
+    if not xs:
+        raise ValueError("median of no samples")
+    s = sorted(xs)
+    n = len(s)
+    mid = n // 2
+    return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
+
+
+def quantile(xs: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (numpy's default)."""
+    if not xs:
+        raise ValueError("quantile of no samples")
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _binom_half_cdf(n: int, k: int) -> float:
+    """P(Binomial(n, 1/2) <= k), exact in log space (fine for n in the tens of thousands)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    log_half_n = -n * math.log(2.0)
+    total = 0.0
+    for i in range(k + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
+    return min(total, 1.0)
+
+
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """1-based ranks (j, n-j+1) of the order-statistic interval; (1, n) when n is too small."""
+    if n <= 0:
+        raise ValueError("no samples")
+    alpha = 1.0 - confidence
+    if n > 2000:  # normal approximation, accurate to a rank at this size
+        z = _z(confidence)
+        j = int(math.floor(n / 2.0 - z * math.sqrt(n) / 2.0))
+        j = max(1, j)
+        return j, n - j + 1
+    j = 0
+    # largest j with P(B <= j-1) <= alpha/2
+    while j + 1 <= n // 2 and _binom_half_cdf(n, j) <= alpha / 2.0:
+        j += 1
+    j = max(1, j)
+    return j, n - j + 1
+
+
+def _z(confidence: float) -> float:
+    # inverse normal CDF by bisection on erf; avoids scipy
+    target = 0.5 + confidence / 2.0
+    lo, hi = 0.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free interval of the median from order statistics."""
+    s = sorted(xs)
+    j, k = median_ci_ranks(len(s), confidence)
+    return s[j - 1], s[k - 1]
+
+
+def summarize(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median, ci_low, ci_high)."""
+    lo, hi = median_ci(xs, confidence)
+    return median(xs), lo, hi
+
+
+def cv(xs: Sequence[float]) -> float:
+    """Coefficient of variation (sample standard deviation over mean)."""
+    n = len(xs)
+    if n < 2:
+        return 0.0
+    m = sum(xs) / n
+    var = sum((x - m) ** 2 for x in xs) / (n - 1)
+    return math.sqrt(var) / m if m else float("inf")
+
+
+def decide(lo: float, hi: float, limit: float, *, upper: bool = True, guard: float = 0.02) -> Optional[str]:
+    """Three-valued comparison of an interval [lo, hi] with a limit.
+
+    ``upper=True``: the value must stay at or below ``limit`` (times, ratios). PASS when ``hi <= limit``;
+    FAIL when ``lo > limit * (1 + guard)``. ``upper=False``: the value must reach ``limit`` (bandwidth):
+    PASS when ``lo >= limit``; FAIL when ``hi < limit * (1 - guard)``. Otherwise ``None`` (undecided).
+    """
+    if upper:
+        if hi <= limit:
+            return PASS
+        if lo > limit * (1.0 + guard):
+            return FAIL
+        return None
+    if lo >= limit:
+        return PASS
+    if hi < limit * (1.0 - guard):
+        return FAIL
+    return None
+
+
+def precise_enough(med: float, lo: float, hi: float, rel: float) -> bool:
+    """The interval's half-width is within ``rel`` of the median."""
+    if med <= 0:
+        return False
+    return (hi - lo) / 2.0 <= rel * med
