@@ -1,6 +1,7 @@
 // Sum of n floats: each block reduces its part with warp shuffles and adds it to *out atomically.
 // Set *out to 0 before the launch. Any block size that is a multiple of warpSize, up to 1024, works;
-// pass shared_mem = (blockDim.x / warpSize) * sizeof(float) bytes of dynamic shared memory.
+// pass shared_mem = (blockDim.x / warpSize) * sizeof(float) bytes of dynamic shared memory
+// ((blockDim.x / 32) * sizeof(float) is enough on every GPU, since warpSize is 32 or 64).
 //
 // Correct with warpSize 64 (AMD CDNA: gfx90a, gfx942) and 32 (NVIDIA, AMD RDNA): nothing assumes 32.
 // The shuffle offsets start at warpSize / 2, and the per-warp partial sums live in dynamic shared

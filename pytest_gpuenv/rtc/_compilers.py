@@ -419,6 +419,9 @@ def looked_for() -> str:
 
 def default_archs(cache_dir: Optional[str]) -> list[str]:
     """DEFAULT_ARCHS restricted to what the installed compilers build (hip arches probed once, on disk)."""
+    from pytest_gpuenv.rtc._cache import ensure_dir
+
+    cache_dir = ensure_dir(cache_dir)
     out = []
     for vendor in ("amd", "nvidia"):
         archs = [a for a in DEFAULT_ARCHS if vendor_of(a) == vendor]
