@@ -239,6 +239,15 @@ _HIP_LOAD = textwrap.dedent(
         print("LAUNCH-ERROR", exc.code, "|", exc)
     else:
         print("LAUNCHED")
+    # the module loader itself, on the real code object (what __init__ calls after hipSetDevice)
+    from hip import hip
+    from pytest_gpuenv.rtc._launch import HipModule
+    mod = object.__new__(HipModule)
+    mod.hip, mod.device = hip, 0
+    try:
+        mod.load_code(k.binary)
+    except KernelLaunchError as exc:
+        print("LOAD-ERROR", exc.code, "|", exc)
     """
 )
 
@@ -256,3 +265,4 @@ def test_hip_launch_path_up_to_the_runtime(tmp_path, cache):
         pytest.skip("an AMD GPU answered: the launch path ran for real")
     assert "LAUNCH-ERROR hipError" in p.stdout
     assert "hipSetDevice(0): hipError" in p.stdout or "hipModuleLoadData: hipError" in p.stdout
+    assert "LOAD-ERROR hipError" in p.stdout and "hipModuleLoadData: hipError" in p.stdout

@@ -164,8 +164,12 @@ class HipModule:
         self.hip = hip
         self.device = device
         self._check(hip.hipSetDevice(device), f"hipSetDevice({device})")
-        self.module = self._check(hip.hipModuleLoadData(binary), "hipModuleLoadData")
+        self.module = self.load_code(binary)
         self.func = self._check(hip.hipModuleGetFunction(self.module, name.encode()), f"hipModuleGetFunction({name!r})")
+
+    def load_code(self, binary: bytes) -> Any:
+        """hipModuleLoadData on a code object (an ELF from hiprtc or an offload bundle from hipcc)."""
+        return self._check(self.hip.hipModuleLoadData(binary), "hipModuleLoadData")
 
     def _check(self, result: Any, what: str) -> Any:
         err = result[0] if isinstance(result, tuple) else result
@@ -198,7 +202,7 @@ class HipModule:
 
 _HIP_MESSAGES = {
     "hipErrorNoDevice": "no ROCm-capable device is detected",
-    "hipErrorInvalidDevice": "invalid device ordinal (no usable AMD GPU for this code object)",
+    "hipErrorInvalidDevice": "invalid device ordinal",
     "hipErrorIllegalAddress": "an illegal memory access was encountered",
 }
 
@@ -214,6 +218,11 @@ def load(backend: str, binary: bytes, name: str, device: int) -> Any:
         if backend == "cuda":
             return CudaModule(binary, name, device)
         return HipModule(binary, name, device)
+    except KernelLaunchError:
+        raise
     except ImportError as exc:
         pkg = "cuda-python (pip install cuda-python)" if backend == "cuda" else "hip-python (pip install hip-python)"
         raise KernelLaunchError(f"launching on {backend} requires {pkg}: {exc}") from None
+    except Exception as exc:  # e.g. cuda.pathfinder's DynamicLibNotFoundError when libcuda.so is absent
+        api = "CUDA driver (libcuda.so)" if backend == "cuda" else "HIP runtime (libamdhip64.so)"
+        raise KernelLaunchError(f"launching on {backend}: the {api} could not be used: {exc}") from None
