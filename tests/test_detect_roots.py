@@ -406,3 +406,32 @@ def test_backend_not_available_carries_fix(roots, gpu_roots):
 def test_hide_gpus_env_nvidia(roots, gpu_roots):
     env = _detect_as(gpu_roots / "h100_linux", roots("h100_linux"))
     assert hide_gpus_env(env) == {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_device_cgroup_eperm_hides_node(tmp_path, gpu_roots, monkeypatch):
+    """A GPU node whose gpu_id reads EPERM (device cgroup, DETECTION.md A3) is not counted, silently."""
+    import errno
+
+    from pytest_gpuenv.detect import _fs
+
+    root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
+    real_open = _fs.os.open
+
+    def fake_open(path, flags, *a, **k):
+        if str(path).endswith("topology/nodes/2/gpu_id"):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(_fs.os, "open", fake_open)
+    env = detect(root=str(root), environ={})
+    assert [d.uuid for d in env.devices] == [MI300[0]]
+    assert any("hidden by the device cgroup" in e for e in env.evidence)
+    assert env.problems == []
+
+
+def test_kfd_without_render_nodes(tmp_path, gpu_roots):
+    root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
+    shutil.rmtree(root / "dev/dri")
+    env = detect(root=str(root), environ={})
+    assert env.devices == [] and env.backend == "cpu"
+    assert "--device /dev/dri" in env.problem("render-nodes-missing").fix

@@ -41,6 +41,8 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
     ctx = _Ctx(env, fs, environ, probe if probe in ("auto", "always", "never") else "auto", timeout, cache)
     env.platform = _platform(fs, platform)
     env.visible = visible_vars(environ)
+    if env.platform != "windows" or not fs.root_mode:
+        env.torch = read_torch(fs, environ, ctx.ev)
     if env.platform == "windows":
         _windows(ctx)
     elif env.platform == "linux":
@@ -48,8 +50,6 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
     else:
         env.kind = "cpu"
         ctx.ev.append(f"platform {env.platform}: no ROCm/CUDA support, CPU only")
-    if env.platform != "windows" or not fs.root_mode:
-        env.torch = read_torch(fs, environ, ctx.ev)
     _maybe_probe(ctx)
     _masks(ctx)
     _arch_support(ctx)
@@ -134,8 +134,14 @@ def _native_linux(ctx: _Ctx) -> None:
             d.usable, d.unusable_reason = False, "amdgpu module not live"
     if amd:
         ctx.problems.extend(_amd.apply_override(amd, ctx.environ, "linux", ev))
+        found = len(amd)
         amd, probs = _amd.check_access(fs, amd, env.container, ev)
         ctx.problems.extend(probs)
+        if found and not amd:
+            ctx.add("render-nodes-missing", f"/dev/kfd is present but none of the {found} AMD GPU(s)' "
+                    "/dev/dri/renderD* nodes are, so ROCm sees no GPU",
+                    "pass the render nodes too: `--device /dev/dri` (or the GPUs' `/dev/dri/renderD<N>`)",
+                    "error", "container" if env.container else "driver")
 
     nv: list[Device] = []
     nv_loaded = fs.exists("/proc/driver/nvidia/version") or fs.isdir("/proc/driver/nvidia/gpus")
@@ -185,8 +191,6 @@ def _native_linux(ctx: _Ctx) -> None:
             ev.append(f"also found {len(amd)} AMD GPU(s); CUDA chosen to match the torch build")
     else:
         env.kind = "cpu"
-        if not fs.root_mode and env.torch is None:
-            pass
 
 
 def _cuda_order(ctx: _Ctx, nv: list[Device]) -> None:
@@ -532,10 +536,8 @@ def _conclude(ctx: _Ctx) -> None:
         env.backend, env.usable = "cpu", False
     else:
         env.backend = "cpu"
+        # nothing found is not a failure, unless a probe was needed and counted no GPU
         env.usable = False if env.probe.get("ran") and fam != "cpu" else True
-    if env.backend == "cpu" and env.kind != "cpu" and not env.devices and not ctx.probe_required:
-        if not env.hidden_devices and not env.probe.get("ran"):
-            env.kind = env.kind  # keep the kind: it says what was found
 
 
 def _unreadable(ctx: _Ctx) -> None:

@@ -47,11 +47,15 @@ def _uuid_of(d: Any) -> Optional[str]:
     return getattr(d, "uuid", None)
 
 
-def parse_visible(value: Optional[str], devices: Union[Sequence[Any], int]) -> Optional[list[int]]:
+def parse_visible(
+    value: Optional[str], devices: Union[Sequence[Any], int], mixed: bool = False
+) -> Optional[list[int]]:
     """Positions in ``devices`` that a visible-devices value selects, in the order given.
 
     ``devices`` is a sequence of :class:`Device` (or UUID strings), or a device count when only
-    indices matter. ``None`` (variable unset) returns ``None``: no mask.
+    indices matter. ``None`` (variable unset) returns ``None``: no mask. As in torch, the first entry
+    decides whether the list holds UUIDs or indices (an entry of the other kind ends it);
+    ``mixed=True`` accepts both in one list, as ROCR_VISIBLE_DEVICES does.
     """
     if value is None:
         return None
@@ -64,9 +68,13 @@ def parse_visible(value: Optional[str], devices: Union[Sequence[Any], int]) -> O
     if text == "":
         return []
     out: list[int] = []
+    uuid_list = text[:4].upper() in ("GPU-", "MIG-")
     for raw in text.split(","):
         elem = raw.strip()
-        if elem[:4].upper() in ("GPU-", "MIG-"):
+        is_uuid = elem[:4].upper() in ("GPU-", "MIG-")
+        if not mixed and is_uuid != uuid_list:
+            break
+        if is_uuid:
             idx = _match_uuid(elem, uuids)
             if idx == -2:  # ambiguous prefix: torch returns an empty list
                 return []
@@ -121,7 +129,7 @@ def apply_masks(
         cuda = environ.get("CUDA_VISIBLE_DEVICES")
         gdo = environ.get("GPU_DEVICE_ORDINAL")
         if rocr is not None and platform != "windows":
-            sel = parse_visible(rocr, devices)
+            sel = parse_visible(rocr, devices, mixed=True)
             order = [order[i] for i in sel or []]
             used.append(("ROCR_VISIBLE_DEVICES", rocr))
             if not order:

@@ -1,0 +1,183 @@
+"""detect() on the machine the tests run on, and the runtime probe's failure modes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from pytest_gpuenv.detect import _probe, detect
+from pytest_gpuenv.detect._visible import parse_visible
+from pytest_gpuenv.model import GpuEnv
+
+debian_rocm = pytest.mark.skipif(
+    not os.path.exists("/usr/bin/hipcc") or os.path.exists("/opt/rocm") or os.path.exists("/sys/module/amdgpu"),
+    reason="needs the CPU-only Debian machine with Debian's ROCm 5.2.3 packages (/usr/bin/hipcc, no /opt/rocm)",
+)
+
+
+@debian_rocm
+def test_cpu_only_debian_machine():
+    env = detect()
+    assert env.backend == "cpu" and env.kind == "cpu" and env.devices == []
+    assert env.rocm["version"] == "5.2.3" and env.rocm["path"] == "/usr"
+    p = env.problem("rocm-installed-no-driver")
+    assert p is not None and p.severity == "info"
+    assert env.compilers["hipcc"] == "/usr/bin/hipcc"
+    assert env.compilers["nvcc"] and env.compilers["nvcc"].endswith("/nvcc")
+    assert env.compilers["hiprtc"] is True and env.compilers["nvrtc"] is True
+    assert env.torch["build"] == "cpu" and env.torch["version"].endswith("+cpu")
+    assert "torch-cpu-build" not in env.problem_codes
+    assert [q.code for q in env.problems if q.severity != "info"] == []
+    assert env.probe["ran"] is False
+
+
+def test_real_system_never_raises_and_round_trips():
+    env = detect(probe="never")
+    d = env.to_dict()
+    assert GpuEnv.from_dict(json.loads(json.dumps(d))).to_dict() == d
+    assert env.backend in ("cpu", "rocm", "cuda")
+    assert env.detect_seconds is not None and env.detect_seconds < 5
+
+
+def test_detect_imports_no_gpu_framework():
+    """The detector itself never imports torch/hip/cuda/numpy (checked in a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pytest_gpuenv.detect import detect; detect(probe='never');"
+        "bad = [m for m in ('torch', 'hip', 'cuda', 'cupy', 'triton', 'numpy') if m in sys.modules];"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/driver/nvidia/version"), reason="needs an NVIDIA driver")
+def test_nvidia_machine_via_nvml():
+    env = detect()
+    assert env.backend == "cuda" and env.devices
+    assert all(d.arch and d.arch.startswith("sm_") and d.memory_bytes for d in env.devices)
+
+
+# ---------------------------------------------------------------------------- probe
+def _fake(monkeypatch, script: str) -> None:
+    monkeypatch.setattr(_probe, "SCRIPT", script)
+
+
+def test_hung_probe_times_out(monkeypatch):
+    _fake(monkeypatch, "import time; time.sleep(60)")
+    t0 = time.perf_counter()
+    env = detect(probe="always", probe_timeout=1)
+    assert time.perf_counter() - t0 < 10
+    p = env.problem("probe-timeout")
+    assert p is not None and "1 s" in p.message
+    assert env.probe["ran"] is True and env.probe["ok"] is False
+
+
+def test_hung_probe_with_children_is_killed(monkeypatch):
+    _fake(monkeypatch, "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+                       "'import time; time.sleep(60)']); time.sleep(60)")
+    t0 = time.perf_counter()
+    env = detect(probe="always", probe_timeout=1)
+    assert time.perf_counter() - t0 < 10
+    assert "probe-timeout" in env.problem_codes
+
+
+@pytest.mark.parametrize("script", ["import os; os.abort()", "raise SystemExit(3)", "print('not json')",
+                                    "print('[1, 2]')", "print('{\"devices\": 5}')"])
+def test_crashing_or_garbled_probe(monkeypatch, script):
+    _fake(monkeypatch, script)
+    env = detect(probe="always", probe_timeout=20)
+    p = env.problem("probe-failed")
+    assert p is not None and p.fix
+    assert env.backend in ("cpu", "rocm", "cuda")
+
+
+FAKE_AMD = (
+    "import json; print(json.dumps({'source': 'hip-python', 'devices': ["
+    "{'vendor': 'amd', 'name': 'AMD Radeon RX 7900 XTX', 'arch': 'gfx1100', 'memory_bytes': 25753026560,"
+    " 'warp_size': 32}, {'vendor': 'amd', 'name': 'AMD Radeon RX 7900 XTX', 'arch': 'gfx1100',"
+    " 'memory_bytes': 25753026560, 'warp_size': 32}]}))"
+)
+
+
+@pytest.mark.skipif(os.path.exists("/sys/class/kfd") or os.path.exists("/proc/driver/nvidia"),
+                    reason="merging a fake probe needs a machine without GPUs")
+def test_probe_devices_become_the_list_and_masks_apply(monkeypatch):
+    _fake(monkeypatch, FAKE_AMD)
+    env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": "1"})
+    assert env.kind == "rocm" and env.backend == "rocm" and env.usable is True
+    assert [(d.index, d.physical_index, d.arch, d.source) for d in env.devices] == [(0, 1, "gfx1100", "probe")]
+    assert len(env.hidden_devices) == 1
+    env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": ""})
+    assert env.backend == "cpu" and "visible-devices-hide-all" in env.problem_codes
+
+
+def test_probe_reports_no_device(monkeypatch):
+    _fake(monkeypatch, "import json; print(json.dumps({'source': 'hip-python', 'devices': []}))")
+    env = detect(probe="always")
+    assert env.probe["ok"] is True and env.probe["source"] == "hip-python"
+
+
+def test_probe_cache(monkeypatch):
+    cache: dict = {}
+    _fake(monkeypatch, FAKE_AMD)
+    env1 = detect(probe="always", probe_cache=cache)
+    assert env1.probe["cached"] is False and len(cache) == 1
+    (key,) = cache
+    assert key.startswith("gpuenv/probe/")
+    _fake(monkeypatch, "raise SystemExit(1)")  # would fail if it ran again
+    env2 = detect(probe="always", probe_cache=cache)
+    assert env2.probe["cached"] is True and env2.probe["ok"] is True
+    env3 = detect(probe="always", probe_cache=cache, environ={**os.environ, "ROCR_VISIBLE_DEVICES": "0"})
+    assert env3.probe["cached"] is False  # the visibility variables are part of the key
+
+
+def test_probe_never_and_auto_do_not_spawn(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("probe ran")
+
+    monkeypatch.setattr(_probe, "run_probe", boom)
+    detect(probe="never")
+    if not os.path.exists("/proc/sys/fs/binfmt_misc/WSLInterop"):
+        detect(probe="auto")
+
+
+# ---------------------------------------------------------------------------- parse_visible
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (None, None),
+        ("", []),
+        ("0", [0]),
+        ("1,0", [1, 0]),
+        ("0,2,-1,1", [0, 2]),
+        ("0,abc,1", [0]),
+        ("1a,0", [1, 0]),
+        ("0,0", []),
+        ("4", []),
+        ("2,9,1", [2]),
+        ("+1", [1]),
+        ("GPU-aa", [0]),
+        ("GPU-a", []),  # ambiguous prefix
+        ("GPU-bb,1", [2]),  # a UUID list ends at the first index
+        ("1,GPU-bb", [1]),
+        ("GPU-cc", []),
+    ],
+)
+def test_parse_visible(value, expected):
+    devices = ["GPU-aaaa", "GPU-abcd", "GPU-bbbb"]
+    assert parse_visible(value, devices) == expected
+
+
+def test_parse_visible_mixed_for_rocr():
+    assert parse_visible("GPU-bb,1", ["GPU-aaaa", "GPU-abcd", "GPU-bbbb"], mixed=True) == [2, 1]
+
+
+def test_parse_visible_with_count():
+    assert parse_visible("3,1", 4) == [3, 1]
+    assert parse_visible("3,1", 2) == []
