@@ -25,7 +25,7 @@ import pytest
 
 from pytest_gpuenv.perf import _baseline, _stats
 from pytest_gpuenv.perf._device import DeviceInfo, peak_bandwidth
-from pytest_gpuenv.perf._engine import Options, Sampler
+from pytest_gpuenv.perf._engine import Options, Sampler, event_floor
 from pytest_gpuenv.perf._lock import gpu_lock
 from pytest_gpuenv.perf._units import (
     check_count,
@@ -97,6 +97,9 @@ class GpuBench:
             if self.ctx.driver and not self._backend.info.driver:
                 self._backend.info.driver = self.ctx.driver
             self._monitor = self.ctx.monitor_factory(self._backend)
+            if getattr(self._backend, "floor_s", None) is None:
+                with self._lock()():
+                    self._backend.floor_s = event_floor(self._backend)
             note = getattr(self._backend, "note", None)
             if note:
                 warnings.warn(GpuPerfWarning(note), stacklevel=3)
@@ -109,12 +112,13 @@ class GpuBench:
     def _options(self, max_time: Optional[float]) -> Options:
         o = Options(**{k: getattr(self.ctx.options, k) for k in self.ctx.options.__dataclass_fields__})
         o.max_time = self.ctx.max_time if max_time is None else float(max_time)
+        o.event_floor_s = float(getattr(self.backend, "floor_s", 0.0) or 0.0)
         if not o.max_time > 0:
             raise ValueError(f"invalid max_time={max_time!r}: expected seconds > 0")
         return o
 
     def _lock(self) -> Callable[[], ContextManager[Any]]:
-        info = self.backend.info
+        info = self._backend.info if self._backend is not None else self.backend.info
         if self.ctx.lock is not None:
             return lambda: self.ctx.lock(info)  # type: ignore[misc]
         return lambda: gpu_lock(info.lock_key, timeout=self.ctx.lock_timeout)

@@ -259,6 +259,7 @@ class DriverBackend:
         self.can_delay = self._k is not None
         self.ticks_per_s = api.timer_hz()
         self._events: list[tuple[Any, Any]] = []
+        self.floor_s: Optional[float] = None
         api.sync()
 
     def _flush(self) -> None:

@@ -75,10 +75,27 @@ class Options:
     clock_floor: float = 0.75
     #: more than this fraction of batches discarded -> INCONCLUSIVE
     max_throttled: float = 0.2
-    #: median below this is "fn enqueued nothing" (an empty start/stop pair reads about 0.1 us on H200)
-    empty_below_s: float = 1.0e-6
+    #: time of an empty start/stop event pair on this device (calibrated by the bench; 1.31 us on H200)
+    event_floor_s: float = 0.0
+    #: a median below max(this, 1.3 x event_floor_s) is "fn enqueued nothing"
+    empty_below_s: float = 0.5e-6
     #: device delay used to detect a callable that synchronises
     sync_probe_s: float = 3e-3
+
+
+def event_floor(backend: Backend, samples: int = 30) -> float:
+    """Median time of an empty start/stop pair, timed like a cold sample (the timer's zero)."""
+
+    def noop() -> None:
+        return None
+
+    backend.sync()
+    vals: list[float] = []
+    for _ in range(max(1, samples // 10)):
+        h = backend.enqueue([noop], [0] * 10, flush=True, delay_s=2e-6,
+                            head_delay_s=200e-6 if backend.can_delay else 0.0, repeat=1)
+        vals.extend(backend.collect(h))
+    return _stats.median(vals)
 
 
 @dataclass
@@ -123,6 +140,8 @@ class Sampler:
         self._clock = clock
         self.name = name
         self.samples: list[list[float]] = [[] for _ in self.fns]
+        #: samples of batches discarded for low clocks (used only when nothing else is left)
+        self.discarded: list[list[float]] = [[] for _ in self.fns]
         self.repeat = 1
         self.spent_s = 0.0
         self.batches = 0
@@ -145,11 +164,14 @@ class Sampler:
     def time_left(self) -> float:
         return self.opts.max_time - self.spent_s
 
+    def _kept(self, i: int) -> list[float]:
+        return self.samples[i] or self.discarded[i]
+
     def stats(self, i: int = 0) -> tuple[float, float, float]:
-        return _stats.summarize(self.samples[i], self.opts.confidence)
+        return _stats.summarize(self._kept(i), self.opts.confidence)
 
     def ratios(self) -> list[float]:
-        a, b = self.samples[0], self.samples[1]
+        a, b = self._kept(0), self._kept(1)
         return [x / y for x, y in zip(a, b) if y > 0]
 
     def run(self, done: Optional[Callable[[Sampler], bool]] = None) -> str:
@@ -245,9 +267,10 @@ class Sampler:
                 break
             prev = med
         cold = self.warmup_medians[-1]
-        if cold < o.empty_below_s:
+        if cold < max(o.empty_below_s, 1.3 * o.event_floor_s):
             self._intrinsic.append(
-                f"{self.name}: median {cold * 1e6:.3f} us is at the event resolution: the callable seems to "
+                f"{self.name}: median {cold * 1e6:.3f} us is what an empty pair of events reads "
+                f"({o.event_floor_s * 1e6:.3f} us here): the callable seems to "
                 "enqueue no GPU work on the current stream (work on another stream, or on the CPU, is not "
                 "timed)"
             )
@@ -291,6 +314,8 @@ class Sampler:
                 mx = self.monitor.max_mhz if self.monitor is not None else None
                 if mx and mhz < self.opts.clock_floor * mx:
                     self.discarded_batches += 1
+                    for i in range(k):
+                        self.discarded[i].extend(out[i])
                     return out
             for i in range(k):
                 self.samples[i].extend(out[i])

@@ -38,6 +38,7 @@ class FakeBackend:
         name: str = "Fake GPU 9000",
         can_delay: bool = True,
         overhead_s: float = 20e-6,
+        floor_s: float = 0.0,
     ) -> None:
         self.times = list(times)
         self.cv = cv
@@ -50,6 +51,8 @@ class FakeBackend:
         self.calls: list[tuple[str, Any]] = []
         self.k = 0
         self.syncs = 0
+        #: what an empty event pair reads (the timer's zero)
+        self.floor_s = floor_s
 
     def _time(self, i: int) -> float:
         t = self.times[i]

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional, Sequence
 
@@ -40,48 +41,27 @@ def quantile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def _binom_half_cdf(n: int, k: int) -> float:
-    """P(Binomial(n, 1/2) <= k), exact in log space (fine for n in the tens of thousands)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    log_half_n = -n * math.log(2.0)
-    total = 0.0
-    for i in range(k + 1):
-        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + log_half_n)
-    return min(total, 1.0)
-
-
+@functools.lru_cache(maxsize=4096)
 def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
-    """1-based ranks (j, n-j+1) of the order-statistic interval; (1, n) when n is too small."""
+    """1-based ranks (j, n-j+1) of the order-statistic interval; (1, n) when n is too small.
+
+    j is the largest rank with ``P(Binomial(n, 1/2) <= j-1) <= alpha/2``; the binomial CDF is summed
+    once, in log space (exact for any n this project sees; O(n), cached).
+    """
     if n <= 0:
         raise ValueError("no samples")
     alpha = 1.0 - confidence
-    if n > 2000:  # normal approximation, accurate to a rank at this size
-        z = _z(confidence)
-        j = int(math.floor(n / 2.0 - z * math.sqrt(n) / 2.0))
-        j = max(1, j)
-        return j, n - j + 1
+    log_pmf = -n * math.log(2.0)  # P(B = 0)
+    cdf = 0.0
     j = 0
-    # largest j with P(B <= j-1) <= alpha/2
-    while j + 1 <= n // 2 and _binom_half_cdf(n, j) <= alpha / 2.0:
-        j += 1
+    for i in range(n // 2 + 1):
+        cdf += math.exp(log_pmf)  # P(B <= i)
+        if cdf > alpha / 2.0:
+            break
+        j = i + 1
+        log_pmf += math.log((n - i) / (i + 1.0))
     j = max(1, j)
     return j, n - j + 1
-
-
-def _z(confidence: float) -> float:
-    # inverse normal CDF by bisection on erf; avoids scipy
-    target = 0.5 + confidence / 2.0
-    lo, hi = 0.0, 10.0
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:

@@ -13,6 +13,8 @@ from pytest_gpuenv.perf._device import DeviceInfo, flush_bytes, format_uuid
 class TorchBackend:
     name = "torch"
     can_delay = True
+    #: empty event pair time, calibrated by GpuBench on first use
+    floor_s = None
 
     def __init__(self, device: Optional[int] = None, flush: str = "read", sm_hz: Optional[float] = None) -> None:
         import torch

@@ -1,0 +1,533 @@
+"""gpu_bench's logic on the CPU: budgets, statistics, sequential stopping, verdicts, problems.
+
+A fake backend produces synthetic samples and a fake clock advances with the simulated device time,
+so every rule runs here exactly as it runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import random
+import re
+import warnings
+
+import pytest
+
+from pytest_gpuenv.perf import (
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    GpuBench,
+    GpuPerfWarning,
+    Options,
+    PerfContext,
+    _stats,
+    median_ci,
+    parse_fraction,
+    parse_time,
+)
+from pytest_gpuenv.perf._device import flush_bytes, format_uuid, peak_bandwidth
+from pytest_gpuenv.perf._driver import DriverBackend, HipApi, _ck
+from pytest_gpuenv.perf._fake import FakeBackend, FakeClock, FakeMonitor
+from pytest_gpuenv.perf._nvml import foreign_of
+from pytest_gpuenv.perf._units import format_time, format_time_interval
+from pytest_gpuenv.perf.report import summary_lines
+
+
+def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, baselines=None, name="Fake GPU 9000",
+         floor=0.0, options=None):
+    clock = FakeClock()
+    fb = FakeBackend(times, cv=cv, clock=clock, seed=seed, name=name, floor_s=floor)
+    ctx = PerfContext(
+        backend_factory=lambda: fb, monitor_factory=lambda b: monitor, nodeid="tests/t.py::test_k", test_name="test_k",
+        perf_mode=mode, max_time=max_time, baselines=baselines, clock=clock,
+        lock=lambda info: contextlib.nullcontext(), options=options or Options(),
+    )
+    return GpuBench(ctx), fb, ctx
+
+
+def noop():
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- budgets
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("250us", 250e-6), ("250 us", 250e-6), ("1.5ms", 1.5e-3), ("2s", 2.0), ("800ns", 800e-9), ("3µs", 3e-6),
+     ("1e2us", 100e-6), (0.001, 1e-3)],
+)
+def test_parse_time(text, seconds):
+    assert parse_time(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["fast", "10 parsecs", "", "us", "-5us", "0ms", True, None, float("nan"), [1]])
+def test_parse_time_rejects_and_names_the_value(bad):
+    with pytest.raises(ValueError) as e:
+        parse_time(bad)
+    assert repr(bad) in str(e.value)
+
+
+def test_parse_fraction():
+    assert parse_fraction("10%") == pytest.approx(0.1)
+    assert parse_fraction(0.25) == 0.25
+    for bad in ("ten percent", "-5%", 0, "10"):
+        with pytest.raises(ValueError, match="invalid"):
+            parse_fraction(bad)
+
+
+def test_formatting_matches_the_issue():
+    assert format_time(262.1e-6) == "262.1 us"
+    assert format_time_interval(259.8e-6, 264.0e-6, like=262.1e-6) == "[259.8, 264.0]"
+    assert format_time(4.19e-6) == "4.190 us"
+    assert format_time(1.5e-3) == "1.500 ms"
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+@pytest.mark.parametrize("n, ranks", [(6, (1, 6)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61))])
+def test_median_ci_ranks_match_binomial_tables(n, ranks):
+    assert _stats.median_ci_ranks(n) == ranks
+
+
+def test_median_ci_covers_the_true_median_about_95_percent():
+    rng = random.Random(7)
+    hits = 0
+    for _ in range(2000):
+        xs = [rng.expovariate(1.0) for _ in range(40)]  # skewed; true median ln 2
+        lo, hi = median_ci(xs)
+        hits += lo <= 0.6931 <= hi
+    assert 0.93 <= hits / 2000 <= 0.985
+
+
+def test_decide_three_valued():
+    assert _stats.decide(90, 99, 100) == PASS
+    assert _stats.decide(101, 110, 100) is None  # beyond, but inside the 2 % guard band
+    assert _stats.decide(103, 110, 100) == FAIL
+    assert _stats.decide(95, 105, 100) is None  # straddles
+    assert _stats.decide(81, 90, 80, upper=False) == PASS
+    assert _stats.decide(70, 78, 80, upper=False) == FAIL
+
+
+def test_flush_size_and_peaks():
+    assert flush_bytes(60 << 20, "sm_90") == 120 << 20
+    assert flush_bytes(4 << 20, "gfx942") == 512 << 20  # Infinity Cache
+    assert flush_bytes(None, None) == 256 << 20
+    assert peak_bandwidth("NVIDIA H200") == 4.8e12
+    assert peak_bandwidth("AMD Instinct MI300X") == 5.3e12
+    assert peak_bandwidth("Some Card") is None
+    assert format_uuid(bytes(range(16))) == "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"
+
+
+# ----------------------------------------------------------------------------------------------- engine
+def test_one_sync_per_batch_and_flush_in_cold_mode():
+    bench, fb, _ = make([100e-6])
+    m = bench(noop)
+    enq = [c for c in fb.calls if c[0] == "enqueue"]
+    col = [c for c in fb.calls if c[0] == "collect"]
+    assert len(enq) == len(col) >= 3  # warm-up batches + sampling batches, one collect each
+    assert all(c[1][1] is True for c in enq)  # flush before every cold sample
+    assert all(c[1][3] > 0 for c in enq)  # a head delay ahead of every batch
+    assert m.n >= 20 and m.mode == "cold"
+
+
+def test_far_from_budget_decides_quickly():
+    bench, fb, _ = make([100e-6], cv=0.01)
+    m = bench(noop)
+    n0 = m.n
+    assert m.assert_faster_than("200us") == PASS
+    assert m.n == n0  # already decided: no extra samples
+    assert m.sampler.spent_s < 0.05
+
+
+def test_borderline_samples_more_then_decides():
+    bench, fb, _ = make([100e-6], cv=0.03, seed=3)
+    m = bench(noop)
+    n0 = m.n
+    assert m.assert_faster_than("100.6us") == PASS
+    assert m.n > n0
+
+
+def test_fail_message_names_statistic_interval_budget_device():
+    bench, _, ctx = make([262.1e-6], cv=0.005)
+    m = bench(noop, name="vector_add")
+    with pytest.raises(AssertionError) as e:
+        m.assert_faster_than("250us")
+    msg = str(e.value)
+    assert msg.startswith("vector_add: median 26")
+    assert "> budget 250 us on Fake GPU 9000" in msg
+    rec = ctx.records[-1]
+    assert rec["verdict"] == FAIL and rec["budget"] == "250 us" and rec["statistic"] == "median"
+    json.dumps(ctx.records)  # plain JSON for --gpuenv-json and xdist
+
+
+def test_straddling_at_cap_is_inconclusive_and_modes_act_on_it():
+    # true value sits inside the guard band: never decided
+    for mode, expect in (("check", "warn"), ("warn", "warn"), ("strict", "raise")):
+        bench, _, ctx = make([101e-6], cv=0.002, mode=mode, max_time=0.2)
+        m = bench(noop)
+        if expect == "warn":
+            with pytest.warns(GpuPerfWarning, match="INCONCLUSIVE: .*budget 100 us"):
+                assert m.assert_faster_than("100us") == INCONCLUSIVE
+        else:
+            with pytest.raises(AssertionError, match="INCONCLUSIVE.*strict"):
+                m.assert_faster_than("100us")
+        assert ctx.records[-1]["verdict"] == INCONCLUSIVE
+
+
+def test_warn_mode_turns_fail_into_warning():
+    bench, _, ctx = make([300e-6], mode="warn")
+    m = bench(noop)
+    with pytest.warns(GpuPerfWarning, match="FAIL"):
+        assert m.assert_faster_than("250us") == FAIL
+
+
+def test_time_cap_bounds_the_cost():
+    # a noisy kernel near the budget: stops at the cap (simulated time), never runs away
+    bench, _, _ = make([100e-6], cv=0.3, max_time=0.5)
+    m = bench(noop)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.assert_faster_than("100us")
+    assert m.sampler.spent_s <= 0.5 * 1.2
+    assert m.sampler.stop_reason == "time cap"
+
+
+def test_throttled_clocks_make_fail_inconclusive():
+    mon = FakeMonitor(mhz=[1000.0], max_mhz=1980.0)  # every batch at 50 % of the maximum
+    bench, _, ctx = make([300e-6], monitor=mon, max_time=0.3)
+    m = bench(noop)
+    assert any("clocks dropped" in p for p in m.problems)
+    with pytest.warns(GpuPerfWarning, match="clocks dropped"):
+        assert m.assert_faster_than("250us") == INCONCLUSIVE
+    assert ctx.records[-1]["clocks"]["discarded_batches"] >= 1
+
+
+def test_some_low_clock_batches_are_discarded_but_do_not_block():
+    mon = FakeMonitor(mhz=[1980.0, 1980.0, 1980.0, 1980.0, 1200.0], max_mhz=1980.0)
+    bench, _, _ = make([100e-6], monitor=mon)
+    m = bench(noop)
+    assert m.sampler.discarded_batches <= m.sampler.batches // 4 + 1
+    assert m.problems == []
+    assert m.assert_faster_than("120us") == PASS
+
+
+def test_foreign_process_makes_fail_inconclusive():
+    mon = FakeMonitor(foreign=[{"pid": 4242, "name": "python"}])
+    bench, _, _ = make([300e-6], monitor=mon)
+    m = bench(noop)
+    with pytest.warns(GpuPerfWarning, match=r"another process used the GPU.*pid 4242 \(python\)"):
+        assert m.assert_faster_than("250us") == INCONCLUSIVE
+
+
+def test_foreign_of_ignores_self_ancestors_and_xdist_siblings():
+    parents = {100: 1, 200: 50, 300: 50, 400: 7}
+    got = foreign_of([100, 200, 300, 400], related={100, 1}, me=100, name_of=lambda p: "x",
+                     ppid_of=lambda p: parents.get(p, 50 if p == 100 else None))
+    # 100 is us; 200 and 300 share our parent (50)? our parent is parents[100] = 1 -> 200/300 foreign
+    assert [p["pid"] for p in got] == [200, 300, 400]
+    got = foreign_of([555, 556], related={10}, me=10, name_of=lambda p: None, ppid_of=lambda p: None)
+    assert [p["pid"] for p in got] == [556]  # another PID namespace: one entry is taken to be us
+
+
+def test_empty_callable_is_named_and_inconclusive():
+    bench, _, _ = make([1.3e-6], floor=1.31e-6)
+    with pytest.warns(GpuPerfWarning, match="enqueue no GPU work"):
+        m = bench(noop, name="nothing")
+        assert m.assert_faster_than("1ms") == INCONCLUSIVE
+
+
+def test_callable_that_raises_propagates_with_context():
+    bench, _, _ = make([1e-4])
+
+    def broken():
+        raise RuntimeError("kernel argument 3 is wrong")
+
+    with pytest.raises(RuntimeError, match="kernel argument 3") as e:
+        bench(broken, name="broken")
+    notes = getattr(e.value, "__notes__", [])
+    assert not notes or "gpu_bench" in notes[0]
+
+
+def test_torch_synchronize_inside_is_named(monkeypatch):
+    import sys
+    import types
+
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=lambda *a: None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    bench, _, _ = make([1e-4])
+    with pytest.warns(GpuPerfWarning, match=r"called torch.cuda.synchronize\(\) 1 time"):
+        bench(lambda: sys.modules["torch"].cuda.synchronize(), name="syncs")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"bytes": -1}, "bytes=-1"), ({"flops": "many"}, "flops='many'"), ({"mode": "warm"}, "mode='warm'"),
+     ({"max_time": 0}, "max_time=0")],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    bench, _, _ = make([1e-4])
+    with pytest.raises(ValueError, match=match):
+        bench(noop, **kwargs)
+
+
+def test_not_callable():
+    bench, _, _ = make([1e-4])
+    with pytest.raises(TypeError, match="callable"):
+        bench(42)
+
+
+def test_bandwidth_checks():
+    bench, _, ctx = make([100e-6])
+    m = bench(noop, bytes=4e8)  # 4 TB/s
+    assert m.bandwidth == pytest.approx(4e12, rel=0.02)
+    for bad in (1.5, 0, -0.1, "80%"):
+        with pytest.raises(ValueError, match="at_least"):
+            m.assert_bandwidth(at_least=bad)
+    with pytest.raises(ValueError, match="of='hbm'"):
+        m.assert_bandwidth(at_least=0.5, of="hbm")
+    with pytest.raises(pytest.skip.Exception, match="no peak bandwidth known for Fake GPU 9000"):
+        m.assert_bandwidth(at_least=0.5, of="peak")
+    nob = bench(noop)
+    with pytest.raises(ValueError, match="needs bytes="):
+        nob.assert_bandwidth(at_least=0.5)
+
+
+def test_bandwidth_against_copy_and_peak():
+    bench, fb, ctx = make([100e-6, 110e-6], name="NVIDIA H200")
+    # fns[0] is the kernel; the copy reference is timed as fns[0] of its own sampler: same 100 us
+    m = bench(noop, bytes=4e8)
+    assert m.assert_bandwidth(at_least=0.9, of="copy") == PASS
+    assert m.assert_bandwidth(at_least=0.8, of="peak") == PASS  # 4.0 of 4.8 TB/s
+    with pytest.raises(AssertionError, match=r"bandwidth 4 TB/s .* < 0.9 x peak bandwidth 4.8 TB/s on NVIDIA H200"):
+        m.assert_bandwidth(at_least=0.9, of="peak")
+    kinds = [r["kind"] for r in ctx.records]
+    assert kinds.count("copy") == 1
+
+
+def test_device_keyed_budgets():
+    bench, _, _ = make([200e-6], name="NVIDIA H200")
+    m = bench(noop)
+    assert m.assert_faster_than({"NVIDIA H200": "250us", "AMD Instinct MI300X": "280us"}) == PASS
+    with pytest.raises(pytest.skip.Exception, match="no time budget for NVIDIA H200: budgets are given for AMD"):
+        m.assert_faster_than({"AMD Instinct MI300X": "280us"})
+    with pytest.raises(ValueError, match="'fast'"):
+        m.assert_faster_than({"NVIDIA H200": "fast"})
+
+
+def test_ratio_is_interleaved_abba_and_paired():
+    bench, fb, ctx = make([100e-6, 125e-6])
+    c = bench.assert_ratio(noop, noop, at_most=0.9)
+    assert c.ratio == pytest.approx(0.8, rel=0.02)
+    schedules = [c_[1][0] for c_ in fb.calls if c_[0] == "enqueue" and len(c_[1][0]) > 2]
+    flat = [tuple(s[i:i + 2]) for s in schedules for i in range(0, len(s), 2)]
+    assert (0, 1) in flat and (1, 0) in flat
+    assert ctx.records[-1]["kind"] == "ratio" and ctx.records[-1]["verdict"] == PASS
+    with pytest.raises(AssertionError, match=r"median ratio 0.8\d\dx .* > budget 0.7x"):
+        bench.assert_ratio(noop, noop, at_most=0.7)
+    with pytest.raises(ValueError, match="at_most"):
+        bench.assert_ratio(noop, noop, at_most=-1)
+
+
+def test_ratio_cancels_a_common_drift():
+    # both slow down together (thermal drift): the paired ratio stays put
+    drift = [lambda k: 100e-6 * (1 + k / 400), lambda k: 125e-6 * (1 + k / 400)]
+    bench, _, _ = make(drift, cv=0.002)
+    c = bench.assert_ratio(noop, noop, at_most=0.85)
+    lo, hi = c.ci
+    assert lo <= 0.8 * 1.01 and hi >= 0.8 * 0.99
+
+
+def test_hot_and_auto_modes():
+    bench, fb, _ = make([2e-6])
+    m = bench(noop, mode="auto")
+    assert m.mode == "hot" and m.sampler.repeat >= 2
+    assert m.median == pytest.approx(2e-6, rel=0.02)
+    sampling = [c for c in fb.calls if c[0] == "enqueue"][-1]
+    assert sampling[1][1] is False and sampling[1][4] == m.sampler.repeat  # no flush, repeat launches
+    m2 = bench(noop, mode="auto")
+    assert m2.mode == "hot"
+    bench, _, _ = make([50e-6])
+    assert bench(noop, mode="auto").mode == "cold"
+
+
+def test_regression_record_check_and_device_isolation(tmp_path):
+    path = str(tmp_path / "baselines.json")
+    bench, _, ctx = make([100e-6], mode="record", baselines=path)
+    assert bench(noop, name="k").assert_no_regression("10%") == "RECORDED"
+    data = json.loads(open(path).read())
+    (key,) = data["devices"]
+    assert key.startswith("Fake GPU 9000 | fake_1 | driver 1.0 | fake 1.0")
+    # unchanged: PASS; 30 % slower: FAIL; 5 % slower: PASS (within threshold)
+    assert make([100e-6], baselines=path)[0](noop, name="k").assert_no_regression("10%") == PASS
+    assert make([105e-6], baselines=path)[0](noop, name="k").assert_no_regression("10%") == PASS
+    with pytest.raises(AssertionError, match=r"\+30\.\d% .* vs baseline 100.\d+ us > \+10% on Fake GPU 9000"):
+        make([130e-6], baselines=path)[0](noop, name="k").assert_no_regression("10%")
+    # another device never compares against this baseline
+    other, _, octx = make([130e-6], baselines=path, name="Other GPU")
+    with pytest.warns(GpuPerfWarning, match="no baseline for Other GPU .*run with --gpuenv-perf=record"):
+        assert other(noop, name="k").assert_no_regression("10%") == INCONCLUSIVE
+    with pytest.raises(ValueError, match="'lots'"):
+        make([1e-4], baselines=path)[0](noop, name="k").assert_no_regression("lots")
+
+
+def test_summary_table():
+    bench, _, ctx = make([262.1e-6, 262.1e-6], mode="warn", name="NVIDIA H200")
+    m = bench(noop, name="vector_add", bytes=8e8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.assert_faster_than("250us")
+    bench.assert_ratio(noop, noop, at_most=2.0)
+    lines = summary_lines(json.loads(json.dumps(ctx.records)))
+    assert lines[0].split() == ["test", "device", "median", "interval", "n", "budget", "verdict"]
+    text = "\n".join(lines)
+    assert "test_k: vector_add" in text and "NVIDIA H200" in text and "250 us" in text
+    assert "FAIL" in text and re.search(r"[01]\.\d{3}x", text) and "<= 2x" in text and "PASS" in text
+    assert summary_lines([]) == []
+
+
+# ----------------------------------------------------------------------------------------------- bindings
+class FakeApi:
+    """Stands in for CudaApi/HipApi: records what DriverBackend asks of the bindings."""
+
+    vendor = "nvidia"
+    ordinal = 0
+
+    def __init__(self, helpers=True):
+        self.calls, self.ev, self.helpers = [], 0, helpers
+
+    def describe(self):
+        return {"name": "Fake", "arch": "sm_90", "l2_bytes": 60 << 20, "sm_count": 132, "uuid": "GPU-x",
+                "pci_bus_id": None, "runtime": "cuda driver 13.0"}
+
+    def timer_hz(self):
+        return 1e9
+
+    def malloc(self, n):
+        return 1 << 40
+
+    def memset(self, p, n):
+        self.calls.append(("memset", n))
+
+    def memcpy(self, d, s, n):
+        self.calls.append(("memcpy", n))
+
+    def event_create(self):
+        self.ev += 1
+        return self.ev
+
+    def event_record(self, e):
+        self.calls.append(("record", e))
+
+    def event_sync(self, e):
+        self.calls.append(("event_sync", e))
+
+    def elapsed_s(self, a, b):
+        return 1e-4
+
+    def sync(self):
+        self.calls.append(("sync",))
+
+    def compile_helpers(self, arch):
+        if not self.helpers:
+            raise RuntimeError("no NVRTC")
+        return {"gpuenv_spin": "SPIN", "gpuenv_read": "READ"}
+
+    def launch(self, f, grid, block, args):
+        self.calls.append((f, [v for v, _t in args]))
+
+
+def test_driver_backend_orders_flush_delay_events_and_syncs_once():
+    api = FakeApi()
+    be = DriverBackend(api)
+    assert be.info.flush_bytes == 120 << 20 and be.can_delay
+    api.calls.clear()
+    h = be.enqueue([lambda: api.calls.append(("fn",))], [0, 0], flush=True, delay_s=2e-6, head_delay_s=1e-4, repeat=1)
+    assert be.collect(h) == [1e-4, 1e-4]
+    names = [c[0] for c in api.calls]
+    assert names == ["SPIN", "READ", "SPIN", "record", "fn", "record", "READ", "SPIN", "record", "fn", "record",
+                     "event_sync"]
+    assert api.calls[0][1] == [100000]  # 100 us head delay in globaltimer ns
+    assert api.calls[1][1][1] == (120 << 20) // 16  # float4s read by the flush
+
+
+def test_driver_backend_without_runtime_compiler_falls_back_to_memset():
+    api = FakeApi(helpers=False)
+    be = DriverBackend(api)
+    assert not be.can_delay and "memset" in be.note
+    api.calls.clear()
+    be.enqueue([noop], [0], flush=True, delay_s=2e-6, head_delay_s=1e-4, repeat=1)
+    assert [c[0] for c in api.calls] == ["memset", "record", "record"]
+
+
+class FakeHip:
+    """The slice of hip-python's ``hip`` module HipApi uses; each call returns (err, *values)."""
+
+    class hipDeviceAttribute_t:
+        hipDeviceAttributeWallClockRate = 99
+
+    class hipDeviceProp_t:
+        name = b"AMD Instinct MI300X\0"
+        gcnArchName = b"gfx942:sramecc+:xnack-\0"
+        l2CacheSize = 4 << 20
+        multiProcessorCount = 304
+        pciDomainID, pciBusID, pciDeviceID = 0, 0x1C, 0
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        def call(*args):
+            self.calls.append((name, args))
+            results = {"hipMalloc": (0, 0xABC), "hipEventCreate": (0, object()), "hipEventElapsedTime": (0, 0.25),
+                       "hipRuntimeGetVersion": (0, 60443484), "hipDeviceGetAttribute": (0, 100000),
+                       "hipModuleLoadData": (0, "mod")}
+            if name == "hipModuleGetFunction":
+                return (0, args[-1])
+            return results.get(name, (0,))
+
+        return call
+
+
+class FakeHiprtc:
+    def __init__(self):
+        self.opts = None
+
+    def hiprtcCreateProgram(self, *a):
+        return (0, "prog")
+
+    def hiprtcCompileProgram(self, prog, n, opts):
+        self.opts = opts
+        return (0,)
+
+    def hiprtcGetCodeSize(self, prog):
+        return (0, 4)
+
+    def hiprtcGetCode(self, prog, buf):
+        return (0,)
+
+
+def test_hip_adaptor_up_to_the_binding_boundary():
+    hip, rtc = FakeHip(), FakeHiprtc()
+    be = DriverBackend(HipApi(0, hip=hip, hiprtc=rtc))
+    info = be.info
+    assert (info.name, info.arch, info.vendor, info.timer) == ("AMD Instinct MI300X", "gfx942", "amd", "hip")
+    assert info.flush_bytes == 512 << 20  # Infinity Cache covered
+    assert info.runtime == "hip 6.4" and be.ticks_per_s == 100e6
+    assert b"--offload-arch=gfx942" in rtc.opts and b"-DGPUENV_AMD" in rtc.opts
+    hip.calls.clear()
+    h = be.enqueue([noop], [0], flush=True, delay_s=0.0, head_delay_s=1e-4, repeat=1)
+    assert be.collect(h) == [0.25e-3]
+    names = [c[0] for c in hip.calls if c[0] != "hipEventCreate"]
+    assert names == ["hipModuleLaunchKernel", "hipModuleLaunchKernel", "hipEventRecord", "hipEventRecord",
+                     "hipEventSynchronize", "hipEventElapsedTime"]
+    launches = [c[1] for c in hip.calls if c[0] == "hipModuleLaunchKernel"]
+    spin = launches[0]
+    assert spin[0] == b"gpuenv_spin" and spin[-1][0].value == 10000  # 100 us at 100 MHz
+    assert isinstance(launches[1][-1][0], ctypes.c_void_p)
+
+
+def test_binding_errors_name_the_call():
+    with pytest.raises(RuntimeError, match=r"hipMalloc failed: 2"):
+        _ck((2, None), "hipMalloc")
+    assert _ck((0, 5), "x") == 5 and _ck((0,), "x") is None and _ck((0, 1, 2), "x") == (1, 2)
