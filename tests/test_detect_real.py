@@ -181,3 +181,47 @@ def test_parse_visible_mixed_for_rocr():
 def test_parse_visible_with_count():
     assert parse_visible("3,1", 4) == [3, 1]
     assert parse_visible("3,1", 2) == []
+
+
+FAKE_NVML = r"""
+#include <string.h>
+typedef struct { unsigned long long total, free, used; } mem_t;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlSystemGetDriverVersion(char *b, unsigned n) { strncpy(b, "580.159.04", n); return 0; }
+int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = 13000; return 0; }
+int nvmlDeviceGetCount_v2(unsigned *n) { *n = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) { *h = (void *)0x1234; return i == 0 ? 0 : 2; }
+int nvmlDeviceGetName(void *h, char *b, unsigned n) { strncpy(b, "NVIDIA H200", n); return 0; }
+int nvmlDeviceGetUUID(void *h, char *b, unsigned n) {
+    strncpy(b, "GPU-8d2e4b7c-1f3a-4e9d-b6c5-7a0e2d4f8b91", n); return 0; }
+int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) { m->total = 150754820096ULL; m->free = 0; m->used = 0; return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *h, int *a, int *b) { *a = 9; *b = 0; return 0; }
+"""
+
+
+@pytest.mark.skipif(not any(os.path.exists(p) for p in ("/usr/bin/cc", "/usr/bin/gcc")), reason="needs a C compiler")
+def test_nvml_through_ctypes_with_a_fake_library(tmp_path):
+    """The ctypes calls and the merge by UUID, against a stand-in libnvidia-ml (no GPU needed)."""
+    import subprocess
+
+    from pytest_gpuenv.detect import _nvidia
+    from pytest_gpuenv.model import Device
+
+    src = tmp_path / "nvml.c"
+    src.write_text(FAKE_NVML)
+    lib = tmp_path / "libnvidia-ml.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
+    data = _nvidia.nvml_query(str(lib))
+    assert data["driver_version"] == "580.159.04" and data["max_cuda"] == "13.0"
+    (dev,) = data["devices"]
+    assert dev["arch"] == "sm_90" and dev["memory_bytes"] == 150754820096 and dev["name"] == "NVIDIA H200"
+    devices = [Device(index=0, vendor="nvidia", name="NVIDIA H200", uuid="GPU-aaaa", source="/proc/driver/nvidia"),
+               Device(index=1, vendor="nvidia", name="NVIDIA H200", uuid=dev["uuid"], source="/proc/driver/nvidia")]
+    ev: list = []
+    _nvidia.merge_nvml(devices, data, ev)
+    assert devices[0].arch is None and devices[1].arch == "sm_90" and devices[1].memory_gib > 140
+    only_nvml: list = []
+    _nvidia.merge_nvml(only_nvml, data, ev)
+    assert [(d.arch, d.source, d.uuid) for d in only_nvml] == [("sm_90", "nvml", dev["uuid"])]
+    assert _nvidia.nvml_query(str(tmp_path / "missing.so")) is None
