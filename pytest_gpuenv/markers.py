@@ -193,11 +193,14 @@ def _usable(env: GpuEnv, vendor: Optional[str] = None) -> list[Device]:
 
 
 def _skip_missing(env: GpuEnv, want: str, category: str) -> Skip:
+    """Skip for a requirement no usable GPU meets; grouped by the underlying cause."""
     reason, prob = _with_fix(f"requires {want}: found {_found(env)}", env)
     if env.forced_backend == "cpu":
         return Skip("backend-option", "--gpuenv-backend=cpu", f"requires {want}: GPUs hidden by --gpuenv-backend=cpu")
     if prob is not None:
         return Skip("problem", f"{prob.code}: {prob.message}", reason)
+    if not env.has_gpu:
+        return Skip("no-gpu", _short_found(env), reason)
     return Skip(category, f"requires {want}; found {_short_found(env)}", reason)
 
 
@@ -205,10 +208,10 @@ def _short_found(env: GpuEnv) -> str:
     if env.has_gpu:
         return {"rocm": "ROCm", "cuda": "CUDA"}[env.backend]
     if env.devices:
-        return "unusable GPU"
+        return "GPU present but not usable"
     if env.kind != "cpu":
-        return kind_label(env.kind) + " (no usable device)"
-    return "no GPU"
+        return kind_label(env.kind) + " found, no usable device"
+    return "no GPU found"
 
 
 def _hip_toolchain(env: GpuEnv) -> tuple[bool, str]:

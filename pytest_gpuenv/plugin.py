@@ -39,7 +39,24 @@ _SKIP_INFO = pytest.StashKey[markers.Skip]()
 _PLAN_PROFILES = pytest.StashKey[list]()
 _PLAN_LINES = pytest.StashKey[list]()
 _MARK_ERROR = pytest.StashKey[str]()
+_SAVED_ENVIRON = pytest.StashKey[dict]()
 _WORKERINPUT_KEY = "gpuenv_env"
+
+
+def _set_environ(config: pytest.Config, values: dict[str, str]) -> None:
+    """Set variables for this process; pytest_unconfigure puts the old values back."""
+    saved = config.stash[_SAVED_ENVIRON]
+    for k, v in values.items():
+        saved.setdefault(k, os.environ.get(k))
+        os.environ[k] = v
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for k, v in config.stash.get(_SAVED_ENVIRON, {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,16 +77,19 @@ def pytest_configure(config: pytest.Config) -> None:
         env = _detect(config, settings)
     config.stash[ENV_KEY] = env
 
+    config.stash[_SAVED_ENVIRON] = {}
     if env.forced_backend == "cpu":
         from pytest_gpuenv.detect import hide_gpus_env
 
-        os.environ.update(hide_gpus_env(env))
+        _set_environ(config, hide_gpus_env(env))
     if settings.plan and workerinput is None:
         from pytest_gpuenv.plan import profiles
 
         config.stash[_PLAN_PROFILES] = profiles(settings.plan_profiles)
     # torch.cuda.is_available() through NVML/amdsmi does not poison fork (DETECTION.md section 0.5)
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    if "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ:
+        _set_environ(config, {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    config.pluginmanager.register(_SkipCollector(config), "gpuenv-skips")
 
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv._xdist import XdistHooks
@@ -93,7 +113,7 @@ def _detect(config: pytest.Config, settings: _options.Settings) -> GpuEnv:
     except ImportError:  # TEMPORARY while detect/ is written
         return GpuEnv()
 
-    cache = _ProbeCache(config) if config.cache is not None and settings.root is None else None
+    cache = _ProbeCache(config) if getattr(config, "cache", None) is not None and settings.root is None else None
     t0 = time.perf_counter()
     env = detect(
         root=settings.root,
@@ -192,20 +212,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return rep
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if not report.skipped:
-        return
-    for key, value in report.user_properties:
-        if key == "gpuenv_skip":
-            _SKIPS.append((report.nodeid, value[0], value[1]))
+class _SkipCollector:
+    """Gathers hardware skips from test reports, which reach the controller under xdist as well."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
 
-# Skips are gathered from reports, which reach the controller under xdist as well.
-_SKIPS: list[tuple[str, str, str]] = []
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _SKIPS.clear()
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not report.skipped:
+            return
+        for key, value in report.user_properties:
+            if key == "gpuenv_skip":
+                skip_records(self.config).append((report.nodeid, value[0], value[1]))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -217,8 +235,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for line in plan:
             terminalreporter.write_line(line)
     records = perf_records(config)
-    skips = list(_SKIPS)
-    skip_records(config).extend(skips)
+    skips = skip_records(config)
     lines = report.skip_summary_lines((c, cause) for _n, c, cause in skips)
     if lines:
         terminalreporter.write_sep("-", "gpuenv: hardware skips")
@@ -248,7 +265,7 @@ def _write_json(config: pytest.Config, path: str) -> None:
     data = {
         "environment": env.to_dict(),
         "measurements": perf_records(config),
-        "skips": [{"nodeid": n, "category": c, "cause": cause} for n, c, cause in _SKIPS],
+        "skips": [{"nodeid": n, "category": c, "cause": cause} for n, c, cause in skip_records(config)],
     }
     target = os.path.join(str(config.invocation_params.dir), path) if not os.path.isabs(path) else path
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)

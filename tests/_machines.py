@@ -1,0 +1,69 @@
+"""Build file trees of multi-GPU machines (4 or 8 GPUs) in the formats of ../shared/gpu-roots.
+
+The hand-written scenarios have at most two GPUs; xdist assignment needs bigger machines. These
+builders write the same files the scenarios hold (DETECTION.md sections 3b and 5), nothing more.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+
+def _w(path: pathlib.Path, text: str, mode: int = 0o444) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.chmod(path, mode)
+
+
+def nvidia_machine(root: pathlib.Path, n: int, model: str = "NVIDIA H100 80GB HBM3", driver: str = "550.90.07"):
+    _w(root / "proc/sys/kernel/osrelease", "6.8.0-45-generic\n")
+    _w(root / "proc/driver/nvidia/version",
+       f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {driver}  Release Build\n")
+    _w(root / "sys/module/nvidia/version", driver + "\n")
+    _w(root / "sys/module/nvidia/initstate", "live\n")
+    _w(root / "dev/nvidiactl", "", 0o666)
+    _w(root / "dev/nvidia-uvm", "", 0o666)
+    uuids = []
+    for i in range(n):
+        bdf = f"0000:{0x18 + 0x10 * i:02x}:00.0"
+        uuid = f"GPU-{i:08x}-1111-2222-3333-{0xabcdef000000 + i:012x}"
+        uuids.append(uuid)
+        _w(root / f"proc/driver/nvidia/gpus/{bdf}/information",
+           f"Model: \t\t {model}\nIRQ:   \t\t 0\nGPU UUID: \t {uuid}\nBus Location: \t {bdf}\n"
+           f"Device Minor: \t {i}\nGPU Excluded:\t No\n")
+        _w(root / f"dev/nvidia{i}", "", 0o666)
+    return uuids
+
+
+def amd_machine(root: pathlib.Path, n: int, gfx_target_version: int = 90402, wave: int = 64,
+                vram: int = 205822885888, rocm: str = "6.4.1"):
+    _w(root / "proc/sys/kernel/osrelease", "6.8.0-45-generic\n")
+    _w(root / "sys/module/amdgpu/initstate", "live\n")
+    _w(root / f"opt/rocm-{rocm}/.info/version", rocm + "\n")
+    (root / "opt/rocm").symlink_to(f"rocm-{rocm}")
+    topo = root / "sys/devices/virtual/kfd/kfd/topology"
+    _w(topo / "generation_id", "1\n")
+    _w(topo / "system_properties", "platform_oem 0\n")
+    (root / "sys/class/kfd").mkdir(parents=True)
+    (root / "sys/class/kfd/kfd").symlink_to("../../devices/virtual/kfd/kfd")
+    _w(topo / "nodes/0/gpu_id", "0\n")
+    _w(topo / "nodes/0/name", "\n")
+    _w(topo / "nodes/0/properties", "cpu_cores_count 96\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\n")
+    _w(root / "dev/kfd", "", 0o666)
+    uuids = []
+    for i in range(n):
+        node = topo / f"nodes/{i + 1}"
+        minor = 128 + 8 * i
+        unique = 0x3CBE002BD3B6313D + i
+        uuids.append(f"GPU-{unique:016x}")
+        _w(node / "gpu_id", f"{51844 + i}\n")
+        _w(node / "name", "ip discovery\n")
+        _w(node / "properties",
+           f"cpu_cores_count 0\nsimd_count 1216\nwave_front_size {wave}\nsimd_per_cu 4\n"
+           f"gfx_target_version {gfx_target_version}\nvendor_id 4098\ndevice_id 29857\n"
+           f"location_id {3072 + 256 * 16 * i}\ndomain 0\ndrm_render_minor {minor}\nlocal_mem_size 0\n"
+           f"unique_id {unique}\nnum_xcc 8\n")
+        _w(node / "mem_banks/0/properties", f"heap_type 1\nsize_in_bytes {vram}\nflags 0\nwidth 8192\n")
+        _w(root / f"dev/dri/renderD{minor}", "", 0o666)
+    return uuids
