@@ -203,7 +203,7 @@ def main() -> int:
         n = SIZES[-1]
         a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
         grid = ((n + 255) // 256,)
-        fns[f"vector_add {n:,}"] = (lambda a=a, b=b, c=c: kernel(grid, (256,), c, a, b, n), a, b, c)
+        fns[f"vector_add {n:,}"] = (lambda a=a, b=b, c=c, g=grid, n=n: kernel(g, (256,), c, a, b, n), a, b, c)
     except Exception as exc:  # the rtc package may be absent or unable to build here
         log(f"vector_add skipped: {type(exc).__name__}: {exc}")
 
@@ -289,7 +289,7 @@ def main() -> int:
         _fn, a, b, c = fns[f"vector_add {n:,}"]
         a2, b2, c2 = torch.ones(m, device=dev), torch.ones(m, device=dev), torch.empty(m, device=dev)
         cases.append((f"vector_add {n:,}", _fn,
-                      lambda a=a2, b=b2, c=c2: kernel(((m + 255) // 256,), (256,), c, a, b, m)))
+                      lambda a=a2, b=b2, c=c2, m=m: kernel(((m + 255) // 256,), (256,), c, a, b, m)))
     gate_rows = []
     for label, f_same, f_more in cases:
         r = gate(bench, f_same, f_more, args.trials)
