@@ -23,11 +23,13 @@ from functools import cache
 from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import SHIPPED_INCLUDE, Source, first_error
+from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source, first_error
 
 DEFAULT_ARCHS = ("gfx90a", "gfx942", "gfx1030", "gfx1100", "sm_80", "sm_90")
 _ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
-_PROBE_SOURCE = 'extern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
+_PROBE_SOURCE = (
+    '#include <hip/hip_runtime.h>\nextern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
+)
 _HIP_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5",
              "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
 
@@ -74,8 +76,10 @@ def _cuda_include_dirs() -> list[str]:
 
 
 def _log_with_real_name(log: str, src: Source) -> str:
-    # hiprtc (comgr) reports the program as /tmp/comgr-XXXX/input/CompileSource
-    return re.sub(r"\S*comgr-[^/\s]+/input/CompileSource", lambda m: src.display, log)
+    # hiprtc (comgr) reports the program as /tmp/comgr-XXXX/input/CompileSource (ROCm 5) or as
+    # /tmp/comgr-XXXX/input/<the name it was given> (ROCm 6)
+    return re.sub(r"/\S*?comgr-[^/\s]+/input/(?:CompileSource|" + re.escape(src.display.lstrip("/")) + ")",
+                  lambda m: src.display, log)
 
 
 def compile_error(log: str, src: Source, name: str, arch: str, compiler: str, fallback: str) -> KernelCompileError:
@@ -135,29 +139,24 @@ class _ProbedArchs:
             return False
 
     def supported_archs(self, archs: Sequence[str], cache_dir: Optional[str]) -> list[str]:
-        path = None
-        known: dict[str, bool] = {}
-        if cache_dir:
-            from pytest_gpuenv.rtc._cache import ensure_dir
+        from pytest_gpuenv.rtc._cache import ensure_dir
 
-            cache_dir = ensure_dir(cache_dir)
-            h = hashlib.sha256(self.identity().encode()).hexdigest()[:16]  # type: ignore[attr-defined]
-            path = os.path.join(cache_dir, f"archs-{self.name}-{h}.json")  # type: ignore[attr-defined]
-            try:
-                with open(path) as f:
-                    known = json.load(f)
-            except (OSError, ValueError):
-                known = {}
+        h = hashlib.sha256((self.identity() + _PROBE_SOURCE).encode()).hexdigest()[:16]  # type: ignore[attr-defined]
+        path = os.path.join(ensure_dir(cache_dir), f"archs-{self.name}-{h}.json")  # type: ignore[attr-defined]
+        try:
+            with open(path) as f:
+                known: dict[str, bool] = json.load(f)
+        except (OSError, ValueError):
+            known = {}
         todo = [a for a in archs if a not in known]
         if todo:
             with ThreadPoolExecutor(max_workers=min(8, len(todo))) as ex:
                 for a, ok in zip(todo, ex.map(self._probe_one, todo)):
                     known[a] = ok
-            if path:
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "w") as f:
-                    json.dump(known, f)
-                os.replace(tmp, path)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(known, f)
+            os.replace(tmp, path)
         return [a for a in archs if known.get(a)]
 
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
@@ -190,7 +189,7 @@ class Hiprtc(_ProbedArchs, Compiler):
 
     def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
         opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
-        opts += self._flags(src, defines, include_dirs, shipped=False) + list(options)
+        opts += self._flags(src, defines, include_dirs, shipped=False) + [f"-I{HIPRTC_INCLUDE}"] + list(options)
         req = json.dumps({"source": src.text, "name": src.display, "options": opts})
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hiprtc_worker.py")
         env = dict(os.environ)

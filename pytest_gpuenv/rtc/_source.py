@@ -14,6 +14,8 @@ from pytest_gpuenv.rtc._errors import KernelCompileError
 
 #: the shipped HIP-on-CUDA device headers (``include/hip/hip_runtime.h``)
 SHIPPED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+#: the shipped stand-in for ``hip/hip_runtime.h`` under hiprtc (takes the real header when present)
+HIPRTC_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include_hiprtc")
 
 _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
 
