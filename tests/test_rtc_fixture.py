@@ -166,7 +166,8 @@ def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_ca
 
         def test_fault(hip_kernel):
             # what a real fault records (see test_gpu_fault_poisons_then_explains)
-            err = _launch._fail("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "x")
+            err = _launch._fail("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
+                                "kernel execution (cuStreamSynchronize)")
             assert err.sticky and err.code == "CUDA_ERROR_ILLEGAL_ADDRESS"
             raise err
 
@@ -176,9 +177,18 @@ def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_ca
     result = project.runpytest_subprocess(*CPU, "-rsf", f"--gpuenv-cache-dir={shared_cache}")
     result.assert_outcomes(failed=1, skipped=1)
     result.stdout.fnmatch_lines([
-        "*KernelLaunchError: x: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered",
+        "*KernelLaunchError: kernel execution (cuStreamSynchronize): CUDA_ERROR_ILLEGAL_ADDRESS: an illegal*",
         "SKIPPED * CUDA context poisoned by test_p.py::test_fault (CUDA_ERROR_ILLEGAL_ADDRESS); *subprocess*",
     ])
+
+
+def test_context_found_broken_does_not_blame_the_finder(monkeypatch):
+    monkeypatch.setattr(_launch, "POISON", _launch.Poison())
+    monkeypatch.setattr(_launch, "CURRENT_TEST", ["t.py::test_victim"])
+    _launch._fail("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "cuModuleLoadData")
+    assert _launch.POISON.reason().startswith(
+        "CUDA context found poisoned in t.py::test_victim (by GPU work in or before it) (CUDA_ERROR_ILLEGAL_ADDRESS)"
+    )
 
 
 def test_non_sticky_errors_do_not_poison(monkeypatch):

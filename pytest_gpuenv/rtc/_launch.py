@@ -43,11 +43,15 @@ class Poison:
     by: Optional[str] = None  # a test nodeid, or "<outside pytest>"
     code: Optional[str] = None
     backend: Optional[str] = None
+    #: True when the fault was caught waiting for a hip_kernel launch (the culprit is known); False when
+    #: a later call found the context already broken (by earlier GPU work, e.g. torch, in ``by`` or before)
+    culprit: bool = True
 
     def reason(self) -> str:
         api = "CUDA context" if self.backend == "cuda" else "HIP device"
+        who = f"poisoned by {self.by}" if self.culprit else f"found poisoned in {self.by} (by GPU work in or before it)"
         return (
-            f"{api} poisoned by {self.by} ({self.code}); every later GPU call in this process fails. "
+            f"{api} {who} ({self.code}); every later GPU call in this process fails. "
             "Run kernels that may fault in a subprocess (pytester.runpytest_subprocess, or pytest-xdist "
             "with --max-worker-restart), or fix the fault first"
         )
@@ -64,6 +68,7 @@ def _fail(code: str, message: str, what: str) -> KernelLaunchError:
         POISON.by = CURRENT_TEST[0] or "<outside pytest>"
         POISON.code = code
         POISON.backend = "rocm" if code.startswith("hip") else "cuda"
+        POISON.culprit = what.startswith("kernel execution")
     return KernelLaunchError(f"{what}: {code}: {message}", code=code, sticky=sticky)
 
 
