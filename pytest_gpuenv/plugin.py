@@ -25,15 +25,8 @@ from pytest_gpuenv._state import (
 )
 from pytest_gpuenv.fixtures import gpu_device, gpu_env, torch_device, torch_device_params  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
-
-try:  # TEMPORARY while the perf and rtc packages are written
-    from pytest_gpuenv.perf.fixture import gpu_bench  # noqa: F401
-except ImportError:
-    pass
-try:
-    from pytest_gpuenv.rtc.fixture import hip_kernel  # noqa: F401
-except ImportError:
-    pass
+from pytest_gpuenv.perf.fixture import gpu_bench  # noqa: F401
+from pytest_gpuenv.rtc.fixture import hip_kernel  # noqa: F401
 
 _SKIP_INFO = pytest.StashKey[markers.Skip]()
 _PLAN_PROFILES = pytest.StashKey[list]()
@@ -108,10 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _detect(config: pytest.Config, settings: _options.Settings) -> GpuEnv:
-    try:
-        from pytest_gpuenv.detect import apply_backend, detect
-    except ImportError:  # TEMPORARY while detect/ is written
-        return GpuEnv()
+    from pytest_gpuenv.detect import apply_backend, detect
 
     cache = _ProbeCache(config) if getattr(config, "cache", None) is not None and settings.root is None else None
     t0 = time.perf_counter()
