@@ -14,7 +14,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile}")
     for name, helptext in (
         ("info", "print the environment model"),
-        ("doctor", "list each problem with its fix; exit 1 when a problem was found"),
+        ("doctor", "list each problem with its fix; exit 1 when a problem (not a mere note) was found"),
     ):
         sp = sub.add_parser(name, help=helptext)
         sp.add_argument("--root", metavar="PATH", default=os.environ.get("GPUENV_ROOT"),
@@ -62,7 +62,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     for line in report.doctor_lines(env):
         print(line)
-    return 1 if env.problems else 0
+    # informational notes (e.g. ROCm installed on a machine without an AMD GPU) are not problems to fix
+    return 1 if any(p.severity != "info" for p in env.problems) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
