@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from typing import Any, Optional
 
@@ -25,8 +26,6 @@ from pytest_gpuenv._state import (
 )
 from pytest_gpuenv.fixtures import gpu_device, gpu_env, torch_device, torch_device_params  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
-from pytest_gpuenv.perf.fixture import gpu_bench  # noqa: F401
-from pytest_gpuenv.rtc.fixture import hip_kernel  # noqa: F401
 
 _SKIP_INFO = pytest.StashKey[markers.Skip]()
 _PLAN_PROFILES = pytest.StashKey[list]()
@@ -50,6 +49,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture
+def hip_kernel(request: pytest.FixtureRequest) -> Any:
+    """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
+    ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
+    ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
+    ``sync`` (default True). Without a GPU it compiles for ``gpuenv_compile_archs`` and skips."""
+    from pytest_gpuenv.rtc.fixture import hip_kernel_factory  # imported on first use: keeps loading light
+
+    yield from hip_kernel_factory(request)
+
+
+@pytest.fixture
+def gpu_bench(request: pytest.FixtureRequest) -> Any:
+    """Measure GPU work and assert on its speed: ``m = gpu_bench(fn, bytes=..., flops=...)``, then
+    ``m.assert_faster_than("250us")``, ``m.assert_bandwidth(at_least=0.8)``,
+    ``m.assert_no_regression("10%")``; ``gpu_bench.assert_ratio(fast, reference, at_most=1.2)``.
+    Skips on a runner without a usable GPU."""
+    from pytest_gpuenv.perf.fixture import make_gpu_bench
+
+    return make_gpu_bench(request)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -184,9 +205,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if error:
         pytest.fail(error, pytrace=False)
     skip = markers.evaluate(item.iter_markers(), get_env(item.config))
+    poison = _poisoned()
+    if skip is None and poison is not None and _uses_gpu(item):
+        skip = markers.Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
         item.stash[_SKIP_INFO] = skip
         pytest.skip(skip.reason)
+
+
+_GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
+
+
+def _uses_gpu(item: pytest.Item) -> bool:
+    if any(item.get_closest_marker(n) is not None for n in ("requires_gpu", "requires_cuda", "requires_rocm",
+                                                            "requires_hip", "requires_devices")):
+        return True
+    return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
+
+
+def _poisoned() -> Any:
+    """The record of a sticky GPU fault in this process (set by pytest_gpuenv.rtc), or None."""
+    launch = sys.modules.get("pytest_gpuenv.rtc._launch")
+    poison = getattr(launch, "POISON", None)
+    return poison if poison is not None and poison.by is not None else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -199,6 +240,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         path, line = item.reportinfo()[:2]
         if line is not None:
             rep.longrepr = (str(path), line + 1, f"Skipped: {skip.reason}")
+    if rep.failed and rep.when == "call":
+        poison = _poisoned()
+        if poison is not None and poison.by != item.nodeid:
+            rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
     return rep
 
 

@@ -1,9 +1,16 @@
+import importlib.util
 import os
 import pathlib
 
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# pytester's in-process runs drop modules their tests imported; importing torch a second time in one
+# process then fails ("function '_has_torch_function' already has a docstring"). Import it once up
+# front where it is installed, so it is never dropped. (The plugin itself never imports torch.)
+if importlib.util.find_spec("torch") is not None:
+    import torch  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 #: the hand-written machine trees (../shared/gpu-roots beside the checkout)

@@ -80,8 +80,7 @@ def test_real_machine_skips_never_error(pytester):
     """On this machine (no GPU): GPU tests skip saying what was found; CPU tests run."""
     pytester.makepyfile(GPU_SUITE)
     result = pytester.runpytest("-rs")
-    outcomes = result.parseoutcomes()
-    if outcomes.get("passed") == 6:
+    if any(line.startswith(("gpuenv: cuda, ", "gpuenv: rocm, ")) for line in result.stdout.lines):
         pytest.skip("this machine has a GPU")
     result.assert_outcomes(passed=1, skipped=5)
     result.stdout.fnmatch_lines(["*requires CUDA: found *", "*requires ROCm: found *"])
@@ -218,7 +217,7 @@ def test_backend_cpu_hides_gpus_from_frameworks(pytester):
         import os
         def test_env():
             assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
-            assert os.environ["HIP_VISIBLE_DEVICES"] == ""
+            assert os.environ.get("HIP_VISIBLE_DEVICES", "") == ""
         """
     )
     result = pytester.runpytest_subprocess("--gpuenv-backend=cpu")

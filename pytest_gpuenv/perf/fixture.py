@@ -1,16 +1,18 @@
-"""The ``gpu_bench`` fixture. Importing this module imports no GPU library (the plugin does it at load)."""
+"""What the ``gpu_bench`` fixture (defined in plugin.py) does. Importing this module imports no GPU library
+and not the measuring engine: the plugin imports it only when a test asks for ``gpu_bench``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_gpuenv.perf._bench import GpuBench, PerfContext
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.perf._bench import GpuBench, PerfContext
 
 
 def _context(request: pytest.FixtureRequest) -> PerfContext:
-    from pytest_gpuenv.perf._bench import default_monitor, select_backend
+    from pytest_gpuenv.perf._bench import PerfContext, default_monitor, select_backend
 
     config = request.config
     env: Any = None
@@ -45,10 +47,11 @@ def _context(request: pytest.FixtureRequest) -> PerfContext:
     )
 
 
-@pytest.fixture
-def gpu_bench(request: pytest.FixtureRequest) -> GpuBench:
+def make_gpu_bench(request: pytest.FixtureRequest) -> GpuBench:
     """Measure GPU work and assert on its speed: ``m = gpu_bench(fn, bytes=..., flops=...)``, then
     ``m.assert_faster_than("250us")``, ``m.assert_bandwidth(at_least=0.8)``,
     ``m.assert_no_regression("10%")``; ``gpu_bench.assert_ratio(fast, reference, at_most=1.2)``.
     Skips on a runner without a usable GPU."""
+    from pytest_gpuenv.perf._bench import GpuBench
+
     return GpuBench(_context(request))

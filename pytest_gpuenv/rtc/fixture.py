@@ -135,8 +135,7 @@ class HipKernelFactory:
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on")
 
 
-@pytest.fixture
-def hip_kernel(request: pytest.FixtureRequest) -> Any:
+def hip_kernel_factory(request: pytest.FixtureRequest) -> Any:
     """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
     ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
     ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
