@@ -8,8 +8,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from pytest_gpuenv import requires_cuda, requires_devices
 
 pytestmark = requires_cuda

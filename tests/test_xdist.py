@@ -4,7 +4,6 @@ import json
 import pathlib
 
 import pytest
-
 from _machines import amd_machine, nvidia_machine
 
 pytest.importorskip("xdist")

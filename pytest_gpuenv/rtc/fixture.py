@@ -21,7 +21,7 @@ import pytest
 from pytest_gpuenv.rtc import _compilers, _launch
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
 
-__all__ = ["hip_kernel", "HipKernelFactory"]
+__all__ = ["HipKernelFactory", "hip_kernel_factory"]
 
 
 def _env_and_settings(config: pytest.Config) -> tuple[Any, Any]:
