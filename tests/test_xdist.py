@@ -240,3 +240,27 @@ def test_plan_table(pytester, tmp_path):
         "1 test(s) run on no profile*",
         "*test_huge",
     ])
+
+
+def test_killed_worker_releases_its_gpu_lock(pytester, tmp_path, monkeypatch):
+    """An xdist worker killed while it holds the per-GPU lock (mid-measurement) lets the next one in."""
+    from pytest_gpuenv.perf import gpu_lock
+
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
+    flag = tmp_path / "holding"
+    pytester.makepyfile(
+        f"""
+        import os, pathlib, signal
+        from pytest_gpuenv.perf import gpu_lock
+
+        def test_dies_holding_the_lock():
+            with gpu_lock("GPU-test-uuid", timeout=5):
+                pathlib.Path({str(flag)!r}).write_text(str(os.getpid()))
+                os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "1", "-p", "xdist", "--max-worker-restart=0")
+    assert flag.exists(), result.stdout.str()
+    assert "crashed" in result.stdout.str()
+    with gpu_lock("GPU-test-uuid", timeout=5):  # would time out if the dead worker still held it
+        pass
