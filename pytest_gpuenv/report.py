@@ -46,7 +46,9 @@ def summary(env: GpuEnv) -> str:
     if env.rocm.get("driver_version"):
         parts.append(f"amdgpu {env.rocm['driver_version']}")
     if env.hip_sdk:
-        parts.append(f"HIP SDK {env.hip_sdk.get('version') or env.hip_sdk.get('path')}")
+        sdk = env.hip_sdk.get("version") or env.hip_sdk.get("path")
+        dll = env.hip_sdk.get("dll")
+        parts.append("HIP SDK" + (f" {sdk}" if sdk else "") + (f" ({dll})" if dll else ""))
     t = _torch_text(env)
     if t:
         parts.append(t)
