@@ -1,5 +1,5 @@
 import sys
 
-from pytest_gpuenv.cli import main
+from pytest_gpuenv.cli import _entry
 
-sys.exit(main())
+sys.exit(_entry())

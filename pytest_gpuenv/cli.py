@@ -66,5 +66,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if any(p.severity != "info" for p in env.problems) else 0
 
 
+def _entry() -> int:
+    try:
+        return main()
+    except BrokenPipeError:  # `gpuenv info | head`
+        sys.stderr.close()
+        return 0
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(_entry())

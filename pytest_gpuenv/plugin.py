@@ -32,6 +32,7 @@ _PLAN_PROFILES = pytest.StashKey[list]()
 _PLAN_LINES = pytest.StashKey[list]()
 _MARK_ERROR = pytest.StashKey[str]()
 _SAVED_ENVIRON = pytest.StashKey[dict]()
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _WORKERINPUT_KEY = "gpuenv_env"
 
 
@@ -240,6 +241,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         path, line = item.reportinfo()[:2]
         if line is not None:
             rep.longrepr = (str(path), line + 1, f"Skipped: {skip.reason}")
+    elif rep.skipped and isinstance(rep.longrepr, tuple) and str(rep.longrepr[0]).startswith(_PKG_DIR):
+        # a skip raised inside one of our fixtures (hip_kernel, gpu_bench, gpu_device): show the test's place
+        path, line = item.reportinfo()[:2]
+        if line is not None:
+            rep.longrepr = (str(path), line + 1, rep.longrepr[2])
     if rep.failed and rep.when == "call":
         poison = _poisoned()
         if poison is not None and poison.by != item.nodeid:
