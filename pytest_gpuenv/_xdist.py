@@ -135,6 +135,24 @@ class XdistHooks:
             }
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        """One line per worker in the controller's output: which GPU(s) it has."""
+        info = node.workerinput.get(WORKER_KEY)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if not info or tr is None or self.config.get_verbosity() < 0:
+            return
+        from pytest_gpuenv._state import get_env
+
+        env = get_env(self.config)
+        devs = [env.usable_devices[p] for p in info["positions"]]
+        vars_text = " ".join(f"{k}={v}" for k, v in info["vars"].items())
+        shared = info.get("workers_sharing", 1)
+        tr.write_line(
+            f"gpuenv: [{node.gateway.id}] {env.describe_devices(devs)} via {vars_text}"
+            + (f" (shared by {shared} workers)" if shared > 1 else "")
+        )
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         from pytest_gpuenv._state import perf_records
 

@@ -48,6 +48,8 @@ if want tests; then
         --ignore=tests/test_perf_gpu.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
     # the second pass the plugin recommends for tests that need more GPUs than one worker has
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s
+    # the NVIDIA/xdist checks again, showing what they saw (UUIDs per worker, perf intervals per GPU)
+    run "tests/test_gpu_nvidia.py -s" 180 $PY -m pytest tests/test_gpu_nvidia.py -n 0 -q -rfEs -s
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"

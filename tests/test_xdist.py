@@ -206,6 +206,8 @@ def test_worker_header_says_which_gpu(pytester, tmp_path):
     result.assert_outcomes(passed=2)
     text = (pytester.path / "gw1.txt").read_text()
     assert "gpuenv: worker gw1 uses GPU(s) 1x NVIDIA H100 80GB HBM3 via CUDA_VISIBLE_DEVICES=1" in text
+    # and the controller's output names each worker's GPU
+    result.stdout.fnmatch_lines(["gpuenv: [[]gw*[]] 1x NVIDIA H100 80GB HBM3 via CUDA_VISIBLE_DEVICES=*"])
 
 
 @pytest.mark.parametrize("args,env,message", [
