@@ -1,4 +1,4 @@
-"""gpu_bench on a real NVIDIA GPU (skipped elsewhere). scripts/gpu-perf.sh runs these."""
+"""gpu_bench on a real NVIDIA GPU (skipped elsewhere). scripts/gpu-check.sh (section perf) runs these."""
 
 from __future__ import annotations
 

@@ -32,11 +32,19 @@ def _test(r: dict[str, Any]) -> str:
 
 
 def summary_lines(records: list[dict[str, Any]]) -> list[str]:
-    """One table row per measurement and assertion: test, device, median, interval, n, budget, verdict."""
+    """One table row per assertion (and per measurement nothing asserted on): test, device, median,
+    interval, n, budget, verdict."""
     from tabulate import tabulate
 
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(r.get(k) for k in ("nodeid", "name", "unit", "value", "median_s", "ci_low_s", "ci_high_s", "n"))
+
+    # a measurement that an assertion row repeats (same numbers, with its budget and verdict) is shown once
+    judged = {key(r) for r in records if r.get("verdict")}
     rows = []
     for r in records:
+        if not r.get("verdict") and r.get("kind") != "regression" and key(r) in judged:
+            continue
         value, interval = _value(r)
         verdict = r.get("verdict") or ("recorded" if r.get("kind") == "regression" else "-")
         mode = r.get("mode")
