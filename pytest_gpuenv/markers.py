@@ -245,17 +245,29 @@ def _cond_text(cond: Any) -> str:
     return cond.text if isinstance(cond, ArchPattern) else cond
 
 
+def _arch_not_in_build(env: GpuEnv, want: str) -> Optional[Skip]:
+    """The GPU is there, but the installed ROCm/torch build has no code for its arch: frameworks fail
+    with 'invalid device function'. HIP kernels compiled here for the device (requires_hip) still run."""
+    p = env.problem("arch-not-in-build") if env.usable == "arch-unsupported" else None
+    if p is None:
+        return None
+    fix = f"; {p.fix}" if p.fix else ""
+    return Skip("problem", f"{p.code}: {p.message}", f"requires {want}: {p.message} [{p.code}]{fix}")
+
+
 def evaluate_mark(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], env: GpuEnv) -> Optional[Skip]:
     value = validate(name, args, kwargs)
     if name == "requires_gpu":
         if not _usable(env):
             return _skip_missing(env, "a GPU", "vendor")
+        return _arch_not_in_build(env, "a GPU")
     elif name == "requires_cuda":
         if env.backend != "cuda" or not _usable(env, "nvidia"):
             return _skip_missing(env, "CUDA", "vendor")
     elif name == "requires_rocm":
         if env.backend != "rocm" or not _usable(env, "amd"):
             return _skip_missing(env, "ROCm", "vendor")
+        return _arch_not_in_build(env, "ROCm")
     elif name == "requires_hip":
         if not _usable(env):
             return _skip_missing(env, "HIP (ROCm, or NVIDIA through HIP-on-CUDA)", "vendor")

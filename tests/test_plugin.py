@@ -259,3 +259,25 @@ def test_collection_imports_no_torch(pytester):
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly")
     result.assert_outcomes(passed=1, skipped=1) if os.path.exists("/proc/driver/nvidia") is False else None
+
+
+def test_arch_not_in_build_skips_framework_tests_with_the_override_hint(pytester, gpu_roots, monkeypatch):
+    """RX 6700 XT (gfx1031) with a torch ROCm wheel that has no gfx1031 code: ROCm tests skip with the
+    community workaround; with HSA_OVERRIDE_GFX_VERSION=10.3.0 they run (effective arch gfx1030)."""
+    monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION", raising=False)
+    root = gpu_roots / "rx6700xt_unsupported_linux"
+    pytester.makepyfile(
+        """
+        from pytest_gpuenv import requires_rocm, requires_arch
+        @requires_rocm
+        def test_rocm(): pass
+        @requires_arch("gfx1030")
+        def test_effective_arch(): pass
+        """
+    )
+    result = pytester.runpytest(f"--gpuenv-root={root}", "-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*requires ROCm: GPU gfx1031 is not among the architectures*HSA_OVERRIDE_GFX_VERSION=10.3.0*"])
+    monkeypatch.setenv("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+    result = pytester.runpytest(f"--gpuenv-root={root}", "-rs")
+    result.assert_outcomes(passed=2)
