@@ -123,9 +123,3 @@ def hide_gpus_env(env: GpuEnv) -> dict[str, str]:
             out["ROCR_VISIBLE_DEVICES"] = ""
     return out
 
-
-def _main() -> None:  # pragma: no cover - debugging aid: python -m pytest_gpuenv.detect [ROOT]
-    import json
-
-    env = detect(root=sys.argv[1] if len(sys.argv) > 1 else None)
-    print(json.dumps(env.to_dict(), indent=2))
