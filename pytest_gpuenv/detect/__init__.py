@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import time
 from collections.abc import Mapping
 from typing import Any, Optional
