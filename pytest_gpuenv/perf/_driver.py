@@ -12,6 +12,7 @@ import ctypes
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, flush_bytes, format_uuid
+from pytest_gpuenv.perf._engine import enqueue_samples
 
 HELPERS_SRC = r"""
 #ifdef GPUENV_AMD
@@ -290,18 +291,8 @@ class DriverBackend:
         api = self.api
         while len(self._events) < len(schedule):
             self._events.append((api.event_create(), api.event_create()))
-        pairs = self._events[: len(schedule)]
-        self.delay(head_delay_s)
-        for (start, end), i in zip(pairs, schedule):
-            if flush:
-                self._flush()
-            self.delay(delay_s)
-            api.event_record(start)
-            f = fns[i]
-            for _ in range(repeat):
-                f()
-            api.event_record(end)
-        return pairs
+        return enqueue_samples(self._events[: len(schedule)], api.event_record, self._flush if flush else None,
+                               self.delay, fns, schedule, delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         self.api.event_sync(pairs[-1][1])

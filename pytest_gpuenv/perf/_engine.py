@@ -38,6 +38,29 @@ class Backend(Protocol):
     def sync(self) -> None: ...
 
 
+def enqueue_samples(
+    pairs: Sequence[tuple[Any, Any]], record: Callable[[Any], None], flush: Optional[Callable[[], None]],
+    delay: Callable[[float], None], fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *,
+    delay_s: float, head_delay_s: float, repeat: int,
+) -> Sequence[tuple[Any, Any]]:
+    """The sample schedule every real backend runs, with its own events, flush and delay.
+
+    One head delay (so the host has queued the batch before the device reaches it), then per sample:
+    flush the cache (outside the interval), a short delay, start event, ``fn`` ``repeat`` times, end event.
+    """
+    delay(head_delay_s)
+    for (start, end), i in zip(pairs, schedule):
+        if flush is not None:
+            flush()
+        delay(delay_s)
+        record(start)
+        f = fns[i]
+        for _ in range(repeat):
+            f()
+        record(end)
+    return pairs
+
+
 class Monitor(Protocol):
     max_mhz: Optional[float]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, flush_bytes, format_uuid
+from pytest_gpuenv.perf._engine import enqueue_samples
 
 
 class TorchBackend:
@@ -73,18 +74,9 @@ class TorchBackend:
         head_delay_s: float, repeat: int,
     ) -> Any:
         stream = self.torch.cuda.current_stream(self.device)
-        pairs = self._event_pairs(len(schedule))
-        self.delay(head_delay_s)
-        for (start, end), i in zip(pairs, schedule):
-            if flush:
-                self._flush()
-            self.delay(delay_s)
-            start.record(stream)
-            f = fns[i]
-            for _ in range(repeat):
-                f()
-            end.record(stream)
-        return pairs
+        return enqueue_samples(self._event_pairs(len(schedule)), lambda ev: ev.record(stream),
+                               self._flush if flush else None, self.delay, fns, schedule,
+                               delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         pairs[-1][1].synchronize()
