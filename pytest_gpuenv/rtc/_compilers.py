@@ -63,10 +63,25 @@ def _rocm_dirs() -> list[str]:
     return out
 
 
+def _cuda_dirs() -> list[str]:
+    return [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)] + ["/usr/local/cuda"]
+
+
+def _find_tool(name: str, homes: list[str]) -> Optional[str]:
+    """``name`` on PATH, else the first ``<home>/bin/<name>`` that exists."""
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in homes:
+        p = os.path.join(d, "bin", name)
+        if os.path.isfile(p):
+            return p
+    return None
+
+
 def _cuda_include_dirs() -> list[str]:
     """Where cuda_fp16.h lives (NVRTC has no builtin copy): CUDA_HOME, /usr/local/cuda, nvidia wheels."""
-    cands = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    cands.append("/usr/local/cuda/include")
+    cands = [os.path.join(d, "include") for d in _cuda_dirs()]
     for p in sys.path:
         nv = os.path.join(p, "nvidia")
         if os.path.isdir(nv):
@@ -217,14 +232,7 @@ class Hipcc(_ProbedArchs, Compiler):
 
     @cache  # noqa: B019
     def path(self) -> Optional[str]:
-        found = shutil.which("hipcc")
-        if found:
-            return found
-        for d in _rocm_dirs():
-            p = os.path.join(d, "bin", "hipcc")
-            if os.path.isfile(p):
-                return p
-        return None
+        return _find_tool("hipcc", _rocm_dirs())
 
     def available(self) -> bool:
         return self.path() is not None
@@ -340,13 +348,7 @@ class Nvcc(Compiler):
 
     @cache  # noqa: B019
     def path(self) -> Optional[str]:
-        found = shutil.which("nvcc")
-        if found:
-            return found
-        for d in [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]:
-            if d and os.path.isfile(os.path.join(d, "bin", "nvcc")):
-                return os.path.join(d, "bin", "nvcc")
-        return None
+        return _find_tool("nvcc", _cuda_dirs())
 
     def available(self) -> bool:
         return self.path() is not None
