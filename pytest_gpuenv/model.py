@@ -17,6 +17,15 @@ SCHEMA = 1
 #: Detailed kinds, in the words of DETECTION.md. ``backend`` is the coarse INTERFACE.md value.
 KINDS = ("rocm", "rocm-wsl", "cuda", "cuda-wsl", "hip-windows", "cuda-windows", "cpu")
 
+_FAMILY = {"rocm": "rocm", "rocm-wsl": "rocm", "hip-windows": "rocm", "cuda": "cuda", "cuda-wsl": "cuda",
+           "cuda-windows": "cuda", "cpu": "cpu"}
+
+
+def family(kind: str) -> str:
+    """The coarse backend ("rocm", "cuda", "cpu") of a detailed kind."""
+    return _FAMILY.get(kind, "cpu")
+
+
 #: Problem codes other code and tests rely on (INTERFACE.md). Never rename these.
 STABLE_CODES = (
     "kfd-permission-denied",

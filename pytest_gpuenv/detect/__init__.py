@@ -16,24 +16,9 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import GpuEnv, Problem
+from pytest_gpuenv.model import GpuEnv, Problem, family
 
 __all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
-
-_FAMILY = {
-    "rocm": "rocm",
-    "rocm-wsl": "rocm",
-    "hip-windows": "rocm",
-    "cuda": "cuda",
-    "cuda-wsl": "cuda",
-    "cuda-windows": "cuda",
-    "cpu": "cpu",
-}
-
-
-def family(kind: str) -> str:
-    """The coarse backend ("rocm", "cuda", "cpu") of a detailed kind."""
-    return _FAMILY.get(kind, "cpu")
 
 
 def detect(

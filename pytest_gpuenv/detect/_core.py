@@ -11,10 +11,8 @@ from pytest_gpuenv.detect._compilers import find_compilers
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
-from pytest_gpuenv.model import Device, GpuEnv, Problem
+from pytest_gpuenv.model import Device, GpuEnv, Problem, family
 
-_FAM = {"rocm": "rocm", "rocm-wsl": "rocm", "hip-windows": "rocm", "cuda": "cuda", "cuda-wsl": "cuda",
-        "cuda-windows": "cuda", "cpu": "cpu"}
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
                (12, 1, "cu121"), (11, 8, "cu118"))
 
@@ -360,7 +358,7 @@ def _windows(ctx: _Ctx) -> None:
 # ------------------------------------------------------------------------------------------ probe
 def _maybe_probe(ctx: _Ctx) -> None:
     env, fs = ctx.env, ctx.fs
-    fam = _FAM.get(env.kind, "cpu")
+    fam = family(env.kind)
     env.probe = {"required": ctx.probe_required, "ran": False, "ok": None, "source": None}
     want = ctx.probe_mode == "always" or (ctx.probe_mode == "auto" and ctx.probe_required)
     if fs.root_mode or ctx.probe_mode == "never" or not want:
@@ -476,7 +474,7 @@ def _torch_problems(ctx: _Ctx) -> None:
     env, t = ctx.env, ctx.env.torch
     if not t or not t.get("build"):
         return
-    fam = _FAM.get(env.kind, "cpu")
+    fam = family(env.kind)
     gpu_seen = bool(env.devices or env.hidden_devices or ctx.probe_required)
     if fam == "cpu" or not gpu_seen or env.kind == "hip-windows":
         return
@@ -524,7 +522,7 @@ def _pip_fix(ctx: _Ctx, fam: str) -> str:
 
 def _conclude(ctx: _Ctx) -> None:
     env = ctx.env
-    fam = _FAM.get(env.kind, "cpu")
+    fam = family(env.kind)
     usable = [d for d in env.devices if d.usable]
     if usable:
         env.backend = fam
