@@ -10,7 +10,7 @@ import json
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -315,6 +315,3 @@ def _write_json(config: pytest.Config, path: str) -> None:
         json.dump(data, f, indent=2, default=str)
     os.replace(tmp, target)
 
-
-def worker_gpu(config: pytest.Config) -> Optional[dict[str, Any]]:
-    return config.stash.get(WORKER_GPU_KEY, None)
