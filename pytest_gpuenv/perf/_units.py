@@ -12,13 +12,13 @@ from typing import Any, Optional
 _TIME_UNITS = {
     "ns": 1e-9,
     "us": 1e-6,
-    "µs": 1e-6,  # micro sign
-    "μs": 1e-6,  # greek mu
+    "\u00b5s": 1e-6,  # micro sign
+    "\u03bcs": 1e-6,  # greek mu
     "ms": 1e-3,
     "s": 1.0,
     "sec": 1.0,
 }
-_TIME_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Zµμ]+)\s*$")
+_TIME_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z\u00b5\u03bc]+)\s*$")
 _PERCENT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*%\s*$")
 
 
