@@ -1,0 +1,95 @@
+"""Sticky GPU errors: which test left which backend's context unusable in this process.
+
+A sticky error (an illegal address, a trap) makes every later call on that context fail. The runtime
+records the first one per backend with the test that was running (``running(nodeid)`` brackets a
+test's GPU use); the plugin asks ``poisoned()`` to skip later GPU tests with a reason naming the
+culprit instead of failing them cryptically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+#: errors after which the CUDA context (or HIP device) cannot be used again in this process
+STICKY = frozenset({
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_LAUNCH_FAILED",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_TMA_FAILURE",
+    "hipErrorIllegalAddress",
+    "hipErrorLaunchFailure",
+    "hipErrorAssert",
+    "hipErrorIllegalState",
+})
+
+
+@dataclass(frozen=True)
+class Poison:
+    """Who poisoned a backend's GPU context in this process, and with what."""
+
+    backend: str  # "cuda" | "rocm"
+    code: str
+    by: str  # a test nodeid, or "<outside pytest>"
+    #: True when the fault was caught waiting for a kernel launch (the culprit is known); False when a
+    #: later call found the context already broken (by earlier GPU work, e.g. torch, in ``by`` or before)
+    culprit: bool = True
+
+    def reason(self) -> str:
+        api = "CUDA context" if self.backend == "cuda" else "HIP device"
+        who = f"poisoned by {self.by}" if self.culprit else f"found poisoned in {self.by} (by GPU work in or before it)"
+        return (
+            f"{api} {who} ({self.code}); every later GPU call in this process fails. "
+            "Run kernels that may fault in a subprocess (pytester.runpytest_subprocess, or pytest-xdist "
+            "with --max-worker-restart), or fix the fault first"
+        )
+
+
+_state: dict[str, Optional[str]] = {"test": None}
+_poisons: dict[str, Poison] = {}
+
+
+@contextlib.contextmanager
+def running(nodeid: str) -> Iterator[None]:
+    """Attribute GPU errors raised inside the block to the test ``nodeid``."""
+    previous = _state["test"]
+    _state["test"] = nodeid
+    try:
+        yield
+    finally:
+        _state["test"] = previous
+
+
+def current_test() -> Optional[str]:
+    return _state["test"]
+
+
+def is_sticky(code: str) -> bool:
+    return code in STICKY
+
+
+def record(backend: str, code: str, *, culprit: bool) -> Poison:
+    """Note a sticky error on ``backend``; the first one recorded per backend stands."""
+    if backend not in _poisons:
+        _poisons[backend] = Poison(backend, code, _state["test"] or "<outside pytest>", culprit)
+    return _poisons[backend]
+
+
+def poisoned(backend: Optional[str] = None) -> Optional[Poison]:
+    """The sticky error of ``backend`` (or of any backend) in this process, or None."""
+    if backend is not None:
+        return _poisons.get(backend)
+    return next(iter(_poisons.values()), None)
+
+
+def reset() -> None:
+    """Forget every recorded error (tests only: a real poisoned context stays poisoned)."""
+    _poisons.clear()
+    _state["test"] = None
