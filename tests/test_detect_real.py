@@ -187,7 +187,8 @@ def test_parse_visible_with_count():
 FAKE_NVML = r"""
 #include <string.h>
 typedef struct { unsigned long long total, free, used; } mem_t;
-int nvmlInit_v2(void) { return 0; }
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc_t;
+int nvmlInitWithFlags(unsigned flags) { return 0; }
 int nvmlShutdown(void) { return 0; }
 int nvmlSystemGetDriverVersion(char *b, unsigned n) { strncpy(b, "580.159.04", n); return 0; }
 int nvmlSystemGetCudaDriverVersion_v2(int *v) { *v = 13000; return 0; }
@@ -198,22 +199,45 @@ int nvmlDeviceGetUUID(void *h, char *b, unsigned n) {
     strncpy(b, "GPU-8d2e4b7c-1f3a-4e9d-b6c5-7a0e2d4f8b91", n); return 0; }
 int nvmlDeviceGetMemoryInfo(void *h, mem_t *m) { m->total = 150754820096ULL; m->free = 0; m->used = 0; return 0; }
 int nvmlDeviceGetCudaComputeCapability(void *h, int *a, int *b) { *a = 9; *b = 0; return 0; }
+/* what Monitor asks */
+int nvmlDeviceGetHandleByUUID(const char *u, void **h) {
+    *h = (void *)0x1234; return strcmp(u, "GPU-8d2e4b7c-1f3a-4e9d-b6c5-7a0e2d4f8b91") == 0 ? 0 : 6; }
+int nvmlDeviceGetHandleByPciBusId_v2(const char *b, void **h) { return 6; }
+int nvmlDeviceGetMaxClockInfo(void *h, int type, unsigned *c) { *c = type == 1 ? 1980 : 0; return 0; }
+int nvmlDeviceGetClockInfo(void *h, int type, unsigned *c) { *c = type == 1 ? 1755 : 0; return 0; }
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *r) { *r = 4; return 0; }
+int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *n, proc_t *p) {
+    if (*n < 2) { *n = 2; return 7; }
+    p[0].pid = 4242; p[1].pid = 4343; *n = 2; return 0; }
 """
 
 
-@pytest.mark.skipif(not any(os.path.exists(p) for p in ("/usr/bin/cc", "/usr/bin/gcc")), reason="needs a C compiler")
-def test_nvml_through_ctypes_with_a_fake_library(tmp_path):
-    """The ctypes calls and the merge by UUID, against a stand-in libnvidia-ml (no GPU needed)."""
+@pytest.fixture
+def fake_nvml(tmp_path):
+    """A stand-in libnvidia-ml exporting what pynvml calls (no GPU needed)."""
     import subprocess
 
-    from pytest_gpuenv.detect import _nvidia
-    from pytest_gpuenv.model import Device
-
+    pytest.importorskip("pynvml")
+    if not any(os.path.exists(p) for p in ("/usr/bin/cc", "/usr/bin/gcc")):
+        pytest.skip("requires a C compiler")
     src = tmp_path / "nvml.c"
     src.write_text(FAKE_NVML)
     lib = tmp_path / "libnvidia-ml.so.1"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
-    data = _nvidia.nvml_query(str(lib))
+    return lib
+
+
+def test_nvml_through_pynvml_with_a_fake_library(fake_nvml, tmp_path):
+    """pynvml's calls from a given library file, and the merge by UUID."""
+    import pynvml
+
+    from pytest_gpuenv.detect import _nvidia
+    from pytest_gpuenv.model import Device
+    from pytest_gpuenv.runtime import nvml
+
+    before = pynvml.nvmlLib
+    data = nvml.query(str(fake_nvml))
+    assert pynvml.nvmlLib is before  # pynvml's own library is put back
     assert data["driver_version"] == "580.159.04" and data["max_cuda"] == "13.0"
     (dev,) = data["devices"]
     assert dev["arch"] == "sm_90" and dev["memory_bytes"] == 150754820096 and dev["name"] == "NVIDIA H200"
@@ -225,4 +249,34 @@ def test_nvml_through_ctypes_with_a_fake_library(tmp_path):
     only_nvml: list = []
     _nvidia.merge_nvml(only_nvml, data, ev)
     assert [(d.arch, d.source, d.uuid) for d in only_nvml] == [("sm_90", "nvml", dev["uuid"])]
-    assert _nvidia.nvml_query(str(tmp_path / "missing.so")) is None
+    assert nvml.query(str(tmp_path / "missing.so")) is None
+
+
+def test_nvml_monitor_with_a_fake_library(fake_nvml):
+    """Monitor's clocks, event reasons and processes through pynvml, against the stand-in library."""
+    import pynvml
+
+    from pytest_gpuenv.runtime import nvml
+
+    with nvml._library(pynvml, str(fake_nvml)):
+        pynvml.nvmlInit()
+        try:
+            mon = nvml.Monitor("8d2e4b7c-1f3a-4e9d-b6c5-7a0e2d4f8b91", nvml=pynvml)
+            assert mon.available and mon.max_mhz == 1980.0 and mon.sm_mhz() == 1755.0
+            assert mon.event_reasons() == 4 and mon.processes() == [4242, 4343]
+            assert not nvml.Monitor(pci_bus_id="0000:01:00.0", nvml=pynvml).available
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_no_pynvml_means_nvml_unavailable(monkeypatch):
+    import sys
+
+    from pytest_gpuenv.runtime import nvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
+    monkeypatch.setattr(nvml, "_state", {})
+    assert nvml.query() is None and nvml.query("/no/such/libnvidia-ml.so.1") is None
+    assert nvml.driver_version() is None
+    mon = nvml.Monitor("GPU-1234")
+    assert not mon.available and mon.sm_mhz() is None and mon.processes() is None and mon.foreign_processes() == []

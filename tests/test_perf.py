@@ -31,9 +31,9 @@ from pytest_gpuenv.perf import (
 from pytest_gpuenv.perf._device import flush_bytes, format_uuid, peak_bandwidth
 from pytest_gpuenv.perf._driver import DriverBackend, HipApi, _ck
 from pytest_gpuenv.perf._fake import FakeBackend, FakeClock, FakeMonitor
-from pytest_gpuenv.perf._nvml import foreign_of
 from pytest_gpuenv.perf._units import format_time, format_time_interval
 from pytest_gpuenv.perf.report import summary_lines
+from pytest_gpuenv.runtime.nvml import foreign_of
 
 
 def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, baselines=None, name="Fake GPU 9000",

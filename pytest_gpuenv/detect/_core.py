@@ -12,6 +12,7 @@ from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, Problem, family
+from pytest_gpuenv.runtime import nvml
 
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
                (12, 1, "cu121"), (11, 8, "cu118"))
@@ -209,7 +210,7 @@ def _nvml(ctx: _Ctx, devices: list[Device], lib: Optional[str]) -> Optional[dict
     key = _probe.cache_key(ctx.fs, ctx.environ, "nvml", ["/proc/driver/nvidia/version"]).replace("probe", "nvml")
     data = _probe.cache_get(ctx.cache, key)
     if data is None:
-        data = _nvidia.nvml_query(lib)
+        data = nvml.query(lib)
         if data is None:
             ctx.ev.append("NVML: not available")
             return None

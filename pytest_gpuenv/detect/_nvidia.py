@@ -1,7 +1,7 @@
-"""NVIDIA: /proc/driver/nvidia, device nodes, WSL 2 libraries, and NVML through ctypes.
+"""NVIDIA: /proc/driver/nvidia, device nodes, PCI functions, and the merge of NVML's answer.
 
-NVML (T2) creates no CUDA context; it is used only on a real system (never in root mode) and only
-when the probe mode allows it. Everything else is files and ``os.access``.
+NVML (T2, ``pytest_gpuenv.runtime.nvml``) creates no CUDA context; it is asked only on a real system
+(never in root mode) and only when the probe mode allows it. Everything else is files and ``os.access``.
 """
 
 from __future__ import annotations
@@ -171,65 +171,6 @@ def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------ NVML
-def nvml_query(lib_path: Optional[str] = None) -> Optional[dict[str, Any]]:
-    """Devices through NVML (no CUDA context). None when NVML is missing or fails."""
-    try:
-        import ctypes
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        lib = ctypes.CDLL(lib_path or "libnvidia-ml.so.1")
-    except OSError:
-        return None
-    try:
-        if lib.nvmlInit_v2() != 0:
-            return None
-    except AttributeError:
-        return None
-    out: dict[str, Any] = {"devices": [], "driver_version": None, "max_cuda": None}
-    try:
-        buf = ctypes.create_string_buffer(96)
-        if lib.nvmlSystemGetDriverVersion(buf, 96) == 0:
-            out["driver_version"] = buf.value.decode(errors="replace")
-        ver = ctypes.c_int()
-        fn = getattr(lib, "nvmlSystemGetCudaDriverVersion_v2", None) or lib.nvmlSystemGetCudaDriverVersion
-        if fn(ctypes.byref(ver)) == 0 and ver.value > 0:
-            out["max_cuda"] = f"{ver.value // 1000}.{(ver.value % 1000) // 10}"
-        count = ctypes.c_uint()
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return out
-
-        class _Mem(ctypes.Structure):
-            _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-        for i in range(min(count.value, 64)):
-            handle = ctypes.c_void_p()
-            if lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
-                continue
-            dev: dict[str, Any] = {"nvml_index": i}
-            name = ctypes.create_string_buffer(96)
-            if lib.nvmlDeviceGetName(handle, name, 96) == 0:
-                dev["name"] = name.value.decode(errors="replace")
-            uuid = ctypes.create_string_buffer(96)
-            if lib.nvmlDeviceGetUUID(handle, uuid, 96) == 0:
-                dev["uuid"] = uuid.value.decode(errors="replace")
-            mem = _Mem()
-            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(mem)) == 0:
-                dev["memory_bytes"] = int(mem.total)
-            major, minor = ctypes.c_int(), ctypes.c_int()
-            if lib.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)) == 0:
-                dev["arch"] = f"sm_{major.value}{minor.value}"
-            out["devices"].append(dev)
-    except Exception:
-        pass
-    finally:
-        try:
-            lib.nvmlShutdown()
-        except Exception:
-            pass
-    return out
-
-
 def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> list[Device]:
     """Fill arch, memory and names from NVML; NVML devices become the list when files had none."""
     by_uuid = {d.get("uuid"): d for d in nvml.get("devices", []) if d.get("uuid")}

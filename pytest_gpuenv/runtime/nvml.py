@@ -1,0 +1,246 @@
+"""NVML through nvidia-ml-py (``import pynvml``): device facts for detection, clocks and processes for perf.
+
+NVML reads the driver's state and creates no CUDA context; nothing here changes clocks. pynvml is
+optional (the ``nvidia`` extra) and imported lazily. Wherever it or the library is missing, or a call
+fails, the answer is ``None`` (``[]`` for lists of foreign processes): nothing here raises.
+
+- ``query(lib_path)``: driver version, newest CUDA the driver supports, and each device's name, UUID,
+  memory and arch, between one ``nvmlInit``/``nvmlShutdown`` pair (detection, DETECTION.md T2).
+- ``Monitor``: one device's SM clock, clock event reasons and compute processes, with NVML initialised
+  once for the process and left so (perf); ``driver_version()``; ``foreign_of``/``related_pids``.
+
+pynvml keeps one library per process in the module global ``pynvml.nvmlLib`` and loads
+``libnvidia-ml.so.1`` (``nvml.dll``) only while that is None. To read a given file (WSL 2's
+``/usr/lib/wsl/lib/libnvidia-ml.so.1``, a test's stand-in), ``query`` swaps it in under pynvml's
+``libLoadLock`` together with pynvml's cache of function pointers (they belong to the library) and
+puts both back afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
+
+NVML_CLOCK_SM = 1  # pynvml.NVML_CLOCK_SM
+_MAX_DEVICES = 64
+
+_state: dict[str, Any] = {}  # "nvml": pynvml initialised for Monitor/driver_version (None: unavailable)
+
+
+def _pynvml() -> Any:
+    try:
+        import pynvml
+    except Exception:  # not installed (or broken): NVML unavailable
+        return None
+    return pynvml
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or None when it raises (NVMLError, a missing symbol, undecodable text)."""
+    try:
+        return fn(*args)
+    except Exception:
+        return None
+
+
+@contextlib.contextmanager
+def _library(nv: Any, lib_path: Optional[str]) -> Iterator[None]:
+    """pynvml bound to ``lib_path`` for the duration (``None``: pynvml's own loading). OSError if unloadable."""
+    if lib_path is None:
+        yield
+        return
+    import ctypes
+
+    lib = ctypes.CDLL(lib_path)
+    pointers = getattr(nv, "_nvmlGetFunctionPointer_cache", {})
+    with nv.libLoadLock:
+        saved = nv.nvmlLib, dict(pointers)
+        nv.nvmlLib = lib
+        pointers.clear()
+    try:
+        yield
+    finally:
+        with nv.libLoadLock:
+            nv.nvmlLib = saved[0]
+            pointers.clear()
+            pointers.update(saved[1])
+
+
+def query(lib_path: Optional[str] = None) -> Optional[dict[str, Any]]:
+    """``{"driver_version", "max_cuda", "devices": [{"nvml_index", "name", "uuid", "memory_bytes", "arch"}]}``.
+
+    :param lib_path: the NVML library file to use; ``None``: the one pynvml loads (or has loaded).
+    :returns: None when pynvml or the library is missing or ``nvmlInit`` fails.
+    """
+    nv = _pynvml()
+    if nv is None:
+        return None
+    try:
+        with _library(nv, lib_path):
+            try:
+                nv.nvmlInit()
+            except Exception:
+                return None
+            try:
+                return _read(nv)
+            finally:
+                _call(nv.nvmlShutdown)
+    except OSError:  # the given library could not be loaded
+        return None
+
+
+def _read(nv: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"devices": [], "driver_version": _call(nv.nvmlSystemGetDriverVersion), "max_cuda": None}
+    ver = _call(nv.nvmlSystemGetCudaDriverVersion_v2) or _call(nv.nvmlSystemGetCudaDriverVersion)
+    if isinstance(ver, int) and ver > 0:
+        out["max_cuda"] = f"{ver // 1000}.{(ver % 1000) // 10}"
+    count = _call(nv.nvmlDeviceGetCount)
+    for i in range(min(count, _MAX_DEVICES) if isinstance(count, int) else 0):
+        handle = _call(nv.nvmlDeviceGetHandleByIndex, i)
+        if handle is None:
+            continue
+        dev: dict[str, Any] = {"nvml_index": i}
+        for key, fn in (("name", nv.nvmlDeviceGetName), ("uuid", nv.nvmlDeviceGetUUID)):
+            value = _call(fn, handle)
+            if isinstance(value, str):
+                dev[key] = value
+        mem = _call(nv.nvmlDeviceGetMemoryInfo, handle)
+        if mem is not None:
+            dev["memory_bytes"] = int(mem.total)
+        cc = _call(nv.nvmlDeviceGetCudaComputeCapability, handle)
+        if cc is not None:
+            dev["arch"] = f"sm_{cc[0]}{cc[1]}"
+        out["devices"].append(dev)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ perf
+def _initialised() -> Any:
+    """pynvml after one ``nvmlInit`` for this process (never shut down: handles stay valid), or None."""
+    if "nvml" not in _state:
+        nv = _pynvml()
+        try:
+            if nv is not None:
+                nv.nvmlInit()
+        except Exception:
+            nv = None
+        _state["nvml"] = nv
+    return _state["nvml"]
+
+
+def driver_version() -> Optional[str]:
+    nv = _initialised()
+    value = _call(nv.nvmlSystemGetDriverVersion) if nv is not None else None
+    return value if isinstance(value, str) else None
+
+
+class Monitor:
+    """NVML view of one device, found by UUID (preferred) or PCI bus id.
+
+    :param nvml: a pynvml-like module, already initialised (tests); default: pynvml, initialised once.
+    """
+
+    def __init__(self, uuid: Optional[str] = None, pci_bus_id: Optional[str] = None, nvml: Any = None) -> None:
+        self.nvml = nvml if nvml is not None else _initialised()
+        self.handle: Any = None
+        self.max_mhz: Optional[float] = None
+        if self.nvml is None:
+            return
+        if uuid:
+            u = uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
+            self.handle = _call(self.nvml.nvmlDeviceGetHandleByUUID, u)
+        if self.handle is None and pci_bus_id:
+            self.handle = _call(self.nvml.nvmlDeviceGetHandleByPciBusId, pci_bus_id)
+        if self.handle is not None:
+            mhz = _call(self.nvml.nvmlDeviceGetMaxClockInfo, self.handle, NVML_CLOCK_SM)
+            self.max_mhz = float(mhz) if mhz is not None else None
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    def sm_mhz(self) -> Optional[float]:
+        if self.handle is None:
+            return None
+        mhz = _call(self.nvml.nvmlDeviceGetClockInfo, self.handle, NVML_CLOCK_SM)
+        return float(mhz) if mhz is not None else None
+
+    def event_reasons(self) -> Optional[int]:
+        """The clock event (throttle) reasons bit mask, or None."""
+        if self.handle is None:
+            return None
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            fn = getattr(self.nvml, name, None)
+            value = _call(fn, self.handle) if fn is not None else None
+            if value is not None:
+                return int(value)
+        return None
+
+    def processes(self) -> Optional[list[int]]:
+        """PIDs of compute processes on the device, or None when NVML cannot say."""
+        if self.handle is None:
+            return None
+        procs = _call(self.nvml.nvmlDeviceGetComputeRunningProcesses_v3, self.handle)
+        return None if procs is None else [int(p.pid) for p in procs]
+
+    def foreign_processes(self) -> list[dict[str, Any]]:
+        pids = self.processes()
+        if not pids:
+            return []
+        return foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid)
+
+
+# ------------------------------------------------------------------------------------------ processes
+def _process_name(pid: int) -> Optional[str]:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _ppid(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def related_pids() -> set[int]:
+    """This process and its ancestors (up to 8 levels, below init): not "another process" on the GPU.
+
+    Siblings (xdist workers of one run share a parent and queue on the same GPU lock) are recognised
+    by ``foreign_of`` through their parent.
+    """
+    me = os.getpid()
+    out = {me}
+    p: Optional[int] = me
+    for _ in range(8):
+        p = _ppid(p) if p else None
+        if not p or p <= 1:
+            break
+        out.add(p)
+    return out
+
+
+def foreign_of(pids: list[int], related: set[int], me: int, name_of: Any, ppid_of: Any) -> list[dict[str, Any]]:
+    """Which of NVML's PIDs are another workload. Pure, for the tests.
+
+    Not foreign: this process, its ancestors, and siblings (same parent: xdist workers). When this
+    process is not in the list although the list is not empty, NVML reports PIDs of another PID
+    namespace (a container): then one entry is taken to be this process and only the rest count.
+    """
+    parent = ppid_of(me)
+    out = []
+    for pid in pids:
+        if pid in related:
+            continue
+        if parent and ppid_of(pid) == parent:
+            continue
+        out.append({"pid": pid, "name": name_of(pid)})
+    if me not in pids and out and len(out) == len(pids):
+        out = out[1:]
+    return out
