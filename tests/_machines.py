@@ -1,4 +1,4 @@
-"""Build file trees of multi-GPU machines (4 or 8 GPUs) in the formats of ../shared/gpu-roots.
+"""Build file trees of multi-GPU machines (4 or 8 GPUs) in the formats of tests/data/gpu-roots.
 
 The hand-written scenarios have at most two GPUs; xdist assignment needs bigger machines. These
 builders write the same files the scenarios hold (DETECTION.md sections 3b and 5), nothing more.

@@ -1,6 +1,6 @@
-"""Helpers that turn the hand-written scenario trees (../shared/gpu-roots) into real file trees.
+"""Helpers that turn the hand-written scenario trees (tests/data/gpu-roots) into real file trees.
 
-The shared trees are read-only and their symlinks were flattened into small text files holding the
+The trees are plain files: their symlinks were flattened into small text files holding the
 link target; ``_meta/`` holds what plain files cannot carry (modes and owners of device nodes, the
 user and groups of the process, the environment). ``materialize`` recreates those facts for real so
 the detector sees what it would see on that machine, and ``run_as`` runs it as that machine's user.

@@ -4,8 +4,6 @@ import pathlib
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 # pytester's in-process runs drop modules their tests imported; importing torch a second time in one
 # process then fails ("function '_has_torch_function' already has a docstring"). Import it once up
 # front where it is installed, so it is never dropped. (The plugin itself never imports torch.)
@@ -13,8 +11,9 @@ if importlib.util.find_spec("torch") is not None:
     import torch  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-#: the hand-written machine trees (../shared/gpu-roots beside the checkout)
-GPU_ROOTS = pathlib.Path(os.environ.get("GPUENV_TEST_ROOTS", REPO.parent / "shared" / "gpu-roots"))
+#: the hand-written machine trees, kept in the repository (tests/data/gpu-roots, plain files: see
+#: _roots.materialize); GPUENV_TEST_ROOTS points the tests at another copy
+GPU_ROOTS = pathlib.Path(os.environ.get("GPUENV_TEST_ROOTS") or REPO / "tests" / "data" / "gpu-roots")
 
 
 @pytest.fixture

@@ -149,7 +149,7 @@ def test_container_missing_devices_fix(roots, gpu_roots):
 
 
 def test_flattened_tree_is_read_too(gpu_roots):
-    """Pointed at the read-only shared tree itself (links flattened) the detector still finds the GPUs."""
+    """Pointed at the scenario tree itself (links flattened) the detector still finds the GPUs."""
     env = detect(root=str(gpu_roots / "mi300x_linux"), environ=scenario_env(gpu_roots / "mi300x_linux"))
     assert [d.arch for d in env.devices] == ["gfx942", "gfx942"]
     assert env.rocm["version"] == "6.4.1"
