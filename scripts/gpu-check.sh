@@ -10,9 +10,6 @@ OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
 SECTIONS=${*:-info tests examples fault perf bench}
-# the hand-written machine trees: ../shared/gpu-roots does not travel to the GPU machine; a copy in
-# .gpu-roots (git-ignored, carried by the device call) does
-[ -d .gpu-roots ] && export GPUENV_TEST_ROOTS="$PWD/.gpu-roots"
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
