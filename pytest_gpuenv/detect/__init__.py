@@ -1,10 +1,15 @@
 """GPU environment detection without touching the GPU (DETECTION.md).
 
 ``detect()`` reads files, environment variables and ``stat``/``os.access`` results (T0/T1), may ask
-NVML through ctypes on a real NVIDIA system (T2, no CUDA context), and runs a runtime probe in a
-subprocess with a timeout only where files cannot list devices (WSL 2, native Windows) or when asked
-(T3). It never imports torch/hip/cuda, never opens a device node, and never raises: whatever is
-wrong with the system (or with the file tree it was pointed at) becomes a ``Problem``.
+NVML (nvidia-ml-py, through ``pytest_gpuenv.runtime.nvml``) on a real NVIDIA system (T2, no CUDA
+context), and runs a runtime probe in a subprocess with a timeout only where files cannot list devices
+(WSL 2, native Windows) or when asked (T3). It never imports torch/hip/cuda, never opens a device
+node, and never raises: whatever is wrong with the system (or with the file tree it was pointed at)
+becomes a ``Problem``.
+
+Modules: ``_core`` (the decision procedure) with ``_amd``, ``_nvidia``, ``_wsl`` and ``_windows`` per
+platform, ``_compilers`` (ROCm/CUDA installs, compilers, libraries), ``_visible`` (the masks),
+``_probe`` (T3), ``_checks`` (arch and torch build), ``_torch``, ``_fs`` (every read, under a root).
 """
 
 from __future__ import annotations

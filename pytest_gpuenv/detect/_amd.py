@@ -1,4 +1,4 @@
-"""AMD: ROCm userspace, the amdgpu driver, KFD topology and /dev access (DETECTION.md steps 3-4).
+"""AMD: the amdgpu driver, KFD topology, /dev access and rocBLAS targets (DETECTION.md steps 3-4).
 
 Only T0/T1: files, ``stat`` and ``os.access``. ``/dev/kfd`` is never opened and KFD ``caches/*``
 are never read.
@@ -14,9 +14,7 @@ from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
 
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
-_VERSION_RE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)")
 _OVERRIDE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
-_HIP_MAJORS = ("7", "6", "5", "8", "9")
 
 #: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
 #: (PYTORCH_ROCM_ARCH of the ROCm 6.x wheels plus the current Instinct and RDNA 3.5/4 parts)
@@ -40,128 +38,6 @@ _NAMES = {
     0x73FF: "AMD Radeon RX 6600",
     0x7550: "AMD Radeon RX 9070 XT",
 }
-
-
-# ---------------------------------------------------------------------------------- userspace
-def rocm_userspace(fs: Fs, environ: Any, ev: list[str]) -> dict[str, Any]:
-    """Find the ROCm install: $ROCM_PATH, /opt/rocm, the newest /opt/rocm-*, or Debian's /usr."""
-    info: dict[str, Any] = {
-        "version": None,
-        "path": None,
-        "driver_version": None,
-        "hip_runtime": None,
-        "hip_major": None,
-        "hiprtc": False,
-        "rocdxg": False,
-        "lib_dirs": [],
-    }
-    candidates = []
-    env_path = environ.get("ROCM_PATH") or environ.get("HIP_PATH")
-    if env_path and env_path.startswith("/"):
-        candidates.append(env_path.rstrip("/") or "/")
-    candidates.append("/opt/rocm")
-    versioned = [n for n in fs.listdir("/opt") if n.startswith("rocm-") and _VERSION_RE.match(n[5:])]
-    versioned.sort(key=lambda n: _vkey(n[5:]), reverse=True)
-    candidates += ["/opt/" + n for n in versioned]
-    for cand in candidates:
-        if not fs.isdir(cand):
-            continue
-        libs = [d for d in (cand + "/lib", cand + "/lib64") if fs.isdir(d)]
-        version = _version_file(fs, cand)
-        if version is None and not libs and not fs.isdir(cand + "/bin"):
-            continue
-        info["path"] = cand
-        info["lib_dirs"] = libs
-        if version is None and os.path.basename(cand).startswith("rocm-"):
-            m = _VERSION_RE.match(os.path.basename(cand)[5:])
-            version = m.group(1) if m else None
-        info["version"] = version
-        ev.append(f"{cand}/.info/version: {version}")
-        break
-    else:
-        # Debian/Ubuntu packages: libamdhip64 in the multiarch dir, version in the changelog
-        for libdir in _multiarch_dirs(fs):
-            if any(fs.exists(f"{libdir}/libamdhip64.so.{m}") for m in _HIP_MAJORS):
-                info["path"] = "/usr"
-                info["lib_dirs"] = [libdir]
-                info["version"] = _debian_version(fs, ev)
-                break
-    for libdir in info["lib_dirs"]:
-        for m in _HIP_MAJORS:
-            lib = f"{libdir}/libamdhip64.so.{m}"
-            if fs.exists(lib):
-                info["hip_runtime"], info["hip_major"] = lib, int(m)
-                break
-        if info["hip_runtime"] is None and fs.exists(libdir + "/libamdhip64.so"):
-            info["hip_runtime"] = libdir + "/libamdhip64.so"
-        if fs.exists(libdir + "/librocdxg.so") or fs.exists(libdir + "/librocdxg.so.1"):
-            info["rocdxg"] = True
-        if any(fs.exists(f"{libdir}/libhiprtc.so{s}") for s in ("", ".7", ".6", ".5", ".8")):
-            info["hiprtc"] = True
-        if info["hip_runtime"]:
-            break
-    if info["hip_major"] is None and info["version"]:
-        try:
-            info["hip_major"] = int(info["version"].split(".")[0])
-        except ValueError:
-            pass
-    if info["hip_major"] == 5 and info["hip_runtime"]:
-        info["hiprtc"] = True  # ROCm 5.x: hiprtc lives inside libamdhip64
-    if info["hip_runtime"]:
-        ev.append(f"HIP runtime: {info['hip_runtime']}")
-    return info
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    out = []
-    for part in re.findall(r"\d+", v)[:3]:
-        out.append(int(part))
-    return tuple(out)
-
-
-def _version_file(fs: Fs, root: str) -> Optional[str]:
-    text = fs.read(root + "/.info/version", 256)
-    if text is None:
-        return None
-    m = _VERSION_RE.match(text)
-    return m.group(1) if m else None
-
-
-def _multiarch_dirs(fs: Fs) -> list[str]:
-    machine = getattr(os, "uname", lambda: None)()
-    first = f"/usr/lib/{machine.machine}-linux-gnu" if machine is not None and not fs.root_mode else None
-    dirs = [first] if first and fs.isdir(first) else []
-    if not dirs:
-        dirs = ["/usr/lib/" + n for n in fs.listdir("/usr/lib") if n.endswith("-linux-gnu")]
-    return dirs + [d for d in ("/usr/lib64",) if fs.isdir(d)]
-
-
-def _debian_version(fs: Fs, ev: list[str]) -> Optional[str]:
-    for name in fs.listdir("/usr/share/doc"):
-        if not name.startswith("libamdhip64"):
-            continue
-        path = f"/usr/share/doc/{name}/changelog.Debian.gz"
-        data = fs.read_bytes(path, 4096)
-        if not data:
-            continue
-        try:
-            import zlib
-
-            text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, 400).decode("utf-8", "replace")
-        except Exception:
-            continue
-        m = re.match(r"^\S+ \((?:\d+:)?(\d+\.\d+(?:\.\d+)?)", text)
-        if m:
-            ev.append(f"{path}: {text.splitlines()[0]}")
-            return m.group(1)
-    text = fs.read("/usr/include/hip/hip_version.h", 4096)
-    if text:
-        mj = re.search(r"HIP_VERSION_MAJOR\s+(\d+)", text)
-        mn = re.search(r"HIP_VERSION_MINOR\s+(\d+)", text)
-        if mj and mn:
-            ev.append(f"/usr/include/hip/hip_version.h: {mj.group(1)}.{mn.group(1)}")
-            return f"{mj.group(1)}.{mn.group(1)}"
-    return None
 
 
 def supported_archs(fs: Fs, lib_dirs: list[str], ev: list[str]) -> tuple[frozenset[str], str]:
@@ -210,75 +86,13 @@ def topology_dir(fs: Fs) -> Optional[str]:
 
 def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> list[Device]:
     """GPU nodes libhsakmt would accept (before /dev checks), in HIP ordinal order."""
-    nodes = [n for n in fs.listdir(topo + "/nodes") if n.isdigit() and n.isascii()]
-    nodes.sort(key=int)
+    nodes = sorted((n for n in fs.listdir(topo + "/nodes") if n.isdigit() and n.isascii()), key=int)
     devices: list[Device] = []
     bad: list[str] = []
     for n in nodes:
-        base = f"{topo}/nodes/{n}"
-        gid_text = fs.read(base + "/gpu_id", 64)
-        if gid_text is None and base + "/gpu_id" in fs.denied:
-            ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
-            continue
-        gid_text = (gid_text or "").strip()
-        if not gid_text.isdigit() or not gid_text.isascii():
-            if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
-                bad.append(f"{base}/gpu_id")
-            continue
-        if int(gid_text) == 0:
-            continue  # CPU node
-        ptext = fs.read(base + "/properties")
-        if ptext is None and base + "/properties" in fs.denied:
-            ev.append(f"{base}/properties: EPERM (node {n} hidden by the device cgroup)")
-            continue
-        props = _props(ptext)
-        if not props or props.get("simd_count", 0) <= 0:
-            if not props:
-                bad.append(f"{base}/properties")
-            continue
-        gfx = props.get("gfx_target_version", 0)
-        arch = gfx_name(gfx) if 0 < gfx < 10**8 else None
-        wave = props.get("wave_front_size") or default_warp_size(arch)
-        if wave not in (16, 32, 64, 128):
-            wave = default_warp_size(arch)
-        loc, dom = props.get("location_id", 0), props.get("domain", 0)
-        pci = None
-        if 0 < loc < 2**16 and dom < 2**32:
-            pci = f"{dom:04x}:{loc >> 8:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
-        uid = props.get("unique_id")
-        uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
-        minor = props.get("drm_render_minor", 0)
-        render = f"/dev/dri/renderD{minor}" if 0 < minor < 2**20 else None
-        vram = 0
-        for bank in fs.listdir(base + "/mem_banks"):
-            bp = _props(fs.read(f"{base}/mem_banks/{bank}/properties", 4096))
-            if bp.get("heap_type") in (1, 2):
-                vram += bp.get("size_in_bytes", 0)
-        name_file = (fs.read(base + "/name", 256) or "").strip()
-        name = _NAMES.get(props.get("device_id", -1))
-        if name is None:
-            label = name_file if name_file and name_file != "ip discovery" and name_file.isprintable() else None
-            name = f"AMD GPU {arch or ''}".strip() + (f" ({label})" if label else "")
-        dev = Device(
-            index=len(devices),
-            vendor="amd",
-            name=name,
-            arch=arch,
-            physical_arch=arch,
-            memory_bytes=vram or None,
-            warp_size=wave,
-            uuid=uuid,
-            pci=pci,
-            node=int(n),
-            render_node=render,
-            source="/sys/class/kfd",
-            physical_index=len(devices),
-        )
-        devices.append(dev)
-        ev.append(
-            f"{base}/properties: gfx_target_version {gfx} -> {arch}, wave {wave}, "
-            f"VRAM {vram} B, PCI {pci}, render {render}"
-        )
+        props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad)
+        if props is not None:
+            devices.append(_kfd_device(fs, f"{topo}/nodes/{n}", int(n), props, len(devices), ev))
     if bad:
         problems.append(
             Problem(
@@ -292,6 +106,62 @@ def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> li
             )
         )
     return devices
+
+
+def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optional[dict[str, int]]:
+    """A GPU node's properties; None for a CPU node, one hidden by the device cgroup, or junk (added to ``bad``)."""
+    gid_text = fs.read(base + "/gpu_id", 64)
+    if gid_text is None and base + "/gpu_id" in fs.denied:
+        ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
+        return None
+    gid = (gid_text or "").strip()
+    if not gid.isdigit() or not gid.isascii():
+        if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
+            bad.append(f"{base}/gpu_id")
+        return None
+    if int(gid) == 0:
+        return None  # CPU node
+    ptext = fs.read(base + "/properties")
+    if ptext is None and base + "/properties" in fs.denied:
+        ev.append(f"{base}/properties: EPERM (node {n} hidden by the device cgroup)")
+        return None
+    props = _props(ptext)
+    if not props:
+        bad.append(f"{base}/properties")
+    return props if props.get("simd_count", 0) > 0 else None
+
+
+def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int, ev: list[str]) -> Device:
+    gfx = props.get("gfx_target_version", 0)
+    arch = gfx_name(gfx) if 0 < gfx < 10**8 else None
+    wave = props.get("wave_front_size") or default_warp_size(arch)
+    if wave not in (16, 32, 64, 128):
+        wave = default_warp_size(arch)
+    loc, dom = props.get("location_id", 0), props.get("domain", 0)
+    pci = None
+    if 0 < loc < 2**16 and dom < 2**32:
+        pci = f"{dom:04x}:{loc >> 8:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
+    uid = props.get("unique_id")
+    uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
+    minor = props.get("drm_render_minor", 0)
+    render = f"/dev/dri/renderD{minor}" if 0 < minor < 2**20 else None
+    vram = 0
+    for bank in fs.listdir(base + "/mem_banks"):
+        bp = _props(fs.read(f"{base}/mem_banks/{bank}/properties", 4096))
+        if bp.get("heap_type") in (1, 2):
+            vram += bp.get("size_in_bytes", 0)
+    name_file = (fs.read(base + "/name", 256) or "").strip()
+    name = _NAMES.get(props.get("device_id", -1))
+    if name is None:
+        label = name_file if name_file and name_file != "ip discovery" and name_file.isprintable() else None
+        name = f"AMD GPU {arch or ''}".strip() + (f" ({label})" if label else "")
+    ev.append(
+        f"{base}/properties: gfx_target_version {gfx} -> {arch}, wave {wave}, "
+        f"VRAM {vram} B, PCI {pci}, render {render}"
+    )
+    return Device(index=index, vendor="amd", name=name, arch=arch, physical_arch=arch, memory_bytes=vram or None,
+                  warp_size=wave, uuid=uuid, pci=pci, node=node, render_node=render, source="/sys/class/kfd",
+                  physical_index=index)
 
 
 def apply_override(devices: list[Device], environ: Any, platform: str, ev: list[str]) -> list[Problem]:
@@ -338,49 +208,13 @@ def check_access(
     fs: Fs, devices: list[Device], container: bool, ev: list[str]
 ) -> tuple[list[Device], list[Problem]]:
     """/dev/kfd and renderD access (stat/os.access only). Returns (devices kept, problems)."""
-    problems: list[Problem] = []
     if not devices:
-        return devices, problems
-    archs = ", ".join(sorted({d.physical_arch or "unknown arch" for d in devices}))
-    rw = os.R_OK | os.W_OK
-    if not fs.exists("/dev/kfd"):
-        if container:
-            code, msg = (
-                "kfd-missing-in-container",
-                f"AMD GPU(s) visible in /sys/class/kfd ({archs}) but /dev/kfd is missing in this container",
-            )
-            fix = (
-                "start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
-                "host's render and video GIDs when not running as root)"
-            )
-        else:
-            code, msg = ("kfd-missing", f"AMD GPU(s) in /sys/class/kfd ({archs}) but /dev/kfd does not exist")
-            fix = "reload the driver (`sudo modprobe amdgpu`) or check udev; /dev/kfd is created by amdgpu"
-        problems.append(Problem(code, msg, fix=fix, severity="error", category="container" if container else "driver"))
-        for d in devices:
-            d.usable, d.unusable_reason = False, "/dev/kfd missing"
-        ev.append("/dev/kfd: missing")
-        return devices, problems
-    if not fs.access("/dev/kfd", rw):
-        st = fs.stat("/dev/kfd")
-        mode = f"{st.st_mode & 0o777:04o}" if st else "?"
-        owner, group = _owner(st)
-        user = _user()
-        problems.append(
-            Problem(
-                "kfd-permission-denied",
-                f"AMD GPU(s) detected ({archs}) but /dev/kfd is not accessible (mode {mode} {owner}:{group}; "
-                f"user '{user}' not in '{group}')",
-                fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)",
-                severity="error",
-                category="permission",
-            )
-        )
-        for d in devices:
-            d.usable, d.unusable_reason = False, f"/dev/kfd not accessible (user '{user}' not in '{group}')"
-        ev.append(f"/dev/kfd: mode {mode} {owner}:{group}, not readable+writable by '{user}'")
-        return devices, problems
+        return devices, []
+    kfd = _kfd_problem(fs, devices, container, ev)
+    if kfd is not None:
+        return devices, [kfd]
     ev.append("/dev/kfd: readable+writable")
+    problems: list[Problem] = []
     kept = []
     denied = []
     for d in devices:
@@ -391,13 +225,12 @@ def check_access(
         if not fs.exists(d.render_node):
             ev.append(f"{d.render_node}: missing (KFD node {d.node} hidden by the device cgroup)")
             continue
-        if not fs.access(d.render_node, rw):
+        if not fs.access(d.render_node, os.R_OK | os.W_OK):
             d.usable, d.unusable_reason = False, f"{d.render_node} not accessible"
             denied.append(d)
         kept.append(d)
     if denied:
-        st = fs.stat(denied[0].render_node or "")
-        owner, group = _owner(st)
+        owner, group = _owner(fs.stat(denied[0].render_node or ""))
         user = _user()
         problems.append(
             Problem(
@@ -414,6 +247,43 @@ def check_access(
         d.physical_index = i
         d.index = i
     return kept, problems
+
+
+def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) -> Optional[Problem]:
+    """/dev/kfd missing or not readable+writable: every device is unusable, and this says why."""
+    archs = ", ".join(sorted({d.physical_arch or "unknown arch" for d in devices}))
+    if not fs.exists("/dev/kfd"):
+        if container:
+            code = "kfd-missing-in-container"
+            msg = f"AMD GPU(s) visible in /sys/class/kfd ({archs}) but /dev/kfd is missing in this container"
+            fix = (
+                "start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
+                "host's render and video GIDs when not running as root)"
+            )
+        else:
+            code, msg = ("kfd-missing", f"AMD GPU(s) in /sys/class/kfd ({archs}) but /dev/kfd does not exist")
+            fix = "reload the driver (`sudo modprobe amdgpu`) or check udev; /dev/kfd is created by amdgpu"
+        for d in devices:
+            d.usable, d.unusable_reason = False, "/dev/kfd missing"
+        ev.append("/dev/kfd: missing")
+        return Problem(code, msg, fix=fix, severity="error", category="container" if container else "driver")
+    if fs.access("/dev/kfd", os.R_OK | os.W_OK):
+        return None
+    st = fs.stat("/dev/kfd")
+    mode = f"{st.st_mode & 0o777:04o}" if st else "?"
+    owner, group = _owner(st)
+    user = _user()
+    for d in devices:
+        d.usable, d.unusable_reason = False, f"/dev/kfd not accessible (user '{user}' not in '{group}')"
+    ev.append(f"/dev/kfd: mode {mode} {owner}:{group}, not readable+writable by '{user}'")
+    return Problem(
+        "kfd-permission-denied",
+        f"AMD GPU(s) detected ({archs}) but /dev/kfd is not accessible (mode {mode} {owner}:{group}; "
+        f"user '{user}' not in '{group}')",
+        fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)",
+        severity="error",
+        category="permission",
+    )
 
 
 def _owner(st: Optional[os.stat_result]) -> tuple[str, str]:

@@ -1,45 +1,228 @@
-"""Kernel compilers found from files and PATH only (no library is loaded)."""
+"""ROCm and CUDA installs, their compilers and libraries, found from files and PATH (no library is loaded).
+
+The one discovery module: detection (``gpuenv info``, any root) and compilation (``pytest_gpuenv.rtc``,
+the real system: ``Fs(None)`` and ``os.environ``) look up homes, tools and libraries here, through ``Fs``.
+
+- ROCm homes: ``$ROCM_PATH``, ``$ROCM_HOME``, ``$HIP_PATH``, ``/opt/rocm``, then ``/opt/rocm-<version>``
+  newest first. ``rocm_userspace`` takes the first that holds an install, else Debian's packages (``/usr``).
+- CUDA homes: ``$CUDA_HOME``, ``$CUDA_PATH``, ``/usr/local/cuda``; and the nvidia-* wheels
+  (``nvidia/<package>/lib`` and ``include``).
+- Tools (hipcc, nvcc): PATH, then ``<home>/bin``. Libraries: hiprtc (libhiprtc, or ROCm 5's libamdhip64)
+  and NVRTC by file name.
+- Native Windows: hipcc and hiprtc in the HIP SDK's ``bin``, nvcc and NVRTC in ``$CUDA_PATH\\bin``.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
 
+_VERSION_RE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)")
+_HIP_MAJORS = ("7", "6", "5", "8", "9")
+#: hiprtc's own library (ROCm >= 6 has hiprtc only there)
+HIPRTC_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libhiprtc.so.8")
+#: the HIP runtime, which carries hiprtc in ROCm 5: loaded for hiprtc when no libhiprtc is found
+_HIPRTC_IN_AMDHIP = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
 _NVRTC_NAMES = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11")
+_WHEEL_GLOBS = ("/opt/*/lib/python3*/site-packages/nvidia", "/usr/local/lib/python3*/*-packages/nvidia",
+                "/usr/lib/python3*/*-packages/nvidia")
 
 
-def cuda_home(fs: Fs, environ: Any) -> Optional[str]:
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        v = environ.get(var)
-        if v and v.startswith("/") and fs.isdir(v):
-            return v.rstrip("/")
-    return "/usr/local/cuda" if fs.isdir("/usr/local/cuda") else None
+def _absolute(fs: Fs, path: str) -> bool:
+    return path.startswith("/") if fs.root_mode else os.path.isabs(path)
 
 
-def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) -> dict[str, Any]:
-    path_var = environ.get("PATH")
-    out: dict[str, Any] = {"hiprtc": bool(rocm.get("hiprtc")), "nvrtc": False, "hipcc": None, "nvcc": None}
-    extra = (rocm["path"] + "/bin",) if rocm.get("path") else ()
-    out["hipcc"] = fs.which("hipcc", path_var, extra)
-    home = cuda_home(fs, environ)
-    out["nvcc"] = fs.which("nvcc", path_var, (home + "/bin",) if home else ())
-    libdirs = []
-    if home:
-        libdirs += [home + "/lib64", home + "/lib"]
-        libdirs += [f"{home}/targets/{t}/lib" for t in fs.listdir(home + "/targets")]
-    libdirs.append(f"/usr/lib/{_arch()}-linux-gnu")
-    for d in libdirs:
+def _env_dirs(fs: Fs, environ: Any, names: tuple[str, ...]) -> list[str]:
+    return [v.rstrip("/") or "/" for v in (environ.get(n) for n in names) if v and _absolute(fs, v)]
+
+
+# ------------------------------------------------------------------------------------------ homes
+def rocm_homes(fs: Fs, environ: Any) -> list[str]:
+    """Where a ROCm install may live, in the order looked at (existing or not)."""
+    versioned = [n for n in fs.listdir("/opt") if n.startswith("rocm-") and _VERSION_RE.match(n[5:])]
+    versioned.sort(key=lambda n: _vkey(n[5:]), reverse=True)
+    homes = _env_dirs(fs, environ, ("ROCM_PATH", "ROCM_HOME", "HIP_PATH")) + ["/opt/rocm"]
+    return list(dict.fromkeys(homes + ["/opt/" + n for n in versioned]))
+
+
+def cuda_homes(fs: Fs, environ: Any) -> list[str]:
+    """The CUDA toolkit folders that exist: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda."""
+    homes = _env_dirs(fs, environ, ("CUDA_HOME", "CUDA_PATH")) + ["/usr/local/cuda"]
+    return [h for h in dict.fromkeys(homes) if fs.isdir(h)]
+
+
+def nvidia_wheels(fs: Fs) -> list[str]:
+    """The ``nvidia`` namespace folders of the nvidia-* wheels (this interpreter's, or found under the root)."""
+    if fs.root_mode:
+        import glob
+
+        return [p[len(fs.base):] for pat in _WHEEL_GLOBS for p in glob.glob(glob.escape(fs.base) + pat)]
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError, AttributeError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
+
+
+def find_tool(fs: Fs, name: str, environ: Any, homes: list[str]) -> Optional[str]:
+    """``name`` on PATH, else the first ``<home>/bin/<name>``."""
+    return fs.which(name, environ.get("PATH"), tuple(h.rstrip("/") + "/bin" for h in homes))
+
+
+def _multiarch_dirs(fs: Fs) -> list[str]:
+    machine = getattr(os, "uname", lambda: None)()
+    first = f"/usr/lib/{machine.machine}-linux-gnu" if machine is not None and not fs.root_mode else None
+    dirs = [first] if first and fs.isdir(first) else []
+    if not dirs:
+        dirs = ["/usr/lib/" + n for n in fs.listdir("/usr/lib") if n.endswith("-linux-gnu")]
+    return dirs + [d for d in ("/usr/lib64",) if fs.isdir(d)]
+
+
+# ------------------------------------------------------------------------------------------ ROCm
+def rocm_userspace(fs: Fs, environ: Any, ev: list[str]) -> dict[str, Any]:
+    """The ROCm install: its path, version, library folders, HIP runtime, hiprtc and librocdxg."""
+    info: dict[str, Any] = {"version": None, "path": None, "driver_version": None, "hip_runtime": None,
+                            "hip_major": None, "hiprtc": False, "rocdxg": False, "lib_dirs": []}
+    if not _rocm_home(fs, environ, info, ev):
+        # Debian/Ubuntu packages: libamdhip64 in the multiarch dir, version in the changelog
+        for libdir in _multiarch_dirs(fs):
+            if any(fs.exists(f"{libdir}/libamdhip64.so.{major}") for major in _HIP_MAJORS):
+                info.update(path="/usr", lib_dirs=[libdir], version=_debian_version(fs, ev))
+                break
+    for libdir in info["lib_dirs"]:
+        for major in _HIP_MAJORS:
+            if fs.exists(f"{libdir}/libamdhip64.so.{major}"):
+                info["hip_runtime"], info["hip_major"] = f"{libdir}/libamdhip64.so.{major}", int(major)
+                break
+        if info["hip_runtime"] is None and fs.exists(libdir + "/libamdhip64.so"):
+            info["hip_runtime"] = libdir + "/libamdhip64.so"
+        if fs.exists(libdir + "/librocdxg.so") or fs.exists(libdir + "/librocdxg.so.1"):
+            info["rocdxg"] = True
+        if any(fs.exists(f"{libdir}/{n}") for n in HIPRTC_LIBS):
+            info["hiprtc"] = True
+        if info["hip_runtime"]:
+            break
+    if info["hip_major"] is None and info["version"]:
+        m = re.match(r"\d+", info["version"])
+        info["hip_major"] = int(m.group(0)) if m else None
+    if info["hip_major"] == 5 and info["hip_runtime"]:
+        info["hiprtc"] = True  # ROCm 5.x: hiprtc lives inside libamdhip64
+    if info["hip_runtime"]:
+        ev.append(f"HIP runtime: {info['hip_runtime']}")
+    return info
+
+
+def _rocm_home(fs: Fs, environ: Any, info: dict[str, Any], ev: list[str]) -> bool:
+    """Fill path, lib_dirs and version from the first ROCm home that holds an install."""
+    for cand in rocm_homes(fs, environ):
+        if not fs.isdir(cand):
+            continue
+        libs = [d for d in (cand + "/lib", cand + "/lib64") if fs.isdir(d)]
+        version = _version_file(fs, cand)
+        if version is None and not libs and not fs.isdir(cand + "/bin"):
+            continue
+        if version is None and os.path.basename(cand).startswith("rocm-"):
+            m = _VERSION_RE.match(os.path.basename(cand)[5:])
+            version = m.group(1) if m else None
+        info.update(path=cand, lib_dirs=libs, version=version)
+        ev.append(f"{cand}/.info/version: {version}")
+        return True
+    return False
+
+
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", v)[:3])
+
+
+def _version_file(fs: Fs, root: str) -> Optional[str]:
+    text = fs.read(root + "/.info/version", 256)
+    if text is None:
+        return None
+    m = _VERSION_RE.match(text)
+    return m.group(1) if m else None
+
+
+def _debian_version(fs: Fs, ev: list[str]) -> Optional[str]:
+    for name in fs.listdir("/usr/share/doc"):
+        if not name.startswith("libamdhip64"):
+            continue
+        path = f"/usr/share/doc/{name}/changelog.Debian.gz"
+        data = fs.read_bytes(path, 4096)
+        if not data:
+            continue
+        try:
+            import zlib
+
+            text = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, 400).decode("utf-8", "replace")
+        except Exception:
+            continue
+        m = re.match(r"^\S+ \((?:\d+:)?(\d+\.\d+(?:\.\d+)?)", text)
+        if m:
+            ev.append(f"{path}: {text.splitlines()[0]}")
+            return m.group(1)
+    header = fs.read("/usr/include/hip/hip_version.h", 4096)
+    if header:
+        mj = re.search(r"HIP_VERSION_MAJOR\s+(\d+)", header)
+        mn = re.search(r"HIP_VERSION_MINOR\s+(\d+)", header)
+        if mj and mn:
+            ev.append(f"/usr/include/hip/hip_version.h: {mj.group(1)}.{mn.group(1)}")
+            return f"{mj.group(1)}.{mn.group(1)}"
+    return None
+
+
+def hiprtc_library(fs: Fs, environ: Any) -> Optional[str]:
+    """The library to load hiprtc from: in the ROCm homes' ``lib``, LD_LIBRARY_PATH, the system folders."""
+    dirs = [h + "/lib" for h in rocm_homes(fs, environ)]
+    dirs += [d for d in environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+    dirs += _multiarch_dirs(fs) + ["/usr/lib", "/usr/local/lib"]
+    for name in HIPRTC_LIBS + _HIPRTC_IN_AMDHIP:
+        for d in dirs:
+            if fs.isfile(f"{d.rstrip('/')}/{name}"):
+                return f"{d.rstrip('/')}/{name}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ CUDA
+def cuda_include_dirs(fs: Fs, environ: Any) -> list[str]:
+    """Where cuda_fp16.h lives (NVRTC has no builtin copy): the CUDA homes, then the nvidia wheels."""
+    cands = [h + "/include" for h in cuda_homes(fs, environ)]
+    cands += [f"{w}/{sub}/include" for w in nvidia_wheels(fs) for sub in fs.listdir(w)]
+    return [c for c in dict.fromkeys(cands) if fs.isfile(c + "/cuda_fp16.h")][:1]
+
+
+def _nvrtc_library(fs: Fs, environ: Any) -> Optional[str]:
+    homes = cuda_homes(fs, environ)[:1]
+    dirs = [d for h in homes for d in (h + "/lib64", h + "/lib")]
+    dirs += [f"{h}/targets/{t}/lib" for h in homes for t in fs.listdir(h + "/targets")]
+    for d in dirs + _multiarch_dirs(fs):
         for n in _NVRTC_NAMES:
             if fs.exists(f"{d}/{n}"):
-                out["nvrtc"] = f"{d}/{n}"
-                break
-        if out["nvrtc"]:
-            break
-    if not out["nvrtc"]:
-        out["nvrtc"] = _nvrtc_wheel(fs)
-    if out["nvrtc"]:
-        ev.append(f"nvrtc: {out['nvrtc']}")
+                return f"{d}/{n}"
+    # the nvidia-cuda-nvrtc wheel: nvidia/cuda_nvrtc/lib (CUDA 12) or nvidia/cu13/lib (CUDA 13)
+    for root in nvidia_wheels(fs):
+        for sub in fs.listdir(root):
+            if sub != "cuda_nvrtc" and not sub.startswith("cu"):
+                continue
+            for n in fs.listdir(f"{root}/{sub}/lib"):
+                if n.startswith("libnvrtc.so") or (n.startswith("nvrtc64_") and n.endswith(".dll")):
+                    return f"{root}/{sub}/lib/{n}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ summary
+def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) -> dict[str, Any]:
+    """``GpuEnv.compilers`` on Linux: hipcc/nvcc paths, whether hiprtc/NVRTC are installed."""
+    out: dict[str, Any] = {"hiprtc": bool(rocm.get("hiprtc")), "nvrtc": False, "hipcc": None, "nvcc": None}
+    out["hipcc"] = find_tool(fs, "hipcc", environ, [rocm["path"]] if rocm.get("path") else [])
+    out["nvcc"] = find_tool(fs, "nvcc", environ, cuda_homes(fs, environ)[:1])
+    nvrtc = _nvrtc_library(fs, environ)
+    if nvrtc:
+        ev.append(f"nvrtc: {nvrtc}")
         out["nvrtc"] = True
     for k in ("hipcc", "nvcc"):
         if out[k]:
@@ -47,40 +230,21 @@ def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) ->
     return out
 
 
-def _arch() -> str:
-    import os
+def hip_sdk_compilers(fs: Fs, bin_dir: str, sep: str) -> dict[str, Any]:
+    """Native Windows, the HIP SDK's ``bin``: hipcc and whether a hiprtc DLL is there."""
+    out: dict[str, Any] = {}
+    for exe in ("hipcc.exe", "hipcc.bin.exe", "hipcc"):
+        if fs.exists(f"{bin_dir}{sep}{exe}"):
+            out["hipcc"] = f"{bin_dir}{sep}{exe}"
+            break
+    out["hiprtc"] = any(n.lower().startswith("hiprtc") and n.lower().endswith(".dll") for n in fs.listdir(bin_dir))
+    return out
 
-    try:
-        return os.uname().machine
-    except AttributeError:  # pragma: no cover - Windows
-        return "x86_64"
 
-
-def _nvrtc_wheel(fs: Fs) -> Optional[str]:
-    """The nvidia-cuda-nvrtc wheel: nvidia/cuda_nvrtc/lib (CUDA 12) or nvidia/cu13/lib (CUDA 13)."""
-    if fs.root_mode:
-        import glob
-
-        roots = [
-            p[len(fs.base):]
-            for pat in ("/opt/*/lib/python3*/site-packages/nvidia", "/usr/local/lib/python3*/*-packages/nvidia",
-                        "/usr/lib/python3*/*-packages/nvidia")
-            for p in glob.glob(glob.escape(fs.base) + pat)
-        ]
-    else:
-        try:
-            import importlib.util
-
-            spec = importlib.util.find_spec("nvidia")
-        except (ImportError, ValueError, AttributeError):
-            return None
-        roots = list(spec.submodule_search_locations or []) if spec else []
-    for root in roots:
-        for sub in fs.listdir(root):
-            if sub not in ("cuda_nvrtc",) and not sub.startswith("cu"):
-                continue
-            lib = f"{root}/{sub}/lib"
-            for n in fs.listdir(lib):
-                if n.startswith("libnvrtc.so") or (n.startswith("nvrtc64_") and n.endswith(".dll")):
-                    return f"{lib}/{n}"
-    return None
+def cuda_sdk_compilers(fs: Fs, bin_dir: str, sep: str) -> dict[str, Any]:
+    """Native Windows, ``$CUDA_PATH\\bin``: nvcc and whether an NVRTC DLL is there."""
+    out: dict[str, Any] = {}
+    if fs.exists(f"{bin_dir}{sep}nvcc.exe"):
+        out["nvcc"] = f"{bin_dir}{sep}nvcc.exe"
+    out["nvrtc"] = any(n.lower().startswith("nvrtc64_") for n in fs.listdir(bin_dir))
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 from typing import Optional
 
@@ -110,9 +111,16 @@ class Fs:
         return None if st is None else st.st_mtime
 
     def which(self, name: str, path_var: Optional[str], extra: tuple[str, ...] = ()) -> Optional[str]:
-        """First executable ``name`` in PATH (resolved under the root), then in ``extra`` dirs."""
-        dirs = [d for d in (path_var or "").split(os.pathsep) if d.startswith("/")]
-        for d in list(dirs) + list(extra):
+        """First executable ``name`` in PATH (resolved under the root), then in ``extra`` dirs.
+
+        On the real system PATH is searched by ``shutil.which`` (Windows' PATHEXT included).
+        """
+        if not self.root_mode:
+            found = shutil.which(name, path=path_var or "")
+            if found:
+                return found
+        dirs = [d for d in (path_var or "").split(os.pathsep) if d.startswith("/")] if self.root_mode else []
+        for d in dirs + list(extra):
             cand = d.rstrip("/") + "/" + name
             real = self.p(cand)
             if os.path.isfile(real) and (self.root_mode or os.access(real, os.X_OK)):

@@ -10,11 +10,13 @@ import os
 import re
 from typing import Any, Optional
 
+from pytest_gpuenv.detect import _probe
+from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem
+from pytest_gpuenv.runtime import nvml
 
 _DRIVER_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
-WSL_LIB = "/usr/lib/wsl/lib"
 
 
 def driver_version(fs: Fs) -> Optional[str]:
@@ -91,16 +93,18 @@ def _norm_bdf(text: str) -> Optional[str]:
 def check_nodes(
     fs: Fs, devices: list[Device], container: bool, ev: list[str]
 ) -> tuple[list[Device], list[Problem]]:
-    problems: list[Problem] = []
+    """/dev/nvidiactl and /dev/nvidia<minor> (stat/os.access only). Returns (devices kept, problems)."""
     if not devices:
-        return devices, problems
+        return devices, []
     rw = os.R_OK | os.W_OK
     if not fs.exists("/dev/nvidiactl"):
-        problems.append(
+        for d in devices:
+            d.usable, d.unusable_reason = False, "/dev/nvidiactl missing"
+        ev.append("/dev/nvidiactl: missing")
+        return devices, [
             Problem(
                 "nvidia-device-nodes-missing",
-                "NVIDIA driver loaded but /dev/nvidia* are missing"
-                + (" in this container" if container else ""),
+                "NVIDIA driver loaded but /dev/nvidia* are missing" + (" in this container" if container else ""),
                 fix=(
                     "run the container with the NVIDIA runtime (`docker run --gpus all ...`)"
                     if container
@@ -109,11 +113,7 @@ def check_nodes(
                 severity="error",
                 category="container" if container else "driver",
             )
-        )
-        for d in devices:
-            d.usable, d.unusable_reason = False, "/dev/nvidiactl missing"
-        ev.append("/dev/nvidiactl: missing")
-        return devices, problems
+        ]
     kept = []
     denied = []
     for d in devices:
@@ -129,29 +129,29 @@ def check_nodes(
         denied.insert(0, "/dev/nvidiactl")
         for d in kept:
             d.usable, d.unusable_reason = False, "/dev/nvidiactl not accessible"
-    if denied:
-        st = fs.stat(denied[0])
-        group = "?"
-        if st is not None:
-            try:
-                import grp
-
-                group = grp.getgrgid(st.st_gid).gr_name
-            except (KeyError, ImportError):
-                group = str(st.st_gid)
-        problems.append(
-            Problem(
-                "nvidia-permission-denied",
-                f"{', '.join(denied)} not readable+writable by this user (group '{group}')",
-                fix=f"add the user to group '{group}' (`sudo usermod -aG {group} $USER`, then log out and in) "
-                "or fix the driver's device-file mode (NVreg_DeviceFileMode)",
-                severity="error",
-                category="permission",
-            )
-        )
     for i, d in enumerate(kept):
         d.index = d.physical_index = i
-    return kept, problems
+    return kept, [_permission_problem(fs, denied)] if denied else []
+
+
+def _permission_problem(fs: Fs, denied: list[str]) -> Problem:
+    st = fs.stat(denied[0])
+    group = "?"
+    if st is not None:
+        try:
+            import grp
+
+            group = grp.getgrgid(st.st_gid).gr_name
+        except (KeyError, ImportError):
+            group = str(st.st_gid)
+    return Problem(
+        "nvidia-permission-denied",
+        f"{', '.join(denied)} not readable+writable by this user (group '{group}')",
+        fix=f"add the user to group '{group}' (`sudo usermod -aG {group} $USER`, then log out and in) "
+        "or fix the driver's device-file mode (NVreg_DeviceFileMode)",
+        severity="error",
+        category="permission",
+    )
 
 
 def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
@@ -171,6 +171,29 @@ def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------ NVML
+def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[dict[str, Any]]:
+    """T2: NVML's answer merged into ``devices`` (the list is filled when empty); cached like the probe.
+
+    Only on a real system (never in root mode) and not with probe='never'. ``lib``: the library file
+    (WSL 2's), default the one pynvml loads. None when NVML is unavailable.
+    """
+    if ctx.fs.root_mode or ctx.probe_mode == "never":
+        return None
+    key = _probe.cache_key(ctx.fs, ctx.environ, "nvml", ["/proc/driver/nvidia/version"]).replace("probe", "nvml")
+    data = _probe.cache_get(ctx.cache, key)
+    if data is None:
+        data = nvml.query(lib)
+        if data is None:
+            ctx.ev.append("NVML: not available")
+            return None
+        _probe.cache_set(ctx.cache, key, data)
+    merge_nvml(devices, data, ctx.ev)
+    cuda = ctx.env.cuda
+    cuda["driver_version"] = cuda.get("driver_version") or data.get("driver_version")
+    cuda["max_cuda"] = data.get("max_cuda")
+    return data
+
+
 def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> list[Device]:
     """Fill arch, memory and names from NVML; NVML devices become the list when files had none."""
     by_uuid = {d.get("uuid"): d for d in nvml.get("devices", []) if d.get("uuid")}

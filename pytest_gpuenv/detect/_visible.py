@@ -59,6 +59,7 @@ def parse_visible(
     """
     if value is None:
         return None
+    uuids: list[Optional[str]]
     if isinstance(devices, int):
         count, uuids = devices, [None] * max(devices, 0)
     else:
@@ -118,72 +119,12 @@ def apply_masks(
     """
     problems: list[Problem] = []
     evidence: list[str] = []
-    culprit: list[tuple[str, str]] = []  # the first variable that left no device
     if not devices:
         return devices, [], problems, evidence
-    order = list(range(len(devices)))
-    used: list[tuple[str, str]] = []
     if vendor == "amd":
-        rocr = environ.get("ROCR_VISIBLE_DEVICES")
-        hip = environ.get("HIP_VISIBLE_DEVICES")
-        cuda = environ.get("CUDA_VISIBLE_DEVICES")
-        gdo = environ.get("GPU_DEVICE_ORDINAL")
-        if rocr is not None and platform != "windows":
-            sel = parse_visible(rocr, devices, mixed=True)
-            order = [order[i] for i in sel or []]
-            used.append(("ROCR_VISIBLE_DEVICES", rocr))
-            if not order:
-                culprit.append(used[-1])
-            evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr sees physical {order}")
-        second = None
-        if hip is not None:
-            second = ("HIP_VISIBLE_DEVICES", hip)
-        elif cuda is not None and rocr is None:
-            second = ("CUDA_VISIBLE_DEVICES", cuda)
-            problems.append(
-                Problem(
-                    "cuda-visible-devices-on-rocm",
-                    f"CUDA_VISIBLE_DEVICES={cuda!r} is used to select AMD GPUs; HIP honours it in ROCm 6.x, "
-                    "but newer HIP documentation no longer lists it.",
-                    fix="use HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) to select AMD GPUs",
-                    severity="warning",
-                    category="visibility",
-                )
-            )
-        elif gdo is not None:
-            second = ("GPU_DEVICE_ORDINAL", gdo)
-        if second is not None:
-            name, value = second
-            if name == "HIP_VISIBLE_DEVICES" and rocr is not None and platform != "windows":
-                if len(value.split(",")) > len(rocr.split(",")):
-                    problems.append(
-                        Problem(
-                            "hip-visible-exceeds-rocr",
-                            f"HIP_VISIBLE_DEVICES={value!r} lists more devices than ROCR_VISIBLE_DEVICES={rocr!r}; "
-                            "HIP indexes into the ROCr-visible set, and torch.cuda.device_count() raises "
-                            "'HIP_VISIBLE_DEVICES contains more devices than ROCR_VISIBLE_DEVICES'.",
-                            fix="set only one of the two, or make HIP_VISIBLE_DEVICES index into ROCR's list "
-                            "(e.g. ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=0)",
-                            severity="warning",
-                            category="visibility",
-                        )
-                    )
-            subset = [devices[i] for i in order]
-            sel = parse_visible(value, subset)
-            order = [order[i] for i in sel or []]
-            used.append((name, value))
-            if not order and not culprit:
-                culprit.append(used[-1])
-            evidence.append(f"{name}={value!r}: indexes into {len(subset)} device(s) -> physical {order}")
+        order, used, culprit = _amd_masks(devices, environ, platform, problems, evidence)
     else:
-        cuda = environ.get("CUDA_VISIBLE_DEVICES")
-        if cuda is not None:
-            sel = parse_visible(cuda, devices)
-            order = [order[i] for i in sel or []]
-            used.append(("CUDA_VISIBLE_DEVICES", cuda))
-            if not order:
-                culprit.append(used[-1])
-            evidence.append(f"CUDA_VISIBLE_DEVICES={cuda!r}: visible physical {order}")
+        order, used, culprit = _cuda_mask(devices, environ, evidence)
     if not used:
         for i, d in enumerate(devices):
             d.index = i
@@ -214,3 +155,79 @@ def apply_masks(
             )
         )
     return visible, hidden, problems, evidence
+
+
+_Masks = tuple[list[int], list[tuple[str, str]], list[tuple[str, str]]]
+
+
+def _cuda_mask(devices: list[Device], environ: Any, evidence: list[str]) -> _Masks:
+    """(physical positions visible, (variable, value) used, the variable that left no device)."""
+    cuda = environ.get("CUDA_VISIBLE_DEVICES")
+    if cuda is None:
+        return list(range(len(devices))), [], []
+    order = parse_visible(cuda, devices) or []
+    evidence.append(f"CUDA_VISIBLE_DEVICES={cuda!r}: visible physical {order}")
+    used = [("CUDA_VISIBLE_DEVICES", cuda)]
+    return order, used, [] if order else used
+
+
+def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: list[Problem],
+               evidence: list[str]) -> _Masks:
+    """ROCr's mask (not on Windows), then HIP's, which indexes into what ROCr left."""
+    order = list(range(len(devices)))
+    used: list[tuple[str, str]] = []
+    culprit: list[tuple[str, str]] = []  # the first variable that left no device
+    rocr = environ.get("ROCR_VISIBLE_DEVICES")
+    if rocr is not None and platform != "windows":
+        sel = parse_visible(rocr, devices, mixed=True)
+        order = [order[i] for i in sel or []]
+        used.append(("ROCR_VISIBLE_DEVICES", rocr))
+        if not order:
+            culprit.append(used[-1])
+        evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr sees physical {order}")
+    second = _hip_mask(environ, rocr, platform, problems)
+    if second is not None:
+        name, value = second
+        subset = [devices[i] for i in order]
+        sel = parse_visible(value, subset)
+        order = [order[i] for i in sel or []]
+        used.append((name, value))
+        if not order and not culprit:
+            culprit.append(used[-1])
+        evidence.append(f"{name}={value!r}: indexes into {len(subset)} device(s) -> physical {order}")
+    return order, used, culprit
+
+
+def _hip_mask(environ: Any, rocr: Optional[str], platform: str, problems: list[Problem]) -> Optional[tuple[str, str]]:
+    """HIP's mask: HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (without ROCr's), else GPU_DEVICE_ORDINAL."""
+    hip = environ.get("HIP_VISIBLE_DEVICES")
+    cuda = environ.get("CUDA_VISIBLE_DEVICES")
+    if hip is not None:
+        if rocr is not None and platform != "windows" and len(hip.split(",")) > len(rocr.split(",")):
+            problems.append(
+                Problem(
+                    "hip-visible-exceeds-rocr",
+                    f"HIP_VISIBLE_DEVICES={hip!r} lists more devices than ROCR_VISIBLE_DEVICES={rocr!r}; "
+                    "HIP indexes into the ROCr-visible set, and torch.cuda.device_count() raises "
+                    "'HIP_VISIBLE_DEVICES contains more devices than ROCR_VISIBLE_DEVICES'.",
+                    fix="set only one of the two, or make HIP_VISIBLE_DEVICES index into ROCR's list "
+                    "(e.g. ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=0)",
+                    severity="warning",
+                    category="visibility",
+                )
+            )
+        return "HIP_VISIBLE_DEVICES", hip
+    if cuda is not None and rocr is None:
+        problems.append(
+            Problem(
+                "cuda-visible-devices-on-rocm",
+                f"CUDA_VISIBLE_DEVICES={cuda!r} is used to select AMD GPUs; HIP honours it in ROCm 6.x, "
+                "but newer HIP documentation no longer lists it.",
+                fix="use HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) to select AMD GPUs",
+                severity="warning",
+                category="visibility",
+            )
+        )
+        return "CUDA_VISIBLE_DEVICES", cuda
+    gdo = environ.get("GPU_DEVICE_ORDINAL")
+    return None if gdo is None else ("GPU_DEVICE_ORDINAL", gdo)

@@ -1,8 +1,10 @@
 """The four compilers: hiprtc and hipcc for gfx targets, NVRTC and nvcc for sm targets.
 
 Each knows whether it is installed, its identity and version (part of the cache key), which arches
-it can build, and how to turn a Source into a code object. Nothing here is imported or loaded until
-a compile asks for it; hiprtc runs in a child process (see _hiprtc_worker.py).
+it can build, and how to turn a Source into a code object. Where the tools, libraries and headers
+are is asked of detection's discovery module (``pytest_gpuenv.detect._compilers``) on the real
+system. Nothing here is imported or loaded until a compile asks for it; hiprtc runs in a child
+process (see _hiprtc_worker.py).
 """
 
 from __future__ import annotations
@@ -12,16 +14,16 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
+from pytest_gpuenv.detect import _compilers as discovery
+from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.rtc._errors import KernelCompileError
 from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source, first_error
 
@@ -30,8 +32,6 @@ _ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
 _PROBE_SOURCE = (
     '#include <hip/hip_runtime.h>\nextern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
 )
-_HIP_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5",
-             "libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
 
 
 def check_arch(arch: str) -> str:
@@ -52,42 +52,6 @@ def vendor_of(arch: str) -> str:
 def _file_id(path: str) -> str:
     st = os.stat(path)
     return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _rocm_dirs() -> list[str]:
-    out = []
-    for var in ("ROCM_PATH", "ROCM_HOME", "HIP_PATH"):
-        if os.environ.get(var):
-            out.append(os.environ[var])
-    out.append("/opt/rocm")
-    return out
-
-
-def _cuda_dirs() -> list[str]:
-    return [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)] + ["/usr/local/cuda"]
-
-
-def _find_tool(name: str, homes: list[str]) -> Optional[str]:
-    """``name`` on PATH, else the first ``<home>/bin/<name>`` that exists."""
-    found = shutil.which(name)
-    if found:
-        return found
-    for d in homes:
-        p = os.path.join(d, "bin", name)
-        if os.path.isfile(p):
-            return p
-    return None
-
-
-def _cuda_include_dirs() -> list[str]:
-    """Where cuda_fp16.h lives (NVRTC has no builtin copy): CUDA_HOME, /usr/local/cuda, nvidia wheels."""
-    cands = [os.path.join(d, "include") for d in _cuda_dirs()]
-    for p in sys.path:
-        nv = os.path.join(p, "nvidia")
-        if os.path.isdir(nv):
-            for sub in sorted(os.listdir(nv)):
-                cands.append(os.path.join(nv, sub, "include"))
-    return [c for c in dict.fromkeys(cands) if os.path.isfile(os.path.join(c, "cuda_fp16.h"))][:1]
 
 
 def _log_with_real_name(log: str, src: Source) -> str:
@@ -138,17 +102,32 @@ class Compiler:
             flags.append(f"-D{k}" if v is None or v is True else f"-D{k}={v}")
         return flags
 
+    def _run(self, cmd: list[str], src: Source, name: str, arch: str, output: str, env: Optional[dict]) -> bytes:
+        """A compiler driver: ``cmd <source> -o <output>``, the source written to a temporary file if it has none."""
+        with tempfile.TemporaryDirectory(prefix=f"gpuenv-{self.name}-") as tmp:
+            path = src.path or os.path.join(tmp, "source.hip")
+            if not src.path:
+                with open(path, "w") as f:
+                    f.write(src.text)
+            out = os.path.join(tmp, output)
+            p = subprocess.run(cmd + [path, "-o", out], capture_output=True, text=True, env=env, timeout=600)
+            if p.returncode != 0 or not os.path.isfile(out):
+                log = (p.stderr + p.stdout).replace(path, src.display)
+                raise compile_error(log, src, name, arch, self.name, f"{self.name} exited with status {p.returncode}")
+            with open(out, "rb") as f:
+                return f.read()
+
     def __repr__(self) -> str:
         return f"<{self.name} compiler>"
 
 
-class _ProbedArchs:
+class _ProbedArchs(Compiler):
     """hiprtc/hipcc: which arches build, found by compiling a tiny kernel once per arch, kept on disk."""
 
     def _probe_one(self, arch: str) -> bool:
         src = Source(text=_PROBE_SOURCE, path=None, display="<probe>.hip")
         try:
-            self.compile(src, "gpuenv_probe", arch, (), {}, ())  # type: ignore[attr-defined]
+            self.compile(src, "gpuenv_probe", arch, (), {}, ())
             return True
         except KernelCompileError:
             return False
@@ -156,8 +135,8 @@ class _ProbedArchs:
     def supported_archs(self, archs: Sequence[str], cache_dir: Optional[str]) -> list[str]:
         from pytest_gpuenv.rtc._cache import ensure_dir
 
-        h = hashlib.sha256((self.identity() + _PROBE_SOURCE).encode()).hexdigest()[:16]  # type: ignore[attr-defined]
-        path = os.path.join(ensure_dir(cache_dir), f"archs-{self.name}-{h}.json")  # type: ignore[attr-defined]
+        h = hashlib.sha256((self.identity() + _PROBE_SOURCE).encode()).hexdigest()[:16]
+        path = os.path.join(ensure_dir(cache_dir), f"archs-{self.name}-{h}.json")
         try:
             with open(path) as f:
                 known: dict[str, bool] = json.load(f)
@@ -178,22 +157,14 @@ class _ProbedArchs:
         return bool(self.supported_archs([arch], cache_dir))
 
 
-class Hiprtc(_ProbedArchs, Compiler):
+class Hiprtc(_ProbedArchs):
     name = "hiprtc"
     vendor = "amd"
     looked_for = "hiprtc (libhiprtc.so, libamdhip64.so)"
 
     @cache  # noqa: B019 - one instance per process
     def library(self) -> Optional[str]:
-        dirs = [os.path.join(d, "lib") for d in _rocm_dirs()]
-        dirs += os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
-        dirs += ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
-        for lib in _HIP_LIBS:
-            for d in dirs:
-                p = os.path.join(d, lib) if d else ""
-                if p and os.path.isfile(p):
-                    return p
-        return None
+        return discovery.hiprtc_library(Fs(None), os.environ)
 
     def available(self) -> bool:
         return self.library() is not None
@@ -202,7 +173,8 @@ class Hiprtc(_ProbedArchs, Compiler):
     def identity(self) -> str:
         return f"hiprtc:{_file_id(self.library() or '')}"
 
-    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                include_dirs: Sequence[str]) -> bytes:
         opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
         opts += self._flags(src, defines, include_dirs, shipped=False) + [f"-I{HIPRTC_INCLUDE}"] + list(options)
         req = json.dumps({"source": src.text, "name": src.display, "options": opts})
@@ -225,14 +197,15 @@ class Hiprtc(_ProbedArchs, Compiler):
         return base64.b64decode(out["code"])
 
 
-class Hipcc(_ProbedArchs, Compiler):
+class Hipcc(_ProbedArchs):
     name = "hipcc"
     vendor = "amd"
     looked_for = "hipcc"
 
     @cache  # noqa: B019
     def path(self) -> Optional[str]:
-        return _find_tool("hipcc", _rocm_dirs())
+        fs = Fs(None)
+        return discovery.find_tool(fs, "hipcc", os.environ, discovery.rocm_homes(fs, os.environ))
 
     def available(self) -> bool:
         return self.path() is not None
@@ -247,22 +220,12 @@ class Hipcc(_ProbedArchs, Compiler):
         p = subprocess.run([self.path() or "hipcc", "--version"], capture_output=True, text=True, env=self._env())
         return f"hipcc:{_file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
 
-    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
-        with tempfile.TemporaryDirectory(prefix="gpuenv-hipcc-") as tmp:
-            path = src.path or os.path.join(tmp, "source.hip")
-            if not src.path:
-                with open(path, "w") as f:
-                    f.write(src.text)
-            out = os.path.join(tmp, "kernel.co")
-            cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip",
-                   "-include", "hip/hip_runtime.h"]  # as hiprtc does
-            cmd += self._flags(src, defines, include_dirs, shipped=False) + list(options) + [path, "-o", out]
-            p = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=600)
-            if p.returncode != 0 or not os.path.isfile(out):
-                log = (p.stderr + p.stdout).replace(path, src.display)
-                raise compile_error(log, src, name, arch, "hipcc", f"hipcc exited with status {p.returncode}")
-            with open(out, "rb") as f:
-                return f.read()
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                include_dirs: Sequence[str]) -> bytes:
+        cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip",
+               "-include", "hip/hip_runtime.h"]  # as hiprtc does
+        cmd += self._flags(src, defines, include_dirs, shipped=False) + list(options)
+        return self._run(cmd, src, name, arch, "kernel.co", self._env())
 
 
 class Nvrtc(Compiler):
@@ -271,7 +234,7 @@ class Nvrtc(Compiler):
     looked_for = "NVRTC (cuda.bindings.nvrtc)"
 
     @cache  # noqa: B019
-    def _module(self):  # type: ignore[no-untyped-def]
+    def _module(self) -> Any:
         try:
             from cuda.bindings import nvrtc
         except Exception:
@@ -311,16 +274,17 @@ class Nvrtc(Compiler):
 
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
         m = re.match(r"^sm_(\d+)", arch)
-        return bool(m) and int(m.group(1)) in self._archs()
+        return m is not None and int(m.group(1)) in self._archs()
 
-    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                include_dirs: Sequence[str]) -> bytes:
         nvrtc = self._module()
         if not self.supports(arch):
             have = ", ".join(f"sm_{a}" for a in self._archs())
             raise KernelCompileError(f"NVRTC does not know arch {arch!r} (it supports {have})", arch=arch,
                                      compiler="nvrtc", file=src.path)
         flags = self._flags(src, defines, include_dirs, shipped=True)
-        flags += [f"-I{d}" for d in _cuda_include_dirs()]
+        flags += [f"-I{d}" for d in discovery.cuda_include_dirs(Fs(None), os.environ)]
         opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "--pre-include=hip/hip_runtime.h"]
         opts += flags
         opts += list(options)
@@ -348,7 +312,8 @@ class Nvcc(Compiler):
 
     @cache  # noqa: B019
     def path(self) -> Optional[str]:
-        return _find_tool("nvcc", _cuda_dirs())
+        fs = Fs(None)
+        return discovery.find_tool(fs, "nvcc", os.environ, discovery.cuda_homes(fs, os.environ))
 
     def available(self) -> bool:
         return self.path() is not None
@@ -366,28 +331,18 @@ class Nvcc(Compiler):
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
         return re.sub(r"[a-z]$", "", arch) in self._archs()
 
-    def compile(self, src, name, arch, options, defines, include_dirs):  # type: ignore[no-untyped-def]
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                include_dirs: Sequence[str]) -> bytes:
         if not self.supports(arch):
             raise KernelCompileError(f"nvcc does not know arch {arch!r} (it supports {', '.join(self._archs())})",
                                      arch=arch, compiler="nvcc", file=src.path)
-        with tempfile.TemporaryDirectory(prefix="gpuenv-nvcc-") as tmp:
-            path = src.path or os.path.join(tmp, "source.hip")
-            if not src.path:
-                with open(path, "w") as f:
-                    f.write(src.text)
-            out = os.path.join(tmp, "kernel.cubin")
-            cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu",
-                   "-include", "hip/hip_runtime.h"]
-            cmd += self._flags(src, defines, include_dirs, shipped=True) + list(options) + [path, "-o", out]
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if p.returncode != 0 or not os.path.isfile(out):
-                log = (p.stderr + p.stdout).replace(path, src.display)
-                raise compile_error(log, src, name, arch, "nvcc", f"nvcc exited with status {p.returncode}")
-            with open(out, "rb") as f:
-                return f.read()
+        cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu",
+               "-include", "hip/hip_runtime.h"]
+        cmd += self._flags(src, defines, include_dirs, shipped=True) + list(options)
+        return self._run(cmd, src, name, arch, "kernel.cubin", None)
 
 
-_ALL = {"hiprtc": Hiprtc(), "hipcc": Hipcc(), "nvrtc": Nvrtc(), "nvcc": Nvcc()}
+_ALL: dict[str, Compiler] = {"hiprtc": Hiprtc(), "hipcc": Hipcc(), "nvrtc": Nvrtc(), "nvcc": Nvcc()}
 _ORDER = {"amd": ("hiprtc", "hipcc"), "nvidia": ("nvrtc", "nvcc")}
 
 
@@ -436,8 +391,3 @@ def default_archs(cache_dir: Optional[str]) -> list[str]:
             out += [a for a in archs if c.supports(a)]
     return [a for a in DEFAULT_ARCHS if a in out]
 
-
-def timed_compile(c: Compiler, *args) -> tuple[bytes, float]:  # type: ignore[no-untyped-def]
-    t = time.perf_counter()
-    binary = c.compile(*args)
-    return binary, time.perf_counter() - t

@@ -1,0 +1,31 @@
+"""What one detection run shares between its steps: ``_core`` and the per-platform modules fill it."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.model import Device, GpuEnv, Problem
+
+
+class Ctx:
+    """The ``GpuEnv`` being filled, the file access, the inputs, and what the steps found so far."""
+
+    def __init__(self, env: GpuEnv, fs: Fs, environ: Any, probe: str, timeout: float, cache: Any) -> None:
+        self.env, self.fs, self.environ = env, fs, environ
+        self.probe_mode, self.timeout, self.cache = probe, timeout, cache
+        self.ev = env.evidence
+        self.problems = env.problems
+        #: the ROCm install (``_compilers.rocm_userspace``; on Windows only ``lib_dirs``)
+        self.rocm: dict[str, Any] = {}
+        #: files cannot list the devices: only the runtime probe can
+        self.probe_required = False
+        #: the devices of the chosen backend, physical order, before the visible-devices masks
+        self.devices: list[Device] = []
+        #: torch.cuda.get_arch_list() from the probe, when torch answered
+        self.arch_list: Optional[list[str]] = None
+
+    def add(self, code: str, message: str, fix: Optional[str], severity: str, category: str) -> None:
+        """Report a problem once (the first report of a code wins)."""
+        if self.env.problem(code) is None:
+            self.problems.append(Problem(code, message, fix=fix, severity=severity, category=category))
