@@ -1,8 +1,9 @@
 """The measurement loop: warm-up, batches, sequential stopping. Backend-neutral and pure.
 
 A *backend* (``_torch.TorchBackend``, ``_driver.DriverBackend``, or a fake in the tests) enqueues
-work and reads event times; a *monitor* (``_nvml.Monitor`` or a fake) reads clocks and processes.
-The sampler decides what to enqueue and when to stop, so every rule here runs on a CPU.
+work and reads event times; a *monitor* (``runtime.nvml.Monitor`` or a fake) reads clocks and
+processes. The sampler decides what to enqueue and when to stop, so every rule here runs on a CPU.
+Before sampling, ``_syncprobe`` checks whether the callable waits for the device.
 
 One timed sample in cold mode: [flush] [short delay] start-event fn end-event. A batch of samples is
 enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so the device
@@ -12,13 +13,14 @@ Hot mode times ``repeat`` back-to-back calls between one pair of events, with no
 
 from __future__ import annotations
 
+import contextlib
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol, Sequence
 
 from pytest_gpuenv.perf import _stats
+from pytest_gpuenv.perf._syncprobe import sync_warnings
 
 
 class Backend(Protocol):
@@ -200,7 +202,7 @@ class Sampler:
     def run(self, done: Optional[Callable[[Sampler], bool]] = None) -> str:
         """Sample until ``done(self)`` (default: precise enough) or the time cap. Returns why it stopped."""
         done = done or self.precise
-        ctx = self._lock() if self._lock is not None else _null()
+        ctx = self._lock() if self._lock is not None else contextlib.nullcontext()
         with ctx:
             t0 = self._clock()
             try:
@@ -244,37 +246,8 @@ class Sampler:
                 host.append(time.perf_counter() - t)
             b.sync()
         self.host_enqueue_s = _stats.median(host)
-        self._detect_sync()
+        self.problems.warnings.extend(sync_warnings(b, self.fns, self.opts.sync_probe_s, self.name))
         self._warmup()
-
-    def _detect_sync(self) -> None:
-        """A callable that waits for the device inside would see our queued delay on the host."""
-        b = self.backend
-        calls = 0
-        for f in self.fns:
-            if b.can_delay:
-                b.delay(self.opts.sync_probe_s)
-            counter = _count_torch_syncs()
-            t = time.perf_counter()
-            try:
-                f()
-            finally:
-                host = time.perf_counter() - t
-                calls += counter.restore() if counter else 0
-            b.sync()
-            if b.can_delay and host >= 0.8 * self.opts.sync_probe_s:
-                self.problems.warnings.append(
-                    f"{self.name}: the callable appears to synchronise with the device (its call "
-                    f"waited {host * 1e3:.1f} ms for a {self.opts.sync_probe_s * 1e3:.0f} ms queued "
-                    "delay); host waits such as .item(), .cpu() or torch.cuda.synchronize() inside "
-                    "it put launch latency into every sample"
-                )
-                return
-        if calls:
-            self.problems.warnings.append(
-                f"{self.name}: the callable called torch.cuda.synchronize() {calls} time(s); "
-                "remove it: gpu_bench synchronises once per batch itself"
-            )
 
     def _warmup(self) -> None:
         o = self.opts
@@ -396,14 +369,6 @@ class Sampler:
         self.problems.inconclusive = inc
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: Any) -> None:
-        return None
-
-
 def _call(f: Callable[[], Any], name: str) -> Any:
     try:
         return f()
@@ -411,28 +376,3 @@ def _call(f: Callable[[], Any], name: str) -> Any:
         if hasattr(exc, "add_note"):
             exc.add_note(f"(raised by the callable passed to gpu_bench, measuring {name!r})")
         raise
-
-
-class _SyncCounter:
-    def __init__(self, cuda: Any) -> None:
-        self.cuda = cuda
-        self.orig = cuda.synchronize
-        self.calls = 0
-
-        def counting(*a: Any, **k: Any) -> Any:
-            self.calls += 1
-            return self.orig(*a, **k)
-
-        cuda.synchronize = counting
-
-    def restore(self) -> int:
-        self.cuda.synchronize = self.orig
-        return self.calls
-
-
-def _count_torch_syncs() -> Optional[_SyncCounter]:
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None) if torch is not None else None
-    if cuda is None or not hasattr(cuda, "synchronize"):
-        return None
-    return _SyncCounter(cuda)

@@ -17,9 +17,6 @@ PASS = "PASS"
 FAIL = "FAIL"
 INCONCLUSIVE = "INCONCLUSIVE"
 
-#: the smallest n for which a 95 % interval of the median exists (0.5**5 * 2 = 0.0625 > 0.05 for n=5)
-MIN_N_95 = 6
-
 
 def median(xs: Sequence[float]) -> float:
     if not xs:
@@ -28,17 +25,6 @@ def median(xs: Sequence[float]) -> float:
     n = len(s)
     mid = n // 2
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
-
-
-def quantile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolated quantile (numpy's default)."""
-    if not xs:
-        raise ValueError("quantile of no samples")
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,16 +61,6 @@ def summarize(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
     """(median, ci_low, ci_high)."""
     lo, hi = median_ci(xs, confidence)
     return median(xs), lo, hi
-
-
-def cv(xs: Sequence[float]) -> float:
-    """Coefficient of variation (sample standard deviation over mean)."""
-    n = len(xs)
-    if n < 2:
-        return 0.0
-    m = sum(xs) / n
-    var = sum((x - m) ** 2 for x in xs) / (n - 1)
-    return math.sqrt(var) / m if m else float("inf")
 
 
 def decide(lo: float, hi: float, limit: float, *, upper: bool = True, guard: float = 0.02) -> Optional[str]:
