@@ -14,6 +14,7 @@ import re
 import warnings
 
 import pytest
+from _perf_fake import FakeBackend, FakeClock, FakeMonitor
 
 from pytest_gpuenv.perf import (
     FAIL,
@@ -23,6 +24,7 @@ from pytest_gpuenv.perf import (
     GpuPerfWarning,
     Options,
     PerfContext,
+    PerfRecord,
     _stats,
     median_ci,
     parse_fraction,
@@ -30,20 +32,22 @@ from pytest_gpuenv.perf import (
 )
 from pytest_gpuenv.perf._device import flush_bytes, format_uuid, peak_bandwidth
 from pytest_gpuenv.perf._driver import DriverBackend, HipApi, _ck
-from pytest_gpuenv.perf._fake import FakeBackend, FakeClock, FakeMonitor
 from pytest_gpuenv.perf._units import format_time, format_time_interval
 from pytest_gpuenv.perf.report import summary_lines
+from pytest_gpuenv.perf.session import PerfSession
 from pytest_gpuenv.runtime.nvml import foreign_of
 
 
 def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, baselines=None, name="Fake GPU 9000",
-         floor=0.0, options=None):
+         floor=0.0, options=None, ctx=None):
+    """A bench on a fake backend; ``ctx``: share that context's session."""
     clock = FakeClock()
     fb = FakeBackend(times, cv=cv, clock=clock, seed=seed, name=name, floor_s=floor)
     ctx = PerfContext(
         backend_factory=lambda: fb, monitor_factory=lambda b: monitor, nodeid="tests/t.py::test_k", test_name="test_k",
         perf_mode=mode, max_time=max_time, baselines=baselines, clock=clock,
         lock=lambda info: contextlib.nullcontext(), options=options or Options(),
+        **({"session": ctx.session} if ctx is not None else {}),
     )
     return GpuBench(ctx), fb, ctx
 
@@ -156,9 +160,9 @@ def test_fail_message_names_statistic_interval_budget_device():
     msg = str(e.value)
     assert msg.startswith("vector_add: median 26")
     assert "> budget 250 us on Fake GPU 9000" in msg
-    rec = ctx.records[-1]
-    assert rec["verdict"] == FAIL and rec["budget"] == "250 us" and rec["statistic"] == "median"
-    json.dumps(ctx.records)  # plain JSON for --gpuenv-json and xdist
+    rec = ctx.session.records[-1]
+    assert rec.verdict == FAIL and rec.budget == "250 us" and rec.statistic == "median"
+    json.dumps(ctx.session.measurements())  # plain JSON for --gpuenv-json and xdist
 
 
 def test_straddling_at_cap_is_inconclusive_and_modes_act_on_it():
@@ -172,7 +176,7 @@ def test_straddling_at_cap_is_inconclusive_and_modes_act_on_it():
         else:
             with pytest.raises(AssertionError, match="INCONCLUSIVE.*strict"):
                 m.assert_faster_than("100us")
-        assert ctx.records[-1]["verdict"] == INCONCLUSIVE
+        assert ctx.session.records[-1].verdict == INCONCLUSIVE
 
 
 def test_warn_mode_turns_fail_into_warning():
@@ -200,7 +204,8 @@ def test_throttled_clocks_make_fail_inconclusive():
     assert any("clocks dropped" in p for p in m.problems)
     with pytest.warns(GpuPerfWarning, match="clocks dropped"):
         assert m.assert_faster_than("250us") == INCONCLUSIVE
-    assert ctx.records[-1]["clocks"]["discarded_batches"] >= 1
+    assert ctx.session.records[-1].clocks.discarded_batches >= 1
+    assert ctx.session.measurements()[-1]["clocks"]["discarded_batches"] >= 1
 
 
 def test_some_low_clock_batches_are_discarded_but_do_not_block():
@@ -301,7 +306,7 @@ def test_bandwidth_against_copy_and_peak():
     assert m.assert_bandwidth(at_least=0.8, of="peak") == PASS  # 4.0 of 4.8 TB/s
     with pytest.raises(AssertionError, match=r"bandwidth 4 TB/s .* < 0.9 x peak bandwidth 4.8 TB/s on NVIDIA H200"):
         m.assert_bandwidth(at_least=0.9, of="peak")
-    kinds = [r["kind"] for r in ctx.records]
+    kinds = [r.kind for r in ctx.session.records]
     assert kinds.count("copy") == 1
 
 
@@ -322,7 +327,7 @@ def test_ratio_is_interleaved_abba_and_paired():
     schedules = [c_[1][0] for c_ in fb.calls if c_[0] == "enqueue" and len(c_[1][0]) > 2]
     flat = [tuple(s[i:i + 2]) for s in schedules for i in range(0, len(s), 2)]
     assert (0, 1) in flat and (1, 0) in flat
-    assert ctx.records[-1]["kind"] == "ratio" and ctx.records[-1]["verdict"] == PASS
+    assert ctx.session.records[-1].kind == "ratio" and ctx.session.records[-1].verdict == PASS
     with pytest.raises(AssertionError, match=r"median ratio 0.8\d\dx .* > budget 0.7x"):
         bench.assert_ratio(noop, noop, at_most=0.7)
     with pytest.raises(ValueError, match="at_most"):
@@ -378,12 +383,93 @@ def test_summary_table():
         warnings.simplefilter("ignore")
         m.assert_faster_than("250us")
     bench.assert_ratio(noop, noop, at_most=2.0)
-    lines = summary_lines(json.loads(json.dumps(ctx.records)))
+    merged = PerfSession()  # through the JSON a worker sends its controller
+    merged.merge(ctx.session.dump())
+    lines = merged.summary_lines()
+    assert lines == summary_lines(ctx.session.records)
     assert lines[0].split() == ["test", "device", "median", "interval", "n", "budget", "verdict"]
     text = "\n".join(lines)
     assert "test_k: vector_add" in text and "NVIDIA H200" in text and "250 us" in text
     assert "FAIL" in text and re.search(r"[01]\.\d{3}x", text) and "<= 2x" in text and "PASS" in text
-    assert summary_lines([]) == []
+    assert summary_lines([]) == [] and PerfSession().summary_lines() == []
+
+
+# ----------------------------------------------------------------------------------------------- records
+COMMON_KEYS = {
+    "nodeid", "name", "device", "arch", "device_key", "uuid", "timer", "mode", "repeat", "flush_bytes", "n", "clocks",
+    "foreign_processes", "problems", "warnings", "stop_reason", "spent_s", "host_enqueue_s", "kind", "statistic",
+    "unit", "median_s", "ci_low_s", "ci_high_s", "value", "ci_low", "ci_high", "samples_s", "bandwidth_Bps", "flops",
+    "budget", "verdict",
+}
+KIND_KEYS = {  # the "measurements" keys of --gpuenv-json beyond COMMON_KEYS, by kind (and regression outcome)
+    "measure": {"bytes", "flops_count"},
+    "time": {"bytes", "flops_count", "message"},
+    "copy": {"bytes", "flops_count"},
+    "bandwidth": {"bytes", "flops_count", "message", "reference", "reference_Bps", "fraction"},
+    "ratio": {"message", "reference", "reference_median_s", "reference_samples_s"},
+    "regression recorded": {"bytes", "flops_count", "message", "baseline_path"},
+    "regression decided": {"bytes", "flops_count", "message", "baseline_median_s", "ratio", "ratio_ci"},
+    "regression": {"bytes", "flops_count", "message"},
+}
+
+
+def test_record_json_keys_by_kind(tmp_path):
+    path = str(tmp_path / "baselines.json")
+    bench, _, ctx = make([100e-6, 120e-6], mode="warn", name="NVIDIA H200", baselines=path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = bench(noop, bytes=4.4e8, flops=1e9, name="k")  # a size no other test copies (copies are cached)
+        m.assert_faster_than("250us")
+        m.assert_bandwidth(0.5, of="copy")
+        bench.assert_ratio(noop, noop, at_most=2)
+        bench(noop, name="none").assert_no_regression("10%")  # no baseline: INCONCLUSIVE
+        make([100e-6], mode="record", baselines=path, ctx=ctx)[0](noop, name="r").assert_no_regression()
+        make([100e-6], baselines=path, ctx=ctx)[0](noop, name="r").assert_no_regression()
+    seen = {}
+    for d in ctx.session.measurements():
+        kind = d["kind"]
+        if kind == "regression" and "baseline_path" in d:
+            kind = "regression recorded"
+        elif kind == "regression" and "ratio" in d:
+            kind = "regression decided"
+        seen[kind] = set(d)
+    assert seen == {k: COMMON_KEYS | v for k, v in KIND_KEYS.items()}
+    by_kind = {r.kind: r for r in ctx.session.records}
+    bw, ratio, t = by_kind["bandwidth"], by_kind["ratio"], by_kind["time"]
+    # value/ci_* is the judged statistic, *_s the time: equal for time records, not for bandwidth or ratio
+    assert (t.value, t.ci_low, t.ci_high) == (t.median_s, t.ci_low_s, t.ci_high_s) and t.unit == "s"
+    assert bw.unit == "B/s" and bw.value == pytest.approx(4.4e8 / bw.median_s) and bw.ci_low == 4.4e8 / bw.ci_high_s
+    assert ratio.unit == "x" and ratio.value < 1 and ratio.median_s == pytest.approx(100e-6, rel=0.02)
+    assert all(PerfRecord.from_dict(d) == r for d, r in zip(ctx.session.measurements(), ctx.session.records))
+
+
+def test_record_from_dict_tolerates_unknown_and_missing_keys():
+    r = PerfRecord.from_dict({"kind": "time", "name": "k", "median_s": 1e-4, "from_the_future": {"x": 1},
+                              "clocks": {"batches": 3, "new_clock_field": 1}})
+    assert (r.kind, r.name, r.median_s, r.clocks.batches, r.value, r.problems) == ("time", "k", 1e-4, 3, None, [])
+    assert "from_the_future" not in r.to_dict() and r.to_dict()["clocks"]["sm_mhz_min"] is None
+    assert PerfRecord.from_dict({}) == PerfRecord()
+    for bad in ([], "x", {"n": "many"}, {"problems": "one"}, {"clocks": 3}, {"value": True}):
+        with pytest.raises(ValueError):
+            PerfRecord.from_dict(bad)
+
+
+def test_session_merge_ignores_malformed_payloads_and_writes_json(tmp_path):
+    bench, _, ctx = make([100e-6])
+    bench(noop, name="a")
+    controller = PerfSession()
+    for bad in (None, b"\xff", "not json", "{}", '{"a": 1}', "3", '[1, "x", {"n": "many"}]'):
+        controller.merge(bad)
+    assert controller.records == []
+    controller.merge(ctx.session.dump())
+    controller.merge('[{"kind": "measure", "name": "b", "n": 3}, 7]')  # the bad entry alone is dropped
+    assert [r.name for r in controller.records] == ["a", "b"]
+    target = tmp_path / "sub" / "report.json"
+    controller.write_json(str(target), {"backend": "fake"}, [{"nodeid": "t", "category": "c", "cause": "x"}])
+    data = json.loads(target.read_text())
+    assert data == {"environment": {"backend": "fake"}, "measurements": controller.measurements(),
+                    "skips": [{"nodeid": "t", "category": "c", "cause": "x"}]}
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]  # written through a temporary file
 
 
 # ----------------------------------------------------------------------------------------------- bindings

@@ -1,5 +1,5 @@
-"""A fake timer backend and monitor producing synthetic samples, so the engine and the verdict logic
-run on a CPU. Used by the project's tests; also handy for checking budgets offline."""
+"""A fake timer backend and monitor producing synthetic samples, so gpu_bench's engine and verdict logic
+run on a CPU (tests/test_perf.py)."""
 
 from __future__ import annotations
 
