@@ -435,3 +435,29 @@ def test_kfd_without_render_nodes(tmp_path, gpu_roots):
     env = detect(root=str(root), environ={})
     assert env.devices == [] and env.backend == "cpu"
     assert "--device /dev/dri" in env.problem("render-nodes-missing").fix
+
+
+def test_compiler_discovery_under_a_root(tmp_path, gpu_roots):
+    """The lookups rtc makes on the real system (Fs(None)), made here under a root: homes, tools, libraries."""
+    from pytest_gpuenv.detect import _compilers
+    from pytest_gpuenv.detect._fs import Fs
+
+    root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
+    for path in ("opt/rocm-5.7.1/bin/hipcc", "opt/rocm-6.4.1/bin/hipcc", "opt/rocm-6.4.1/lib/libhiprtc.so.6",
+                 "usr/local/cuda/bin/nvcc", "usr/local/cuda/include/cuda_fp16.h"):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("")
+    fs, environ = Fs(str(root)), {"ROCM_HOME": "/opt/rocm-6.4.1/", "PATH": "/usr/bin:/bin"}
+    homes = _compilers.rocm_homes(fs, environ)
+    assert homes == ["/opt/rocm-6.4.1", "/opt/rocm", "/opt/rocm-5.7.1"]
+    assert _compilers.find_tool(fs, "hipcc", environ, homes) == "/opt/rocm-6.4.1/bin/hipcc"
+    assert _compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libhiprtc.so.6"
+    assert _compilers.cuda_homes(fs, environ) == ["/usr/local/cuda"]
+    assert _compilers.find_tool(fs, "nvcc", environ, ["/usr/local/cuda"]) == "/usr/local/cuda/bin/nvcc"
+    assert _compilers.cuda_include_dirs(fs, environ) == ["/usr/local/cuda/include"]
+    env = detect(root=str(root), environ=environ)
+    assert env.rocm["path"] == "/opt/rocm-6.4.1"
+    assert env.compilers == {"hiprtc": True, "nvrtc": False, "hipcc": "/opt/rocm-6.4.1/bin/hipcc",
+                             "nvcc": "/usr/local/cuda/bin/nvcc"}
+    (root / "opt/rocm-6.4.1/lib/libhiprtc.so.6").unlink()  # ROCm 5 style: hiprtc inside libamdhip64
+    assert _compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libamdhip64.so"
