@@ -16,10 +16,15 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv.detect import detect
+from pytest_gpuenv.model import GpuEnv
+
+#: the two MI300X GPUs of the mi300x_linux scenario, in HIP order
+MI300 = ("GPU-3cbe002bd3b6313d", "GPU-648def29d3407eef")
 _SKIP_TOP = {"_meta", "tool_outputs", "README.txt"}
 
 
@@ -179,4 +184,17 @@ def run_as(process: dict[str, Any], fn: Any = "pytest_gpuenv.detect.detect", **k
     return json.loads(proc.stdout)
 
 
-Materializer = Callable[[str], Path]
+
+def detect_as(scenario: Path, root: Path, **env_changes) -> GpuEnv:
+    """detect() on a materialized scenario, with its environment (changed by ``env_changes``; None
+    removes a variable), as its user (``run_as``) when that is not root."""
+    environ = scenario_env(scenario)
+    for k, v in env_changes.items():
+        if v is None:
+            environ.pop(k, None)
+        else:
+            environ[k] = v
+    process = scenario_process(scenario)
+    if int(process.get("uid", 0)) == 0 and int(process.get("gid", 0)) == 0:
+        return detect(root=str(root), environ=environ)
+    return GpuEnv.from_dict(run_as(process, root=str(root), environ=environ))

@@ -1,8 +1,10 @@
 import importlib.util
 import os
 import pathlib
+import shutil
 
 import pytest
+from _roots import materialize, new_root_dir
 
 # pytester's in-process runs drop modules their tests imported; importing torch a second time in one
 # process then fails ("function '_has_torch_function' already has a docstring"). Import it once up
@@ -21,3 +23,20 @@ def gpu_roots() -> pathlib.Path:
     if not GPU_ROOTS.is_dir():
         pytest.skip(f"file trees not found at {GPU_ROOTS} (set GPUENV_TEST_ROOTS)")
     return GPU_ROOTS
+
+
+@pytest.fixture(scope="session")
+def roots(request):
+    """scenario name -> a materialized copy (made once per session, removed at the end)."""
+    if not GPU_ROOTS.is_dir():
+        pytest.skip(f"file trees not found at {GPU_ROOTS} (set GPUENV_TEST_ROOTS)")
+    made: dict[str, pathlib.Path] = {}
+
+    def get(name: str) -> pathlib.Path:
+        if name not in made:
+            made[name] = materialize(GPU_ROOTS / name, new_root_dir())
+        return made[name]
+
+    yield get
+    for path in made.values():
+        shutil.rmtree(path, ignore_errors=True)
