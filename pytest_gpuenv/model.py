@@ -321,7 +321,7 @@ class ArchPattern:
         m = _SM_PAT.match(self.text)
         if m and m.group(3) == "+":
             am = re.match(r"^sm_(\d+)", arch)
-            return bool(am) and int(am.group(1)) >= int(m.group(1))
+            return am is not None and int(am.group(1)) >= int(m.group(1))
         return fnmatch.fnmatchcase(arch, self.text)
 
 

@@ -5,7 +5,8 @@ have the same shape: select a device, load a code object, look up a function, la
 stream, record and time events, synchronise. ``Kernel`` (pytest_gpuenv.rtc) and the timer's driver
 backend (pytest_gpuenv.perf) both use it. Errors are ``KernelLaunchError``; an error that leaves the
 context unusable is recorded in ``_sticky`` (which test poisoned which backend) and queried with
-``poisoned()``.
+``poisoned()``. ``nvml`` (nvidia-ml-py, imported lazily) gives detection the NVIDIA device facts and
+the timer the clocks, throttle reasons and processes of a GPU.
 
 Importing this package imports no binding and starts nothing.
 """
