@@ -1,4 +1,5 @@
-"""``gpuenv info|doctor|compile`` (also ``python -m pytest_gpuenv``)."""
+"""``gpuenv info|doctor|compile`` (also ``python -m pytest_gpuenv``): detect, then print the model
+(``info_text`` or JSON) or each problem with its fix (``doctor_lines``); ``compile`` is rtc's."""
 
 from __future__ import annotations
 
@@ -6,7 +7,12 @@ import argparse
 import json
 import os
 import sys
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from pytest_gpuenv import report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.model import GpuEnv
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _env(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _env(args: argparse.Namespace) -> GpuEnv:
     from pytest_gpuenv.detect import detect
 
     if args.root and not os.path.isdir(args.root):
@@ -38,6 +44,26 @@ def _env(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         probe="never" if args.root else args.probe,
         probe_timeout=args.probe_timeout,
     )
+
+
+def info_text(env: GpuEnv) -> str:
+    """The readable form of ``gpuenv info``."""
+    out = report.header_lines(env, verbose=1)
+    out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
+    return "\n".join(out)
+
+
+def doctor_lines(env: GpuEnv) -> list[str]:
+    if not env.problems:
+        return [f"OK: {report.summary(env)}", "no problems found"]
+    lines = [f"environment: {report.summary(env)}", ""]
+    for p in env.problems:
+        lines.append(f"[{p.severity}] {p.code}: {p.message}")
+        if p.fix:
+            for i, fl in enumerate(p.fix.splitlines()):
+                lines.append(("    fix: " if i == 0 else "         ") + fl)
+        lines.append("")
+    return lines
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -51,16 +77,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    from pytest_gpuenv import report
-
     env = _env(args)
     if args.command == "info":
         if args.json:
             print(json.dumps(env.to_dict(), indent=2, default=str))
         else:
-            print(report.info_text(env))
+            print(info_text(env))
         return 0
-    for line in report.doctor_lines(env):
+    for line in doctor_lines(env):
         print(line)
     # informational notes (e.g. ROCm installed on a machine without an AMD GPU) are not problems to fix
     return 1 if any(p.severity != "info" for p in env.problems) else 0

@@ -1,4 +1,5 @@
-"""Plain functions that turn the model into lines of text (header, summary, ``gpuenv info``)."""
+"""Plain functions that turn the model into lines of text: the header (``header_lines``, also the body
+of ``gpuenv info``), the one-line ``summary`` and the hardware-skip summary (``skip_summary_lines``)."""
 
 from __future__ import annotations
 
@@ -119,24 +120,4 @@ def skip_summary_lines(skips: Iterable[tuple[str, str]]) -> list[str]:
     lines = [f"{total} test(s) skipped for hardware reasons:"]
     for (category, cause), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         lines.append(f"  {n:4d}  {category:<14} {cause}")
-    return lines
-
-
-def info_text(env: GpuEnv) -> str:
-    """The readable form of ``gpuenv info``."""
-    out = header_lines(env, verbose=1)
-    out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
-    return "\n".join(out)
-
-
-def doctor_lines(env: GpuEnv) -> list[str]:
-    if not env.problems:
-        return [f"OK: {summary(env)}", "no problems found"]
-    lines = [f"environment: {summary(env)}", ""]
-    for p in env.problems:
-        lines.append(f"[{p.severity}] {p.code}: {p.message}")
-        if p.fix:
-            for i, fl in enumerate(p.fix.splitlines()):
-                lines.append(("    fix: " if i == 0 else "         ") + fl)
-        lines.append("")
     return lines
