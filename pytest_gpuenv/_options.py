@@ -61,7 +61,8 @@ PROBE_MODES = ("auto", "always", "never")
 
 @dataclass
 class Settings:
-    """The resolved options. Each value carries no source; errors name the source when resolved."""
+    """The resolved options (``resolve``). Values carry no source: a bad value is reported, naming where it
+    came from, while resolving."""
 
     backend: str = "auto"
     devices: str = "best"
@@ -80,7 +81,8 @@ class Settings:
     plan_profiles: list[str] = field(default_factory=list)
 
 
-# (dest, ini name, env var, help, default)
+#: the options with a plain value: (name, environment variable, help, default); ``name`` is both the
+#: command-line option's dest and its ini twin (``gpuenv_backend`` for ``--gpuenv-backend``)
 _SIMPLE = [
     ("gpuenv_backend", "GPUENV_BACKEND", BACKEND_DESC, "auto"),
     ("gpuenv_devices", "GPUENV_DEVICES", DEVICES_DESC, "best"),
