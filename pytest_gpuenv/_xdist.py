@@ -1,10 +1,12 @@
 """pytest-xdist integration: one GPU per worker, detection shared, results gathered.
 
 The controller detects once and computes every worker's GPUs; ``pytest_configure_node`` hands both
-to the worker in ``workerinput``. The worker sets its own visible-devices variables in its own
-``pytest_configure`` (a controller hook cannot set a worker's environment), before any test module
-starts a GPU runtime, and narrows its copy of the model to its GPUs. Skips travel back inside the
-test reports; performance records come back in ``workeroutput``.
+to the worker in ``workerinput[WORKERINPUT_KEY]``. The worker takes the model from there
+(``worker_env``), sets its own visible-devices variables in its own ``pytest_configure``
+(``configure``: a controller hook cannot set a worker's environment), before any test module starts
+a GPU runtime, and narrows its copy of the model to its GPUs. Skips travel back inside the test
+reports; performance records come back in ``workeroutput[WORKEROUTPUT_KEY]`` (``finish_worker``)
+and the controller merges them in ``pytest_testnodedown``. This module owns both directions.
 
 Assignment indexes into the visible set the user already chose: with ``CUDA_VISIBLE_DEVICES=2,3``
 a worker gets ``2`` or ``3``, never a GPU outside the list; on AMD ``HIP_VISIBLE_DEVICES`` indexes
@@ -13,17 +15,22 @@ into what ``ROCR_VISIBLE_DEVICES`` left, as HIP itself does.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv.model import Device, GpuEnv, Problem
 
-WORKER_KEY = "gpuenv_worker"
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._session import GpuenvSession
+
+#: controller -> worker: {"env": the controller's model (GpuEnv.to_dict()),
+#: "gpus": {"positions": [...], "vars": {VAR: value}, "workers_sharing": n} or None}
+WORKERINPUT_KEY = "gpuenv"
+#: worker -> controller: the worker's PerfSession.dump()
+WORKEROUTPUT_KEY = "gpuenv_perf"
 
 
 def _split(value: str) -> list[str]:
@@ -98,27 +105,26 @@ def narrow(env: GpuEnv, positions: list[int]) -> GpuEnv:
     return new
 
 
-class XdistHooks:
-    """Registered only when pytest-xdist is installed."""
+def _vars_text(values: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in values.items())
 
-    def __init__(self, config: pytest.Config) -> None:
+
+class XdistHooks:
+    """The controller's side of the protocol; registered only when pytest-xdist is installed."""
+
+    def __init__(self, config: pytest.Config, session: GpuenvSession) -> None:
         self.config = config
+        self.session = session
         self._plan: Optional[list[list[int]]] = None
 
     def _worker_plan(self, n_workers: int) -> list[list[int]]:
         if self._plan is None:
-            from pytest_gpuenv._state import get_env, get_settings
-
-            env = get_env(self.config)
-            self._plan = plan_assignment(env, n_workers, get_settings(self.config).worker_gpus)
+            self._plan = plan_assignment(self.session.env, n_workers, self.session.settings.worker_gpus)
         return self._plan
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        from pytest_gpuenv._state import get_env
-
-        env = get_env(self.config)
-        node.workerinput["gpuenv_env"] = env.to_dict()
+        env = self.session.env
         n_workers = int(node.workerinput.get("workercount") or _numprocesses(self.config) or 1)
         plan = self._worker_plan(n_workers)
         wid = node.workerinput.get("workerid", node.gateway.id)
@@ -126,43 +132,36 @@ class XdistHooks:
             number = int(str(wid).lstrip("gw"))
         except ValueError:
             number = 0
+        gpus = None
         if plan:
             positions = plan[number % len(plan)]
-            node.workerinput[WORKER_KEY] = {
+            gpus = {
                 "positions": positions,
                 "vars": visible_value(env, positions),
                 "workers_sharing": sum(1 for p in plan if p == positions),
             }
+        node.workerinput[WORKERINPUT_KEY] = {"env": env.to_dict(), "gpus": gpus}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
         """One line per worker in the controller's output: which GPU(s) it has."""
-        info = node.workerinput.get(WORKER_KEY)
+        gpus = (node.workerinput.get(WORKERINPUT_KEY) or {}).get("gpus")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if not info or tr is None or self.config.get_verbosity() < 0:
+        if not gpus or tr is None or self.config.get_verbosity() < 0:
             return
-        from pytest_gpuenv._state import get_env
-
-        env = get_env(self.config)
-        devs = [env.usable_devices[p] for p in info["positions"]]
-        vars_text = " ".join(f"{k}={v}" for k, v in info["vars"].items())
-        shared = info.get("workers_sharing", 1)
+        env = self.session.env
+        devices = env.describe_devices([env.usable_devices[p] for p in gpus["positions"]])
+        shared = gpus.get("workers_sharing", 1)
         tr.write_line(
-            f"gpuenv: [{node.gateway.id}] {env.describe_devices(devs)} via {vars_text}"
+            f"gpuenv: [{node.gateway.id}] {devices} via {_vars_text(gpus['vars'])}"
             + (f" (shared by {shared} workers)" if shared > 1 else "")
         )
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        from pytest_gpuenv._state import perf_records
-
-        out = getattr(node, "workeroutput", None) or {}
-        raw = out.get("gpuenv_perf")
+        raw = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
         if raw:
-            try:
-                perf_records(self.config).extend(json.loads(raw))
-            except (TypeError, ValueError):
-                pass
+            self.session.perf.merge(raw)
 
 
 def _numprocesses(config: pytest.Config) -> Optional[int]:
@@ -173,7 +172,31 @@ def _numprocesses(config: pytest.Config) -> Optional[int]:
         return None
 
 
-def check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) -> None:
+def worker_env(config: pytest.Config) -> Optional[GpuEnv]:
+    """In an xdist worker, the model its controller detected; None elsewhere (detect here)."""
+    data = (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY)
+    return GpuEnv.from_dict(data["env"]) if data else None
+
+
+def configure(config: pytest.Config, session: GpuenvSession) -> None:
+    """Register the controller's hooks; check the request (controller) or pin this worker's GPUs."""
+    config.pluginmanager.register(XdistHooks(config, session), "gpuenv-xdist")
+    if hasattr(config, "workerinput"):
+        _pin_worker(config, session)
+    else:
+        _check_controller(config, session.env, session.settings)
+
+
+def finish_worker(config: pytest.Config, session: GpuenvSession) -> bool:
+    """In a worker: hand the performance records to the controller and return True; else False."""
+    if not hasattr(config, "workerinput"):
+        return False
+    if session.has_measurements:
+        config.workeroutput[WORKEROUTPUT_KEY] = session.perf.dump()  # type: ignore[attr-defined]
+    return True
+
+
+def _check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) -> None:
     """Clear errors before any test runs (controller of an xdist run only)."""
     n = _numprocesses(config)
     if not n or settings.worker_gpus == "off":
@@ -184,21 +207,34 @@ def check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) -> 
     plan_assignment(env, n, settings.worker_gpus)
 
 
-def pin_worker(config: pytest.Config, env: GpuEnv, settings: Settings) -> Optional[dict[str, Any]]:
-    """In a worker: set its visible-devices variables and narrow the model. Returns what it got."""
-    info = config.workerinput.get(WORKER_KEY)  # type: ignore[attr-defined]
-    if not info:
-        return None
-    for var, value in info["vars"].items():
-        os.environ[var] = value
+def _pin_worker(config: pytest.Config, session: GpuenvSession) -> None:
+    """In a worker: set its visible-devices variables and narrow the model to its GPUs."""
+    gpus = (config.workerinput.get(WORKERINPUT_KEY) or {}).get("gpus")  # type: ignore[attr-defined]
+    if not gpus:
+        return
+    env = session.env
+    session.set_environ(gpus["vars"])
     late = _runtime_already_started()
-    narrowed = narrow(env, info["positions"])
-    total = len(env.usable_devices)
-    if total > len(narrowed.devices):
-        narrowed.problems.append(
+    narrowed = narrow(env, gpus["positions"])
+    narrowed.problems.extend(_worker_problems(len(narrowed.devices), len(env.usable_devices), gpus, late))
+    session.env = narrowed
+    desc = narrowed.describe_devices(narrowed.devices)
+    shared = gpus.get("workers_sharing", 1)
+    session.worker_gpu = {
+        "id": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
+        "desc": f"{desc} via {_vars_text(gpus['vars'])}" + (f", shared by {shared} workers" if shared > 1 else ""),
+        "vars": gpus["vars"],
+        "shared": shared,
+    }
+
+
+def _worker_problems(mine: int, total: int, gpus: dict[str, Any], late: bool) -> list[Problem]:
+    out = []
+    if total > mine:
+        out.append(
             Problem(
                 "xdist-worker-gpus",
-                f"this xdist worker was given {len(narrowed.devices)} of the {total} visible GPUs",
+                f"this xdist worker was given {mine} of the {total} visible GPUs",
                 "run multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
                 "(or give workers more GPUs with --gpuenv-worker-gpus=N)",
                 severity="info",
@@ -206,28 +242,17 @@ def pin_worker(config: pytest.Config, env: GpuEnv, settings: Settings) -> Option
             )
         )
     if late:
-        narrowed.problems.append(
+        out.append(
             Problem(
                 "worker-pinned-too-late",
-                f"the GPU runtime started in this worker before pytest-gpuenv set {', '.join(info['vars'])} "
+                f"the GPU runtime started in this worker before pytest-gpuenv set {', '.join(gpus['vars'])} "
                 "(a conftest initialised CUDA/HIP at import)",
                 "do not touch the GPU at import time in conftest.py; create tensors inside fixtures or tests",
                 severity="warning",
                 category="xdist",
             )
         )
-    from pytest_gpuenv._state import ENV_KEY
-
-    config.stash[ENV_KEY] = narrowed
-    desc = narrowed.describe_devices(narrowed.devices)
-    shared = info.get("workers_sharing", 1)
-    vars_text = " ".join(f"{k}={v}" for k, v in info["vars"].items())
-    return {
-        "id": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
-        "desc": f"{desc} via {vars_text}" + (f", shared by {shared} workers" if shared > 1 else ""),
-        "vars": info["vars"],
-        "shared": shared,
-    }
+    return out
 
 
 def _runtime_already_started() -> bool:

@@ -1,12 +1,17 @@
-"""The environment fixtures: ``gpu_env``, ``gpu_device`` and ``torch_device``."""
+"""The plugin's fixtures: ``gpu_env``, ``gpu_device``, ``torch_device``, ``hip_kernel``, ``gpu_bench``.
+
+The environment fixtures read the session (``_session``). ``hip_kernel`` and ``gpu_bench`` import
+their machinery (``_kernel_fixture``, ``_bench_fixture``) when a test first asks for them, so loading
+the plugin imports neither the compiler layer nor the timer.
+"""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv._state import get_env, get_settings
+from pytest_gpuenv._session import get_env, get_settings
 from pytest_gpuenv.model import Device, GpuEnv
 
 
@@ -41,9 +46,10 @@ def gpu_env(request: pytest.FixtureRequest) -> GpuEnv:
     return get_env(request.config)
 
 
-def current_device(request: pytest.FixtureRequest) -> Optional[Device]:
-    """The GPU this test runs on: the torch_device's index when parametrized, else the first usable."""
-    env = get_env(request.config)
+def current_device(request: pytest.FixtureRequest, env: Optional[GpuEnv] = None) -> Optional[Device]:
+    """The GPU this test runs on: the torch_device's index when parametrized, else the first usable
+    (of ``env``, by default the session's)."""
+    env = env if env is not None else get_env(request.config)
     devs = env.usable_devices if env.has_gpu else []
     if not devs:
         return None
@@ -83,3 +89,27 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
     except Exception as exc:  # ImportError, or a broken install raising anything
         pytest.skip(f"torch_device requires torch: could not import 'torch': {exc}")
     return torch.device(value)
+
+
+@pytest.fixture
+def hip_kernel(request: pytest.FixtureRequest) -> Any:
+    """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
+    ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
+    ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
+    ``sync`` (default True). Without a GPU it compiles for ``gpuenv_compile_archs`` and skips."""
+    from pytest_gpuenv._kernel_fixture import HipKernelFactory
+    from pytest_gpuenv.runtime import running
+
+    with running(request.node.nodeid):  # a GPU fault in this test is recorded against it
+        yield HipKernelFactory(request)
+
+
+@pytest.fixture
+def gpu_bench(request: pytest.FixtureRequest) -> Any:
+    """Measure GPU work and assert on its speed: ``m = gpu_bench(fn, bytes=..., flops=...)``, then
+    ``m.assert_faster_than("250us")``, ``m.assert_bandwidth(at_least=0.8)``,
+    ``m.assert_no_regression("10%")``; ``gpu_bench.assert_ratio(fast, reference, at_most=1.2)``.
+    Skips on a runner without a usable GPU."""
+    from pytest_gpuenv._bench_fixture import make_gpu_bench
+
+    return make_gpu_bench(request)

@@ -1,16 +1,18 @@
-"""The GPU markers: their help lines, argument checks, and evaluation against the environment.
+"""The GPU markers: their table, their registration and the checks of their arguments.
 
-``check_marks(item)`` validates arguments (a bad one becomes an error for that test alone);
-``evaluate(item, env)`` returns a ``Skip`` (what was required, what was found, the fix) or ``None``;
-``xfail_for(item, env)`` returns the xfail reason for ``xfail_on`` or ``None``.
+``register(config)`` adds each marker's signature line (what ``pytest --markers`` prints);
+``validate(name, args, kwargs)`` parses one marker's arguments or raises ``MarkerArgumentError``
+naming the marker and the value; ``check_marks(marks)`` returns the first such error of a test (the
+plugin makes it an error for that test alone). Evaluation against the environment: ``_skipping``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, parse_size
+import pytest
+
+from pytest_gpuenv.model import ArchPattern, parse_size
 
 #: (name, signature help line) registered with config.addinivalue_line("markers", ...)
 MARKERS = [
@@ -47,33 +49,20 @@ MARKERS = [
     ("perf", "perf: a GPU performance test (tests using gpu_bench get it by themselves); -m 'not perf' leaves them out."),
 ]
 MARKER_NAMES = tuple(n for n, _ in MARKERS)
-_GPU_MARKERS = (
-    "requires_gpu",
-    "requires_cuda",
-    "requires_rocm",
-    "requires_hip",
-    "requires_wsl",
-    "requires_devices",
-    "requires_memory",
-    "requires_arch",
-    "skip_on",
-    "xfail_on",
-)
+#: markers that only a test needing a GPU carries (the plugin skips it after a sticky GPU fault)
+GPU_MARKERS = ("requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_devices")
+#: the words skip_on/xfail_on accept besides arch patterns
 CONDITIONS = ("rocm", "cuda", "cpu", "wsl", "windows")
+
+
+def register(config: pytest.Config) -> None:
+    """Register every marker with its signature line, so ``--strict-markers`` suites accept them."""
+    for _name, line in MARKERS:
+        config.addinivalue_line("markers", line)
 
 
 class MarkerArgumentError(ValueError):
     """A GPU marker was given an argument it cannot use; names the marker and the value."""
-
-
-@dataclass(frozen=True)
-class Skip:
-    #: for the summary: "vendor", "arch", "memory", "devices", "toolchain", "wsl", "platform",
-    #: "problem", "backend-option", "condition"
-    category: str
-    #: the cause as a group label for the summary (no test-specific detail)
-    cause: str
-    reason: str
 
 
 def _fmt_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -162,198 +151,3 @@ def check_marks(marks: Iterable[Any]) -> Optional[str]:
     return None
 
 
-# ---------------------------------------------------------------------- evaluation
-def _found(env: GpuEnv) -> str:
-    return env.describe()
-
-
-def _blocking_problem(env: GpuEnv, vendor: Optional[str] = None) -> Optional[Problem]:
-    """The error-level problem that explains why GPUs are not usable (first one)."""
-    for p in env.problems:
-        if p.severity == "error":
-            return p
-    return None
-
-
-def _with_fix(text: str, env: GpuEnv) -> tuple[str, Optional[Problem]]:
-    p = _blocking_problem(env)
-    if p is None:
-        return text, None
-    fix = f"; fix: {p.fix}" if p.fix else ""
-    return f"{text} [{p.code}]{fix}", p
-
-
-def _usable(env: GpuEnv, vendor: Optional[str] = None) -> list[Device]:
-    if env.backend == "cpu":
-        return []
-    devs = env.usable_devices
-    if vendor:
-        devs = [d for d in devs if d.vendor == vendor]
-    return devs
-
-
-def _skip_missing(env: GpuEnv, want: str, category: str) -> Skip:
-    """Skip for a requirement no usable GPU meets; grouped by the underlying cause."""
-    reason, prob = _with_fix(f"requires {want}: found {_found(env)}", env)
-    if env.forced_backend == "cpu":
-        return Skip("backend-option", "--gpuenv-backend=cpu", f"requires {want}: GPUs hidden by --gpuenv-backend=cpu")
-    if prob is not None:
-        return Skip("problem", f"{prob.code}: {prob.message}", reason)
-    if not env.has_gpu:
-        return Skip("no-gpu", _short_found(env), reason)
-    return Skip(category, f"requires {want}; found {_short_found(env)}", reason)
-
-
-def _short_found(env: GpuEnv) -> str:
-    if env.has_gpu:
-        return {"rocm": "ROCm", "cuda": "CUDA"}[env.backend]
-    if env.devices:
-        return "GPU present but not usable"
-    if env.kind != "cpu":
-        return kind_label(env.kind) + " found, no usable device"
-    return "no GPU found"
-
-
-def _hip_toolchain(env: GpuEnv) -> tuple[bool, str]:
-    c = env.compilers
-    if env.backend == "rocm":
-        ok = bool(c.get("hiprtc") or c.get("hipcc"))
-        return ok, "hiprtc or hipcc"
-    if env.backend == "cuda":
-        ok = bool(c.get("nvrtc") or c.get("nvcc"))
-        return ok, "NVRTC or nvcc"
-    return False, "a ROCm or CUDA GPU"
-
-
-def _condition_holds(cond: Any, env: GpuEnv) -> bool:
-    if isinstance(cond, ArchPattern):
-        return any(cond.matches(d.arch) for d in _usable(env))
-    if cond == "rocm":
-        return env.backend == "rocm" and bool(_usable(env, "amd"))
-    if cond == "cuda":
-        return env.backend == "cuda" and bool(_usable(env, "nvidia"))
-    if cond == "cpu":
-        return not env.has_gpu
-    if cond == "wsl":
-        return env.wsl is not None
-    if cond == "windows":
-        return env.platform == "windows"
-    return False
-
-
-def _cond_text(cond: Any) -> str:
-    return cond.text if isinstance(cond, ArchPattern) else cond
-
-
-def _arch_not_in_build(env: GpuEnv, want: str) -> Optional[Skip]:
-    """The GPU is there, but the installed ROCm/torch build has no code for its arch: frameworks fail
-    with 'invalid device function'. HIP kernels compiled here for the device (requires_hip) still run."""
-    p = env.problem("arch-not-in-build") if env.usable == "arch-unsupported" else None
-    if p is None:
-        return None
-    fix = f"; {p.fix}" if p.fix else ""
-    return Skip("problem", f"{p.code}: {p.message}", f"requires {want}: {p.message} [{p.code}]{fix}")
-
-
-def evaluate_mark(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], env: GpuEnv) -> Optional[Skip]:
-    value = validate(name, args, kwargs)
-    if name == "requires_gpu":
-        if not _usable(env):
-            return _skip_missing(env, "a GPU", "vendor")
-        return _arch_not_in_build(env, "a GPU")
-    elif name == "requires_cuda":
-        if env.backend != "cuda" or not _usable(env, "nvidia"):
-            return _skip_missing(env, "CUDA", "vendor")
-    elif name == "requires_rocm":
-        if env.backend != "rocm" or not _usable(env, "amd"):
-            return _skip_missing(env, "ROCm", "vendor")
-        return _arch_not_in_build(env, "ROCm")
-    elif name == "requires_hip":
-        if not _usable(env):
-            return _skip_missing(env, "HIP (ROCm, or NVIDIA through HIP-on-CUDA)", "vendor")
-        ok, what = _hip_toolchain(env)
-        if not ok:
-            return Skip(
-                "toolchain",
-                f"no HIP compiler ({what})",
-                f"requires HIP: found {_found(env)} but no {what} to compile HIP kernels",
-            )
-    elif name == "requires_wsl":
-        if env.wsl is None or (value is not None and env.wsl != value):
-            want = "WSL" if value is None else f"WSL {value}"
-            have = "not WSL" if env.wsl is None else f"WSL {env.wsl}"
-            return Skip("wsl", f"requires {want}; found {have}", f"requires {want}: found {have} ({env.platform})")
-    elif name == "requires_devices":
-        have = len(_usable(env))
-        if have < value:
-            if have == 0:
-                return _skip_missing(env, f"{value} GPU(s)", "devices")
-            worker = env.problem("xdist-worker-gpus")
-            if worker is not None:
-                return Skip(
-                    "devices",
-                    f"requires {value} GPUs; xdist worker has {have}",
-                    f"requires_devices({value}): {worker.message}; {worker.fix}",
-                )
-            return Skip(
-                "devices",
-                f"requires {value} GPUs; {have} visible",
-                f"requires_devices({value}): {have} usable GPU(s) visible ({env.describe_devices(_usable(env))})",
-            )
-    elif name == "requires_memory":
-        devs = _usable(env)
-        if not devs:
-            return _skip_missing(env, f"a GPU with {format_size(value)}", "memory")
-        known = [d.memory_bytes for d in devs if d.memory_bytes is not None]
-        label = f"requires_memory({args[0]!r})" if isinstance(args[0], str) else f"requires_memory({format_size(value)})"
-        if not known:
-            return Skip("memory", "device memory unknown", f"{label}: the memory of {env.describe_devices(devs)} is unknown")
-        if max(known) < value:
-            return Skip(
-                "memory",
-                f"{label}",
-                f"{label}: largest device has {format_size(max(known))}",
-            )
-    elif name == "requires_arch":
-        devs = _usable(env)
-        pats = " or ".join(p.text for p in value)
-        if not devs:
-            return _skip_missing(env, f"arch {pats}", "arch")
-        if not any(p.matches(d.arch) for p in value for d in devs):
-            archs = ", ".join(sorted({d.arch or "unknown arch" for d in devs}))
-            return Skip("arch", f"requires arch {pats}", f"requires arch {pats}: found {archs} ({env.describe_devices(devs)})")
-    elif name == "skip_on":
-        for cond in value:
-            if _condition_holds(cond, env):
-                why = kwargs.get("reason")
-                text = f"skip_on({_cond_text(cond)!r}): this run is on {_found(env)}"
-                if why:
-                    text += f": {why}"
-                return Skip("condition", f"skip_on({_cond_text(cond)!r})", text)
-    return None
-
-
-def evaluate(marks: Iterable[Any], env: GpuEnv) -> Optional[Skip]:
-    """The first Skip among an item's GPU markers, or None when it may run."""
-    for m in marks:
-        if m.name in _GPU_MARKERS and m.name != "xfail_on":
-            skip = evaluate_mark(m.name, tuple(m.args), dict(m.kwargs), env)
-            if skip is not None:
-                return skip
-    return None
-
-
-def xfail_for(marks: Iterable[Any], env: GpuEnv) -> Optional[tuple[str, bool]]:
-    """(reason, strict) when an ``xfail_on`` condition holds."""
-    for m in marks:
-        if m.name != "xfail_on":
-            continue
-        conds = validate(m.name, tuple(m.args), dict(m.kwargs))
-        for cond in conds:
-            if _condition_holds(cond, env):
-                why = m.kwargs.get("reason")
-                text = f"xfail_on({_cond_text(cond)!r}): expected to fail on {_found(env)}"
-                if why:
-                    text += f": {why}"
-                return text, bool(m.kwargs.get("strict", False))
-    return None

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 import pytest
 
-from pytest_gpuenv import markers
+from pytest_gpuenv import _skipping, markers
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, default_warp_size, parse_size
 
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
@@ -83,10 +83,10 @@ def _verdict(item: pytest.Item, env: GpuEnv) -> str:
     error = markers.check_marks(marks)
     if error:
         return "error: " + error
-    skip = markers.evaluate(marks, env)
+    skip = _skipping.evaluate(marks, env)
     if skip is not None:
         return f"skip: {skip.cause}"
-    xf = markers.xfail_for(marks, env)
+    xf = _skipping.xfail_for(marks, env)
     return "xfail" if xf else "run"
 
 

@@ -22,14 +22,15 @@ def pytest_configure(config):
     wi = getattr(config, "workerinput", None)
     if wi is None:
         return
-    from pytest_gpuenv._state import get_env
+    from pytest_gpuenv._session import get_env
+    from pytest_gpuenv._xdist import WORKERINPUT_KEY
     env = get_env(config)
     rec = {
         "worker": wi["workerid"],
         "vars": {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")},
         "uuids": [d.uuid for d in env.devices],
         "indices": [d.index for d in env.devices],
-        "gpuenv_env_in_workerinput": "gpuenv_env" in wi,
+        "gpuenv_env_in_workerinput": "env" in wi.get(WORKERINPUT_KEY, {}),
     }
     out = pathlib.Path(os.environ["RECORD_DIR"])
     out.mkdir(exist_ok=True)
@@ -195,9 +196,10 @@ def test_worker_header_says_which_gpu(pytester, tmp_path):
         def pytest_configure(config):
             if hasattr(config, "workerinput"):
                 from pytest_gpuenv import report
-                from pytest_gpuenv._state import WORKER_GPU_KEY, get_env
+                from pytest_gpuenv._session import get_session
                 import pathlib
-                lines = report.header_lines(get_env(config), worker=config.stash[WORKER_GPU_KEY])
+                session = get_session(config)
+                lines = report.header_lines(session.env, worker=session.worker_gpu)
                 pathlib.Path(config.workerinput["workerid"] + ".txt").write_text("\\n".join(lines))
         """
     )

@@ -1,4 +1,5 @@
-"""The ``hip_kernel`` fixture: compile for the GPU the test runs on, or compile-check every target.
+"""What the ``hip_kernel`` fixture (defined in fixtures.py) does: compile for the GPU the test runs
+on, or compile-check every target. Imported when a test first asks for ``hip_kernel``.
 
 On a GPU: the kernel is built for the device's arch and launched there; each launch waits for the
 kernel (``sync=True``, pass ``sync=False`` to time launches), so a fault fails the test that caused it.
@@ -6,10 +7,11 @@ On a CPU-only runner: the kernel is built for each arch of ``gpuenv_compile_arch
 compiler supports, then the test skips ("compiled for gfx90a, sm_90; no GPU to launch on"). A compile
 error fails the test either way, with the compiler's log pointing at the file and line.
 
-A kernel that faults (an illegal address) leaves the process's CUDA context unusable. The failing
-test reports the runtime's error; every later ``hip_kernel`` user in that process skips, naming the
-test that poisoned the context (skip rather than fail: the fault is already one failure, and the
-later tests did not run). Tests that may fault belong in a subprocess.
+A kernel that faults (an illegal address) leaves the process's CUDA context unusable. The fixture
+runs its test inside ``pytest_gpuenv.runtime.running(nodeid)``, so the runtime records which test
+did it; the failing test reports the runtime's error, and every later ``hip_kernel`` call in that
+process skips, naming that test (``runtime.poisoned()``; skip rather than fail: the fault is already
+one failure, and the later tests did not run). Tests that may fault belong in a subprocess.
 """
 
 from __future__ import annotations
@@ -18,28 +20,25 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv.rtc import _compilers, _launch
+from pytest_gpuenv._options import Settings
+from pytest_gpuenv._session import get_session
+from pytest_gpuenv.fixtures import current_device
+from pytest_gpuenv.model import Device, GpuEnv
+from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
+from pytest_gpuenv.runtime import poisoned
 
-__all__ = ["HipKernelFactory", "hip_kernel_factory"]
+__all__ = ["HipKernelFactory"]
 
 
-def _env_and_settings(config: pytest.Config) -> tuple[Any, Any]:
-    from pytest_gpuenv import _state
-
+def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
     try:
-        env = _state.get_env(config)
-    except KeyError:
+        session = get_session(config)
+    except KeyError:  # the plugin is not configured (-p no:gpuenv with the fixture imported)
         from pytest_gpuenv.detect import detect
 
-        env = detect()
-    try:
-        settings = _state.get_settings(config)
-    except KeyError:
-        from pytest_gpuenv._options import Settings
-
-        settings = Settings(kernel_dirs=[str(config.rootpath / "kernels")])
-    return env, settings
+        return detect(), Settings(kernel_dirs=[str(config.rootpath / "kernels")])
+    return session.env, session.settings
 
 
 class HipKernelFactory:
@@ -49,21 +48,15 @@ class HipKernelFactory:
         self.request = request
         self.env, self.settings = _env_and_settings(request.config)
 
-    def _device(self) -> Optional[Any]:
-        if not self.env.has_gpu:
-            return None
-        try:
-            from pytest_gpuenv.fixtures import current_device
-
-            return current_device(self.request)
-        except ImportError:
-            return self.env.usable_devices[0]
+    def _device(self) -> Optional[Device]:
+        return current_device(self.request, self.env) if self.env.has_gpu else None
 
     def __call__(self, path_or_source: Any, name: str, **options: Any) -> Any:
         from pytest_gpuenv.rtc.kernel import compile_kernel
 
-        if _launch.POISON.by is not None:
-            pytest.skip(_launch.POISON.reason())
+        poison = poisoned()
+        if poison is not None:
+            pytest.skip(poison.reason())
         kw = dict(
             options=options.pop("options", ()),
             defines=options.pop("defines", None),
@@ -133,16 +126,4 @@ class HipKernelFactory:
                         f"no compiler for {', '.join(missing)}")
         extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on")
-
-
-def hip_kernel_factory(request: pytest.FixtureRequest) -> Any:
-    """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
-    ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
-    ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
-    ``sync`` (default True). Without a GPU it compiles for ``gpuenv_compile_archs`` and skips."""
-    _launch.CURRENT_TEST[0] = request.node.nodeid
-    try:
-        yield HipKernelFactory(request)
-    finally:
-        _launch.CURRENT_TEST[0] = None
 

@@ -1,0 +1,100 @@
+"""What the plugin does to each test: its marks at collection, its gate at setup, its report.
+
+``modify_items``: ``gpu_bench`` users get the ``perf`` mark, a bad marker argument is kept to fail
+that test alone, ``xfail_on`` becomes an ``xfail`` mark, ``--gpuenv-perf=off`` skips perf tests,
+and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` (or a skip naming the test
+that poisoned the GPU context, asked of ``pytest_gpuenv.runtime.poisoned``). ``adjust_report``: a
+hardware skip carries its category and cause (``hardware_skip`` reads them back, on the xdist
+controller too) and points at the test rather than at this plugin; a failure after a GPU fault says
+so.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pytest
+
+from pytest_gpuenv import _skipping, markers
+from pytest_gpuenv._session import GpuenvSession, HardwareSkip
+from pytest_gpuenv._skipping import Skip
+from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.runtime import poisoned
+
+_SKIP_INFO = pytest.StashKey[Skip]()
+_MARK_ERROR = pytest.StashKey[str]()
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
+#: the test report's user property that carries a hardware skip's [category, cause]
+_SKIP_PROPERTY = "gpuenv_skip"
+
+
+def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
+    if session.plan_profiles is not None:
+        from pytest_gpuenv.plan import plan_lines
+
+        session.plan_lines = plan_lines(items, session.plan_profiles)
+    perf_off = session.settings.perf == "off"
+    for item in items:
+        if "gpu_bench" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.perf)
+        error = markers.check_marks(item.iter_markers())
+        if error:
+            item.stash[_MARK_ERROR] = error
+            continue
+        xf = _skipping.xfail_for(item.iter_markers(), session.env)
+        if xf is not None:
+            item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
+        if perf_off and item.get_closest_marker("perf") is not None:
+            item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
+
+
+def setup(item: pytest.Item, env: GpuEnv) -> None:
+    """Fail on a bad marker argument; skip when a marker's requirement is not met, or when the GPU
+    context of this process was poisoned by an earlier test and this one needs a GPU."""
+    error = item.stash.get(_MARK_ERROR, None)
+    if error:
+        pytest.fail(error, pytrace=False)
+    skip = _skipping.evaluate(item.iter_markers(), env)
+    poison = poisoned()
+    if skip is None and poison is not None and _uses_gpu(item):
+        skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
+    if skip is not None:
+        item.stash[_SKIP_INFO] = skip
+        pytest.skip(skip.reason)
+
+
+def _uses_gpu(item: pytest.Item) -> bool:
+    if any(item.get_closest_marker(n) is not None for n in markers.GPU_MARKERS):
+        return True
+    return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
+
+
+def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
+    skip = item.stash.get(_SKIP_INFO, None)
+    if skip is not None and rep.skipped and rep.when == "setup":
+        rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause]))
+        # point at the test, not at this plugin (as pytest's own skip marks do)
+        path, line = item.reportinfo()[:2]
+        if line is not None:
+            rep.longrepr = (str(path), line + 1, f"Skipped: {skip.reason}")
+    elif rep.skipped and isinstance(rep.longrepr, tuple) and str(rep.longrepr[0]).startswith(_PKG_DIR):
+        # a skip raised inside one of our fixtures (hip_kernel, gpu_bench, gpu_device): show the test's place
+        path, line = item.reportinfo()[:2]
+        if line is not None:
+            rep.longrepr = (str(path), line + 1, rep.longrepr[2])
+    if rep.failed and rep.when == "call":
+        poison = poisoned()
+        if poison is not None and poison.by != item.nodeid:
+            rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+
+
+def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
+    """The hardware skip a (possibly remote) test report carries, or None."""
+    if not report.skipped:
+        return None
+    for key, value in report.user_properties:
+        if key == _SKIP_PROPERTY and isinstance(value, (list, tuple)):
+            return HardwareSkip(report.nodeid, str(value[0]), str(value[1]))
+    return None

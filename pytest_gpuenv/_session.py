@@ -1,0 +1,159 @@
+"""The plugin's state for one run: one ``GpuenvSession`` in ``config.stash`` under ``SESSION_KEY``.
+
+``start(config, worker_env)`` resolves the options, detects the environment (or takes the model an
+xdist controller sent down), sets the variables the run needs and stores the session; hooks and
+fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The session holds the
+hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the variables to restore at the
+end and the run's ``PerfSession`` (created on first use, so loading the plugin does not import the
+timer).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+import pytest
+
+from pytest_gpuenv import _options
+from pytest_gpuenv._options import Settings
+from pytest_gpuenv.model import GpuEnv
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.perf.session import PerfSession
+
+
+@dataclass(frozen=True)
+class HardwareSkip:
+    """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary."""
+
+    nodeid: str
+    category: str
+    cause: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause}
+
+
+@dataclass
+class GpuenvSession:
+    env: GpuEnv
+    settings: Settings
+    #: hardware skips of the run (on the xdist controller: every worker's, from the test reports)
+    skips: list[HardwareSkip] = field(default_factory=list)
+    #: in an xdist worker, what it was given: {"id", "desc", "vars", "shared"}; else None
+    worker_gpu: Optional[dict[str, Any]] = None
+    #: ``--gpuenv-plan``: the runner profiles, then the table printed at the end
+    plan_profiles: Optional[list[tuple[str, GpuEnv]]] = None
+    plan_lines: list[str] = field(default_factory=list)
+    #: variables this session set, with the values pytest_unconfigure puts back (None: was unset)
+    saved_environ: dict[str, Optional[str]] = field(default_factory=dict)
+    _perf: Optional[PerfSession] = None
+
+    @property
+    def perf(self) -> PerfSession:
+        """The run's performance records (created on first use)."""
+        if self._perf is None:
+            from pytest_gpuenv.perf.session import PerfSession
+
+            self._perf = PerfSession()
+        return self._perf
+
+    @property
+    def has_measurements(self) -> bool:
+        return self._perf is not None and bool(self._perf.records)
+
+    def set_environ(self, values: dict[str, str]) -> None:
+        """Set variables for this process; ``restore_environ`` puts the old values back."""
+        for k, v in values.items():
+            self.saved_environ.setdefault(k, os.environ.get(k))
+            os.environ[k] = v
+
+    def restore_environ(self) -> None:
+        for k, v in self.saved_environ.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self.saved_environ.clear()
+
+    def write_json(self, invocation_dir: str) -> None:
+        """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked)."""
+        path = self.settings.json_path
+        if not path:
+            return
+        target = path if os.path.isabs(path) else os.path.join(invocation_dir, path)
+        self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips])
+
+
+SESSION_KEY = pytest.StashKey[GpuenvSession]()
+
+
+def get_session(config: pytest.Config) -> GpuenvSession:
+    """The run's session (made in pytest_configure). Raises KeyError when the plugin is not configured."""
+    return config.stash[SESSION_KEY]
+
+
+def get_env(config: pytest.Config) -> GpuEnv:
+    """The session's environment model (detected once in pytest_configure)."""
+    return config.stash[SESSION_KEY].env
+
+
+def get_settings(config: pytest.Config) -> Settings:
+    return config.stash[SESSION_KEY].settings
+
+
+def start(config: pytest.Config, worker_env: Optional[GpuEnv]) -> GpuenvSession:
+    """Resolve the options, detect (unless an xdist controller sent ``worker_env``), store the session."""
+    settings = _options.resolve(config)
+    env = worker_env if worker_env is not None else _detect(config, settings)
+    session = GpuenvSession(env, settings)
+    config.stash[SESSION_KEY] = session
+    if env.forced_backend == "cpu":
+        from pytest_gpuenv.detect import hide_gpus_env
+
+        session.set_environ(hide_gpus_env(env))
+    if settings.plan and not hasattr(config, "workerinput"):
+        from pytest_gpuenv.plan import profiles
+
+        session.plan_profiles = profiles(settings.plan_profiles)
+    # torch.cuda.is_available() through NVML/amdsmi does not poison fork (DETECTION.md section 0.5)
+    if "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ:
+        session.set_environ({"PYTORCH_NVML_BASED_CUDA_CHECK": "1"})
+    return session
+
+
+def _detect(config: pytest.Config, settings: Settings) -> GpuEnv:
+    from pytest_gpuenv.detect import apply_backend, detect
+
+    cache = _ProbeCache(config) if getattr(config, "cache", None) is not None and settings.root is None else None
+    t0 = time.perf_counter()
+    env = detect(
+        root=settings.root,
+        probe="never" if settings.root else settings.probe,
+        probe_timeout=settings.probe_timeout,
+        probe_cache=cache,
+    )
+    if env.detect_seconds is None:
+        env.detect_seconds = time.perf_counter() - t0
+    return apply_backend(env, settings.backend)
+
+
+class _ProbeCache:
+    """dict-like view on pytest's cache for the runtime probe's answers."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._cache = config.cache
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._cache.get(f"gpuenv/probe/{key}", default)  # type: ignore[union-attr]
+
+    def set(self, key: str, value: Any) -> None:
+        self._cache.set(f"gpuenv/probe/{key}", value)  # type: ignore[union-attr]
+
+    __getitem__ = get
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.set(key, value)
