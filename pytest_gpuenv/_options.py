@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from pytest_gpuenv.model import BACKEND_CHOICES
+
 BACKEND_DESC = (
     "where GPU tests run: auto (detect), cpu (behave as a CPU-only runner: GPU tests skip, GPUs are "
     "hidden from frameworks), cuda or rocm (require that backend). Default: auto."
@@ -53,7 +55,6 @@ PLAN_PROFILE_DESC = (
     "cuda:sm_90:1x141GB, cpu (repeatable)."
 )
 
-BACKENDS = ("auto", "cpu", "cuda", "rocm")
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PERF_MODES = ("check", "strict", "warn", "off", "record")
 PROBE_MODES = ("auto", "always", "never")
@@ -184,7 +185,7 @@ def resolve(config: pytest.Config) -> Settings:
     """Read every option once. Raises ``pytest.UsageError`` naming the bad value and its source."""
     s = Settings()
     v, w = _lookup(config, "gpuenv_backend", "GPUENV_BACKEND")
-    s.backend = _choice(v, BACKENDS, "--gpuenv-backend value", w)
+    s.backend = _choice(v, BACKEND_CHOICES, "--gpuenv-backend value", w)
     v, w = _lookup(config, "gpuenv_devices", "GPUENV_DEVICES")
     s.devices = _choice(v, DEVICE_MODES, "--gpuenv-devices value", w)
     v, w = _lookup(config, "gpuenv_perf", "GPUENV_PERF")

@@ -21,6 +21,10 @@ _FAMILY = {"rocm": "rocm", "rocm-wsl": "rocm", "hip-windows": "rocm", "cuda": "c
            "cuda-windows": "cuda", "cpu": "cpu"}
 
 
+#: ``--gpuenv-backend`` values: the one list, read by the option parser and by ``detect.apply_backend``
+BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm")
+
+
 def family(kind: str) -> str:
     """The coarse backend ("rocm", "cuda", "cpu") of a detailed kind."""
     return _FAMILY.get(kind, "cpu")

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import GpuEnv, Problem, family
+from pytest_gpuenv.model import BACKEND_CHOICES, GpuEnv, Problem, family
 
 __all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
 
@@ -69,11 +69,15 @@ def detect(
 
 
 def apply_backend(env: GpuEnv, backend: str) -> GpuEnv:
-    """``--gpuenv-backend``: ``auto`` returns ``env``; ``cpu`` hides every GPU; ``cuda``/``rocm`` require it."""
+    """``--gpuenv-backend``: ``auto`` returns ``env``; ``cpu`` hides every GPU; ``cuda``/``rocm`` require it.
+
+    The plugin has already turned a bad value into a usage error naming its source; a direct caller
+    passing a value outside ``BACKEND_CHOICES`` gets a ValueError.
+    """
     if backend in (None, "", "auto"):
         return env
-    if backend not in ("cpu", "cuda", "rocm"):
-        raise ValueError(f"invalid backend {backend!r}; expected auto, cpu, cuda or rocm")
+    if backend not in BACKEND_CHOICES:
+        raise ValueError(f"invalid backend {backend!r}; expected one of {', '.join(BACKEND_CHOICES)}")
     out = copy.deepcopy(env)
     out.forced_backend = backend
     if backend == "cpu":
