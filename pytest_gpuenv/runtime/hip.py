@@ -1,0 +1,129 @@
+"""The HIP runtime object: the HIP runtime and module API through hip-python.
+
+``HipRuntime(device)`` selects the device (``hipSetDevice``); ``load`` and ``launch`` select it
+again, so a kernel runs on its device whatever the thread did in between. The same calls as
+``CudaRuntime``, on the same shape of binding (each call returns ``(err, *values)``); ``_check`` turns
+an error into ``KernelLaunchError`` with the runtime's error name and message and the call that
+failed. Stream 0 is passed as None (the null stream). The binding is imported when the object is
+made: importing this module starts nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
+
+#: what hipGetErrorString answers for some codes where it only repeats the name (ROCm 5)
+_HIP_MESSAGES = {
+    "hipErrorNoDevice": "no ROCm-capable device is detected",
+    "hipErrorInvalidDevice": "invalid device ordinal",
+    "hipErrorIllegalAddress": "an illegal memory access was encountered",
+}
+
+
+class HipRuntime:
+    backend = "rocm"
+    vendor = "amd"
+
+    def __init__(self, device: int, hip: Any = None) -> None:
+        if hip is None:
+            from hip import hip as binding
+
+            hip = binding
+        self.hip = hip
+        self.device = device
+        self._select()
+
+    def _check(self, result: Any, what: str) -> Any:
+        err = result[0] if isinstance(result, tuple) else result
+        if int(err) != 0:
+            code = getattr(err, "name", None) or str(err)
+            msg = self.hip.hipGetErrorString(err)
+            msg = text(msg[-1] if isinstance(msg, tuple) else msg)
+            raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what)
+        return unpack(result)
+
+    def _select(self) -> None:
+        self._check(self.hip.hipSetDevice(self.device), f"hipSetDevice({self.device})")
+
+    # ------------------------------------------------------------------------------- kernels
+    def load_module(self, binary: bytes) -> Any:
+        """hipModuleLoadData on a code object (an ELF from hiprtc or an offload bundle from hipcc)."""
+        return self._check(self.hip.hipModuleLoadData(binary), "hipModuleLoadData")
+
+    def load(self, binary: bytes, name: str) -> Function:
+        """Load a code object on the device and look up the kernel ``name`` in it."""
+        self._select()
+        module = self.load_module(binary)
+        handle = self._check(self.hip.hipModuleGetFunction(module, name.encode()), f"hipModuleGetFunction({name!r})")
+        return Function(handle, module, name)
+
+    def stream(self, stream: Any) -> int:
+        return stream_handle(stream, self.device)
+
+    def launch(
+        self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args_address: int,
+        shared_mem: int = 0, stream: Any = None,
+    ) -> int:
+        """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used."""
+        h = self.stream(stream)
+        self._select()
+        self._check(
+            self.hip.hipModuleLaunchKernel(func.handle, *grid, *block, shared_mem, h or None, args_address, None),
+            "hipModuleLaunchKernel",
+        )
+        return h
+
+    def synchronize(self, stream: int = 0) -> None:
+        """Wait for ``stream``; a fault of a kernel on it surfaces here (and names the running test)."""
+        self._check(self.hip.hipStreamSynchronize(stream or None), "kernel execution (hipStreamSynchronize)")
+
+    # -------------------------------------------------------------------------------- memory
+    def malloc(self, nbytes: int) -> int:
+        self._select()
+        return int(self._check(self.hip.hipMalloc(nbytes), "hipMalloc"))
+
+    def memset(self, ptr: int, nbytes: int, stream: int = 0) -> None:
+        """Zero ``nbytes`` at ``ptr``, enqueued on ``stream``."""
+        self._check(self.hip.hipMemsetAsync(ptr, 0, nbytes, stream or None), "hipMemsetAsync")
+
+    def memcpy(self, dst: int, src: int, nbytes: int, stream: int = 0) -> None:
+        """Device-to-device copy, enqueued on ``stream``."""
+        self._check(self.hip.hipMemcpyDtoDAsync(dst, src, nbytes, stream or None), "hipMemcpyDtoDAsync")
+
+    # -------------------------------------------------------------------------------- events
+    def event_create(self) -> Any:
+        return self._check(self.hip.hipEventCreate(), "hipEventCreate")
+
+    def event_record(self, event: Any, stream: int = 0) -> None:
+        self._check(self.hip.hipEventRecord(event, stream or None), "hipEventRecord")
+
+    def event_synchronize(self, event: Any) -> None:
+        self._check(self.hip.hipEventSynchronize(event), "hipEventSynchronize")
+
+    def event_elapsed_s(self, start: Any, end: Any) -> float:
+        return float(self._check(self.hip.hipEventElapsedTime(start, end), "hipEventElapsedTime")) * 1e-3
+
+    # -------------------------------------------------------------------------------- device
+    def describe(self) -> dict[str, Any]:
+        """name, arch, l2_bytes, sm_count (compute units), uuid (None), pci_bus_id and runtime of the device."""
+        hip = self.hip
+        props = hip.hipDeviceProp_t()
+        self._check(hip.hipGetDeviceProperties(props, self.device), "hipGetDeviceProperties")
+        ver = int(self._check(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion"))
+        return {
+            "name": text(props.name),
+            "arch": text(props.gcnArchName).split(":")[0] or None,
+            "l2_bytes": int(props.l2CacheSize) or None,
+            "sm_count": int(props.multiProcessorCount),
+            "uuid": None,
+            "pci_bus_id": f"{int(props.pciDomainID):04x}:{int(props.pciBusID):02x}:{int(props.pciDeviceID):02x}.0",
+            "runtime": f"hip {ver // 10000000}.{(ver // 100000) % 100}",
+        }
+
+    def timer_hz(self) -> float:
+        """Ticks per second of ``wall_clock64()`` (the device attribute, in kHz; 100 MHz where it says 0)."""
+        attr = self.hip.hipDeviceAttribute_t.hipDeviceAttributeWallClockRate
+        khz = int(self._check(self.hip.hipDeviceGetAttribute(attr, self.device), "hipDeviceGetAttribute"))
+        return khz * 1e3 if khz > 0 else 100e6
