@@ -251,12 +251,12 @@ _HIP_LOAD = textwrap.dedent(
         print("LAUNCH-ERROR", exc.code, "|", exc)
     else:
         print("LAUNCHED")
-    # the module loader itself, on the real code object (what __init__ calls after hipSetDevice)
-    from pytest_gpuenv.rtc._launch import HipModule
-    mod = object.__new__(HipModule)
-    mod.hip, mod.device = hip, 0
+    # the module loader itself, on the real code object (what load() calls after hipSetDevice)
+    from pytest_gpuenv.runtime.hip import HipRuntime
+    rt = object.__new__(HipRuntime)
+    rt.hip, rt.device = hip, 0
     try:
-        mod.load_code(k.binary)
+        rt.load_module(k.binary)
     except KernelLaunchError as exc:
         print("LOAD-ERROR", exc.code, "|", exc)
     """

@@ -12,7 +12,9 @@ import shutil
 import pytest
 
 from pytest_gpuenv import requires_cuda
-from pytest_gpuenv.rtc import _compilers, _launch
+from pytest_gpuenv.rtc import _compilers
+from pytest_gpuenv.runtime import _sticky
+from pytest_gpuenv.runtime._common import launch_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -162,12 +164,12 @@ def test_unsafe_cache_dir_fails_with_the_reason(project, tmp_path):
 
 def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_cache):
     project.makepyfile(test_p="""
-        from pytest_gpuenv.rtc import _launch
+        from pytest_gpuenv.runtime._common import launch_error
 
         def test_fault(hip_kernel):
             # what a real fault records (see test_gpu_fault_poisons_then_explains)
-            err = _launch._fail("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
-                                "kernel execution (cuStreamSynchronize)")
+            err = launch_error("cuda", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
+                               "kernel execution (cuStreamSynchronize)")
             assert err.sticky and err.code == "CUDA_ERROR_ILLEGAL_ADDRESS"
             raise err
 
@@ -182,19 +184,28 @@ def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_ca
     ])
 
 
-def test_context_found_broken_does_not_blame_the_finder(monkeypatch):
-    monkeypatch.setattr(_launch, "POISON", _launch.Poison())
-    monkeypatch.setattr(_launch, "CURRENT_TEST", ["t.py::test_victim"])
-    _launch._fail("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered", "cuModuleLoadData")
-    assert _launch.POISON.reason().startswith(
+@pytest.fixture
+def no_poison():
+    """A clean sticky-error record for the test, and again after it (nothing real was poisoned)."""
+    _sticky.reset()
+    yield
+    _sticky.reset()
+
+
+def test_context_found_broken_does_not_blame_the_finder(no_poison):
+    with _sticky.running("t.py::test_victim"):
+        launch_error("cuda", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
+                     "cuModuleLoadData")
+    poison = _sticky.poisoned("cuda")
+    assert poison is not None and poison.reason().startswith(
         "CUDA context found poisoned in t.py::test_victim (by GPU work in or before it) (CUDA_ERROR_ILLEGAL_ADDRESS)"
     )
 
 
-def test_non_sticky_errors_do_not_poison(monkeypatch):
-    monkeypatch.setattr(_launch, "POISON", _launch.Poison())
-    err = _launch._fail("CUDA_ERROR_INVALID_VALUE", "invalid argument", "cuLaunchKernel")
-    assert not err.sticky and _launch.POISON.by is None
+def test_non_sticky_errors_do_not_poison(no_poison):
+    err = launch_error("cuda", "CUDA_ERROR_INVALID_VALUE", "invalid argument", "cuLaunchKernel")
+    assert not err.sticky and _sticky.poisoned() is None
+    assert str(err) == "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE: invalid argument"
 
 
 # ---------------------------------------------------------------------------------------- on a GPU

@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 
 from pytest_gpuenv.rtc._source import Param
 
-_CTYPES = {
+_CTYPES: dict[str, type[ctypes._SimpleCData[Any]]] = {
     "?": ctypes.c_bool,
     "b": ctypes.c_int8,
     "B": ctypes.c_uint8,
@@ -134,21 +134,21 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
         return v
     # floats
     try:
-        v = float(value)
+        f = float(value)
     except (TypeError, ValueError):
         raise TypeError(f"argument {p.name!r} ({p.decl}) expects a number, got {_describe(value)}") from None
     limit = _FLOAT_MAX.get(code)
-    if limit is not None and math.isfinite(v) and abs(v) > limit:
-        raise TypeError(f"argument {p.name!r} ({p.decl}): {v!r} overflows {p.type} (max {limit:g})")
+    if limit is not None and math.isfinite(f) and abs(f) > limit:
+        raise TypeError(f"argument {p.name!r} ({p.decl}): {f!r} overflows {p.type} (max {limit:g})")
     if code == "e":
-        return struct.unpack("<H", struct.pack("<e", v))[0]
-    return v
+        return struct.unpack("<H", struct.pack("<e", f))[0]
+    return f
 
 
 class PackedArgs:
     """ctypes storage for each argument and the ``void*[]`` array the launch APIs take."""
 
-    def __init__(self, values: list[ctypes._SimpleCData]) -> None:  # type: ignore[name-defined]
+    def __init__(self, values: list[ctypes._SimpleCData[Any]]) -> None:
         self.values = values
         self.array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
 
@@ -167,7 +167,7 @@ def pack_args(
     if len(args) != len(params):
         sig = ", ".join(p.decl for p in params)
         raise TypeError(f"kernel {kernel!r} takes {len(params)} arguments ({sig}), got {len(args)}")
-    values = []
+    values: list[ctypes._SimpleCData[Any]] = []
     for p, a in zip(params, args):
         code = p.code
         if code is None:

@@ -150,8 +150,3 @@ class Cache:
             meta, binary = compile_fn()
             self.store(key, meta, binary)
             return meta, binary, False
-
-    def clear(self) -> None:
-        import shutil
-
-        shutil.rmtree(os.path.join(self.path, "v1"), ignore_errors=True)

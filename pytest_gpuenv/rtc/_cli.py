@@ -61,8 +61,9 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
         for arch in archs:
             t = time.perf_counter()
             try:
-                k = compile_kernel(src.path, name, arch=arch, defines=defines, include_dirs=args.include_dirs,
-                                   compiler=args.compiler, cache_dir=args.cache_dir, use_cache=not args.no_cache)
+                k = compile_kernel(src.path or src.text, name, arch=arch, defines=defines,
+                                   include_dirs=args.include_dirs, compiler=args.compiler, cache_dir=args.cache_dir,
+                                   use_cache=not args.no_cache)
             except (KernelCompileError, CacheDirError) as exc:
                 failed += 1
                 print(f"FAIL {name} {arch}: {exc}", file=out)

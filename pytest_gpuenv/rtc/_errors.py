@@ -1,8 +1,12 @@
-"""Errors of the kernel compiler and launcher."""
+"""Errors of the kernel compiler and its cache; the launch error is the runtime layer's, re-exported."""
 
 from __future__ import annotations
 
 from typing import Optional
+
+from pytest_gpuenv.runtime._errors import KernelLaunchError
+
+__all__ = ["CacheDirError", "KernelCompileError", "KernelLaunchError"]
 
 
 class KernelCompileError(Exception):
@@ -36,21 +40,6 @@ class KernelCompileError(Exception):
         if self.log and self.log.strip() not in self.message:
             return f"{self.message}\n--- {self.compiler or 'compiler'} log ---\n{self.log.rstrip()}"
         return self.message
-
-
-class KernelLaunchError(RuntimeError):
-    """The runtime refused to load or launch a kernel, or the kernel faulted on the GPU.
-
-    ``code`` is the runtime's error name (``CUDA_ERROR_ILLEGAL_ADDRESS``, ``hipErrorNoDevice``);
-    ``sticky`` is True when the error leaves the process's GPU context unusable.
-    """
-
-    __module__ = "pytest_gpuenv.rtc"
-
-    def __init__(self, message: str, *, code: Optional[str] = None, sticky: bool = False) -> None:
-        super().__init__(message)
-        self.code = code
-        self.sticky = sticky
 
 
 class CacheDirError(RuntimeError):

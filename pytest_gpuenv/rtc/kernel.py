@@ -1,4 +1,9 @@
-"""``compile_kernel`` and ``Kernel``: compile a HIP source once (cached), launch it many times."""
+"""``compile_kernel`` and ``Kernel``: compile a HIP source once (cached), launch it many times.
+
+A Kernel loads its code object once per device and launches through the runtime layer
+(``pytest_gpuenv.runtime.get(backend, device)``); a backend already poisoned by a sticky error in
+this process refuses the load with the poisoner's reason.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args, _compilers, _launch
-from pytest_gpuenv.rtc._cache import Cache
-from pytest_gpuenv.rtc._errors import KernelLaunchError
-from pytest_gpuenv.rtc._source import SHIPPED_INCLUDE, Param, find_headers, kernel_decl, load_source
+from pytest_gpuenv import runtime
+from pytest_gpuenv.rtc import _args, _compilers
+from pytest_gpuenv.rtc._cache import Cache, make_key
+from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
+from pytest_gpuenv.rtc._source import SHIPPED_INCLUDE, Param, Source, find_headers, kernel_decl, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -73,7 +79,7 @@ class Kernel:
         self.device = device
         #: wait for the kernel after each launch, so a fault fails the call that caused it
         self.sync = sync
-        self._modules: dict[int, Any] = {}
+        self._functions: dict[int, Any] = {}
 
     @property
     def size(self) -> int:
@@ -102,13 +108,15 @@ class Kernel:
         return _args.pack_args(self.name, self.params, args, device, "amd" if self.backend == "rocm" else "nvidia")
 
     def load(self, device: Optional[int] = None) -> Any:
+        """The kernel loaded on ``device`` (default: the launch device): a ``runtime`` function handle."""
         dev = self._device() if device is None else device
-        mod = self._modules.get(dev)
-        if mod is None:
-            if _launch.POISON.by is not None and _launch.POISON.backend == self.backend:
-                raise KernelLaunchError(_launch.POISON.reason(), code=_launch.POISON.code, sticky=True)
-            mod = self._modules[dev] = _launch.load(self.backend, self.binary, self.name, dev)
-        return mod
+        fn = self._functions.get(dev)
+        if fn is None:
+            poison = runtime.poisoned(self.backend)
+            if poison is not None:
+                raise KernelLaunchError(poison.reason(), code=poison.code, sticky=True)
+            fn = self._functions[dev] = runtime.get(self.backend, dev).load(self.binary, self.name)
+        return fn
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         g = _args.launch_dims(grid, "grid")
@@ -119,10 +127,11 @@ class Kernel:
             raise TypeError(f"shared_mem must be a non-negative int of bytes, got {shared_mem!r}")
         dev = self._device()
         packed = self.pack(*args, device=dev)
-        mod = self.load(dev)
-        handle = mod.launch(g, b, packed, shared_mem, stream)
+        fn = self.load(dev)
+        rt = runtime.get(self.backend, dev)
+        handle = rt.launch(fn, g, b, packed.address, shared_mem, stream)
         if self.sync:
-            mod.synchronize(handle)
+            rt.synchronize(handle)
 
 
 def compile_kernel(
@@ -149,22 +158,9 @@ def compile_kernel(
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     decl = kernel_decl(src, name)
-    if arch is None:
-        arch = _current_arch(device)
-    arch = _compilers.check_arch(arch)
+    arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
     comp = _compilers.for_arch(arch, compiler)
     defines = dict(defines or {})
-    vendor = _compilers.vendor_of(arch)
-    dirs = list(include_dirs) + ([SHIPPED_INCLUDE] if vendor == "nvidia" else [])
-    headers = find_headers(src, dirs)
-    parts = {
-        "name": name,
-        "arch": arch,
-        "options": list(options),
-        "defines": {str(k): str(v) for k, v in defines.items()},
-        "include_dirs": [os.path.abspath(d) for d in include_dirs],
-        "compiler": comp.identity(),
-    }
 
     def build() -> tuple[dict, bytes]:
         t = time.perf_counter()
@@ -172,11 +168,9 @@ def compile_kernel(
         return {"name": name, "arch": arch, "compiler": comp.name,
                 "compile_seconds": time.perf_counter() - t}, binary
 
+    key = _cache_key(src, name, arch, comp, options, defines, include_dirs)  # finds every header first
     if use_cache:
-        cache = get_cache(cache_dir)
-        from pytest_gpuenv.rtc._cache import make_key
-
-        meta, binary, hit = cache.get_or_compile(make_key(parts, src.data, headers), build)
+        meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
     return Kernel(
@@ -193,10 +187,25 @@ def compile_kernel(
     )
 
 
+def _cache_key(
+    src: Source, name: str, arch: str, comp: Any, options: Sequence[str], defines: Mapping[str, Any],
+    include_dirs: Sequence[str],
+) -> str:
+    """The cache key: every input of the compile, the compiler's identity, the source and its headers."""
+    dirs = list(include_dirs) + ([SHIPPED_INCLUDE] if _compilers.vendor_of(arch) == "nvidia" else [])
+    parts = {
+        "name": name,
+        "arch": arch,
+        "options": list(options),
+        "defines": {str(k): str(v) for k, v in defines.items()},
+        "include_dirs": [os.path.abspath(d) for d in include_dirs],
+        "compiler": comp.identity(),
+    }
+    return make_key(parts, src.data, find_headers(src, dirs))
+
+
 def _current_arch(device: Optional[int]) -> str:
     """The arch of the GPU a launch would use, from the detector (no runtime started here)."""
-    from pytest_gpuenv.rtc._errors import KernelCompileError
-
     try:
         from pytest_gpuenv.detect import detect
 
@@ -210,4 +219,4 @@ def _current_arch(device: Optional[int]) -> str:
         raise KernelCompileError(
             f"no arch given and no usable GPU with a known arch ({env.describe()}); pass arch='gfx90a' or 'sm_90'"
         )
-    return devs[0].arch.split(":")[0]
+    return str(devs[0].arch).split(":")[0]
