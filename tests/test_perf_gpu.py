@@ -73,8 +73,8 @@ def test_driver_timer_without_torch():
         "import os, sys; os.environ['GPUENV_PERF_TIMER'] = 'cuda'\n"
         "from pytest_gpuenv.perf._bench import GpuBench, PerfContext, select_backend, default_monitor\n"
         "b = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor))\n"
-        "api = b.backend.api; n = 128 << 20; p = api.malloc(n)\n"
-        "m = b(lambda: api.memset(p, n), bytes=n, name='memset')\n"
+        "rt, s = b.backend.runtime, b.backend.stream; n = 128 << 20; p = rt.malloc(n)\n"
+        "m = b(lambda: rt.memset(p, n, s), bytes=n, name='memset')\n"
         "import json; print(json.dumps({'median': m.median, 'n': m.n, 'torch': 'torch' in sys.modules,"
         " 'can_delay': b.backend.can_delay, 'note': b.backend.note, 'name': m.device.name}))\n"
     )
