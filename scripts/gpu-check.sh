@@ -30,6 +30,7 @@ if ! $PY -c "import importlib.metadata as m, sys; sys.exit(not any(e.name == 'gp
     echo "entry point not registered; loading the plugin by name"
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_ADDOPTS="-p pytest_gpuenv.plugin ${PYTEST_ADDOPTS:-}"
 fi
+$PY -c "import pytest_gpuenv, sys; print('pytest_gpuenv from', pytest_gpuenv.__file__); sys.exit(not pytest_gpuenv.__file__.startswith('$PWD/'))" || echo "WARNING: pytest_gpuenv is not imported from this tree"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv 2>&1 | tail -n +1
 $PY -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'devices', torch.cuda.device_count())"
 
