@@ -264,7 +264,10 @@ def test_collection_imports_no_torch(pytester):
 def test_arch_not_in_build_skips_framework_tests_with_the_override_hint(pytester, gpu_roots, monkeypatch):
     """RX 6700 XT (gfx1031) with a torch ROCm wheel that has no gfx1031 code: ROCm tests skip with the
     community workaround; with HSA_OVERRIDE_GFX_VERSION=10.3.0 they run (effective arch gfx1030)."""
-    monkeypatch.delenv("HSA_OVERRIDE_GFX_VERSION", raising=False)
+    # the machine's own masks (an xdist worker on the GPU machine runs with CUDA_VISIBLE_DEVICES=N) would
+    # hide the tree's one GPU
+    for var in ("HSA_OVERRIDE_GFX_VERSION", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
     root = gpu_roots / "rx6700xt_unsupported_linux"
     pytester.makepyfile(
         """

@@ -74,6 +74,24 @@ def test_library_builds_with_nvrtc(kernel, cache):
 
 
 @needs_nvrtc
+def test_nvrtc_compile_leaves_interpreter_constants_alone(cache):
+    """NVRTC writes its log and cubin into the buffers it is given. With ``b" " * n`` (cuda-python's
+    examples) an empty log (n == 1) is written into CPython's shared one-byte object: after that
+    b" " == b"\0" in the whole process, and " " constants of modules compiled later came out as "\0"
+    (seen on the H200: "CPU-only0/11", "46.62us"). Runs in a child: a failure would poison this process."""
+    code = textwrap.dedent(f"""
+        from pytest_gpuenv.rtc import compile_kernel
+        src = 'extern "C" __global__ void f(float* p) {{ p[0] = 1.0f; }}'
+        k = compile_kernel(src, "f", arch="sm_90", cache_dir={cache!r}, use_cache=False)
+        assert k.binary[:4] == b"\\x7fELF"
+        print(b" "[0], " "[0] == chr(32))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["32", "True"]
+
+
+@needs_nvrtc
 def test_shipped_header_hip_spellings_under_nvrtc(cache):
     src = textwrap.dedent(
         """

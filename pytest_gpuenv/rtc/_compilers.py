@@ -292,15 +292,18 @@ class Nvrtc(Compiler):
         try:
             (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-            buf = b" " * n
+            # NVRTC writes into the buffer: it must be a bytearray. ``b" " * n`` (cuda-python's examples)
+            # is, for an empty log (n == 1), CPython's shared one-byte object b" ", and overwriting it
+            # turned every later " " constant compiled in the process into "\0".
+            buf = bytearray(n)
             nvrtc.nvrtcGetProgramLog(prog, buf)
-            log = buf.rstrip(b"\0").decode("utf-8", "replace")
+            log = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
             if int(res) != 0:
                 raise compile_error(log, src, name, arch, "nvrtc", str(res.name if hasattr(res, "name") else res))
             _, n = nvrtc.nvrtcGetCUBINSize(prog)
-            cubin = b" " * n
+            cubin = bytearray(n)
             nvrtc.nvrtcGetCUBIN(prog, cubin)
-            return cubin
+            return bytes(cubin)
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 
