@@ -36,8 +36,9 @@ def detect(
 ) -> GpuEnv:
     """Describe the GPU environment of this system, or of the file tree under ``root``.
 
-    :param root: read ``/proc``, ``/sys``, ``/dev``, ``/opt``, ``/usr``... under this folder; no library
-        is loaded and no process is started. ``None``: the real system.
+    :param root: read ``/proc``, ``/sys``, ``/dev``, ``/opt``, ``/usr``... under this folder, as after a
+        ``chroot`` (links and ``..`` never lead out of it); no library is loaded and no process is started.
+        ``None`` or ``""``: the real system.
     :param environ: environment variables (default ``os.environ``), used in root mode too.
     :param probe: ``"auto"`` (runtime probe only where files cannot list devices), ``"always"``,
         ``"never"`` (also skips NVML).
@@ -46,6 +47,7 @@ def detect(
     :param platform: override ``sys.platform`` (tests).
     """
     t0 = time.perf_counter()
+    root = root or None  # "" means unset, as everywhere
     env = GpuEnv(root=os.path.abspath(root) if root is not None else "/")
     try:
         from pytest_gpuenv.detect._core import run

@@ -57,9 +57,7 @@ def cuda_homes(fs: Fs, environ: Any) -> list[str]:
 def nvidia_wheels(fs: Fs) -> list[str]:
     """The ``nvidia`` namespace folders of the nvidia-* wheels (this interpreter's, or found under the root)."""
     if fs.root_mode:
-        import glob
-
-        return [p[len(fs.base):] for pat in _WHEEL_GLOBS for p in glob.glob(glob.escape(fs.base) + pat)]
+        return [p for pat in _WHEEL_GLOBS for p in fs.glob(pat)]
     try:
         import importlib.util
 

@@ -41,11 +41,10 @@ def find_version_py(fs: Fs, environ: Any) -> Optional[str]:
     import glob
 
     venv = environ.get("VIRTUAL_ENV") or environ.get("CONDA_PREFIX")
-    patterns = ([venv.rstrip("/") + "/lib/python3*/site-packages"] if venv and venv.startswith("/") else [])
-    patterns += list(_SITE_GLOBS)
-    for pat in patterns:
-        for real in sorted(glob.glob(glob.escape(fs.base) + pat + "/torch/version.py")):
-            return real[len(fs.base):]
+    patterns = [glob.escape(venv.rstrip("/")) + "/lib/python3*/site-packages"] if venv and venv.startswith("/") else []
+    for pat in patterns + list(_SITE_GLOBS):
+        for path in fs.glob(pat + "/torch/version.py"):
+            return path
     return None
 
 
