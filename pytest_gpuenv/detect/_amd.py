@@ -14,7 +14,10 @@ from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
 
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
-_OVERRIDE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+#: ``major.minor.stepping`` in ASCII digits, as libhsakmt's ``sscanf("%u.%u.%u%c")`` takes it
+_OVERRIDE_RE = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
+_OVERRIDE_MAX = (63, 255, 255)  # libhsakmt rejects larger parts
+_U64 = 2**64  # KFD properties are printed as u64 (libhsakmt reads them with %llu)
 
 #: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
 #: (PYTORCH_ROCM_ARCH of the ROCm 6.x wheels plus the current Instinct and RDNA 3.5/4 parts)
@@ -66,14 +69,25 @@ def amdgpu_module(fs: Fs) -> dict[str, Any]:
     return {"loaded": loaded, "initstate": state, "version": version}
 
 
-def _props(text: Optional[str]) -> dict[str, int]:
+def number(text: str, limit: int = _U64) -> Optional[int]:
+    """An ASCII decimal below ``limit`` (leading zeros allowed), else None; never parses a huge string."""
+    digits = text.lstrip("0") or "0"
+    if not (text.isdigit() and text.isascii()) or len(digits) > len(str(limit)):
+        return None
+    value = int(digits)
+    return value if value < limit else None
+
+
+def _props(text: Optional[str]) -> Optional[dict[str, int]]:
+    """``"<key> <decimal>"`` lines; lines without a decimal are skipped; None if a decimal is not a u64."""
     out: dict[str, int] = {}
-    if not text:
-        return out
-    for line in text.splitlines():
+    for line in (text or "").splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[1].isdigit() and parts[1].isascii():
-            out.setdefault(parts[0], int(parts[1]))
+            value = number(parts[1])
+            if value is None:
+                return None
+            out.setdefault(parts[0], value)
     return out
 
 
@@ -86,13 +100,14 @@ def topology_dir(fs: Fs) -> Optional[str]:
 
 def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> list[Device]:
     """GPU nodes libhsakmt would accept (before /dev checks), in HIP ordinal order."""
-    nodes = sorted((n for n in fs.listdir(topo + "/nodes") if n.isdigit() and n.isascii()), key=int)
+    nodes = sorted((n for n in fs.listdir(topo + "/nodes") if number(n, 2**31) is not None), key=int)
     devices: list[Device] = []
     bad: list[str] = []
     for n in nodes:
         props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad)
-        if props is not None:
-            devices.append(_kfd_device(fs, f"{topo}/nodes/{n}", int(n), props, len(devices), ev))
+        dev = None if props is None else _kfd_device(fs, f"{topo}/nodes/{n}", int(n), props, len(devices), ev, bad)
+        if dev is not None:
+            devices.append(dev)
     if bad:
         problems.append(
             Problem(
@@ -114,12 +129,12 @@ def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optio
     if gid_text is None and base + "/gpu_id" in fs.denied:
         ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
         return None
-    gid = (gid_text or "").strip()
-    if not gid.isdigit() or not gid.isascii():
+    gid = number((gid_text or "").strip())
+    if gid is None:
         if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
             bad.append(f"{base}/gpu_id")
         return None
-    if int(gid) == 0:
+    if gid == 0:
         return None  # CPU node
     ptext = fs.read(base + "/properties")
     if ptext is None and base + "/properties" in fs.denied:
@@ -128,10 +143,13 @@ def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optio
     props = _props(ptext)
     if not props:
         bad.append(f"{base}/properties")
+        return None
     return props if props.get("simd_count", 0) > 0 else None
 
 
-def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int, ev: list[str]) -> Device:
+def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int, ev: list[str],
+                bad: list[str]) -> Optional[Device]:
+    """The device of a GPU node; None (the file named in ``bad``) when its memory banks hold junk."""
     gfx = props.get("gfx_target_version", 0)
     arch = gfx_name(gfx) if 0 < gfx < 10**8 else None
     wave = props.get("wave_front_size") or default_warp_size(arch)
@@ -148,8 +166,14 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
     vram = 0
     for bank in fs.listdir(base + "/mem_banks"):
         bp = _props(fs.read(f"{base}/mem_banks/{bank}/properties", 4096))
+        if bp is None:
+            bad.append(f"{base}/mem_banks/{bank}/properties")
+            return None
         if bp.get("heap_type") in (1, 2):
             vram += bp.get("size_in_bytes", 0)
+    if vram >= _U64:
+        bad.append(f"{base}/mem_banks")
+        return None
     name_file = (fs.read(base + "/name", 256) or "").strip()
     name = _NAMES.get(props.get("device_id", -1))
     if name is None:
@@ -164,39 +188,50 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
                   physical_index=index)
 
 
+def parse_override(value: str) -> Optional[tuple[int, int, int]]:
+    """(major, minor, stepping) of an HSA_OVERRIDE_GFX_VERSION value, or None where ROCr rejects it."""
+    m = _OVERRIDE_RE.match(value.strip())
+    if not m:
+        return None
+    major, minor, step = (number(x, top + 1) for x, top in zip(m.groups(), _OVERRIDE_MAX))
+    if major is None or minor is None or step is None:
+        return None
+    return major, minor, step
+
+
 def apply_override(devices: list[Device], environ: Any, platform: str, ev: list[str]) -> list[Problem]:
     """HSA_OVERRIDE_GFX_VERSION (and the per-node HSA_OVERRIDE_GFX_VERSION_<node>) -> effective arch."""
     problems: list[Problem] = []
     value = environ.get("HSA_OVERRIDE_GFX_VERSION")
     if platform == "windows":
         return problems
-    if value is not None:
-        m = _OVERRIDE_RE.match(value.strip())
-        if not m:
-            problems.append(
-                Problem(
-                    "hsa-override-invalid",
-                    f"HSA_OVERRIDE_GFX_VERSION='{value}' is invalid (expected major.minor.stepping, decimal); "
-                    "ROCr topology init will fail, so no AMD GPU can be used.",
-                    fix="unset HSA_OVERRIDE_GFX_VERSION, or set it like `HSA_OVERRIDE_GFX_VERSION=10.3.0` "
-                    "(RDNA2) or `11.0.0` (RDNA3)",
-                    severity="error",
-                    category="arch",
-                )
+    if value is not None and parse_override(value) is None:
+        shown = value if len(value) <= 64 else value[:60] + "..."
+        problems.append(
+            Problem(
+                "hsa-override-invalid",
+                f"HSA_OVERRIDE_GFX_VERSION='{shown}' is invalid (expected major.minor.stepping in ASCII decimal "
+                "digits, major <= 63, minor and stepping <= 255); ROCr topology init will fail, so no AMD GPU "
+                "can be used.",
+                fix="unset HSA_OVERRIDE_GFX_VERSION, or set it like `HSA_OVERRIDE_GFX_VERSION=10.3.0` "
+                "(RDNA2) or `11.0.0` (RDNA3)",
+                severity="error",
+                category="arch",
             )
-            for d in devices:
-                d.usable = False
-                d.unusable_reason = f"HSA_OVERRIDE_GFX_VERSION='{value}' is invalid"
-            return problems
+        )
+        for d in devices:
+            d.usable = False
+            d.unusable_reason = f"HSA_OVERRIDE_GFX_VERSION='{shown}' is invalid"
+        return problems
     for d in devices:
         own = environ.get(f"HSA_OVERRIDE_GFX_VERSION_{d.node}")
         v = own if own is not None else value
         if v is None:
             continue
-        m = _OVERRIDE_RE.match(v.strip())
-        if not m:
+        parsed = parse_override(v)
+        if parsed is None:
             continue
-        major, minor, step = (int(x) for x in m.groups())
+        major, minor, step = parsed
         eff = gfx_name(major * 10000 + minor * 100 + step)
         if eff and eff != d.arch:
             ev.append(f"HSA_OVERRIDE_GFX_VERSION={v}: device {d.physical_index} {d.physical_arch} runs as {eff}")

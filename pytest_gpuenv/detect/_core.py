@@ -260,16 +260,14 @@ def _probe_device(i: int, d: dict[str, Any], fam: str) -> Device:
     vendor = d.get("vendor") if d.get("vendor") in ("amd", "nvidia") else ("amd" if fam == "rocm" else "nvidia")
     arch = d.get("arch") if isinstance(d.get("arch"), str) else None
     return Device(index=i, vendor=str(vendor), name=_s(d.get("name")), arch=arch, physical_arch=arch,
-                  memory_bytes=_i(d.get("memory_bytes")), warp_size=_i(d.get("warp_size")), uuid=_s(d.get("uuid")),
+                  memory_bytes=_probe.count(d.get("memory_bytes")),
+                  warp_size=_probe.count(d.get("warp_size")), uuid=_s(d.get("uuid")),
                   source="probe", physical_index=i)
 
 
 def _s(v: Any) -> Optional[str]:
     return v if isinstance(v, str) else None
 
-
-def _i(v: Any) -> Optional[int]:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 # ------------------------------------------------------------------------------------------ after

@@ -211,7 +211,7 @@ def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> li
             continue
         d.arch = d.arch or n.get("arch")
         d.physical_arch = d.physical_arch or n.get("arch")
-        d.memory_bytes = d.memory_bytes or n.get("memory_bytes")
+        d.memory_bytes = d.memory_bytes or _probe.count(n.get("memory_bytes"))
         d.name = d.name or n.get("name")
         ev.append(f"NVML device {n.get('nvml_index')}: {n.get('name')}, {n.get('arch')}, {n.get('memory_bytes')} B")
     return devices

@@ -186,6 +186,11 @@ def cache_key(fs: Any, environ: Any, kind: str, extra_paths: list[str]) -> str:
     return f"gpuenv/probe/{digest}"
 
 
+def count(v: Any) -> Optional[int]:
+    """A number from the probe's or NVML's JSON (or a cached copy): an int in [0, 2**64), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 else None
+
+
 def cache_get(cache: Any, key: str) -> Optional[dict[str, Any]]:
     if cache is None:
         return None
