@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from pytest_gpuenv.markers import validate
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label
+from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def _check_memory(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[s
     if not devs:
         return _skip_missing(env, f"a GPU with {format_size(value)}", "memory")
     known = [d.memory_bytes for d in devs if d.memory_bytes is not None]
-    label = f"requires_memory({args[0]!r})" if isinstance(args[0], str) else f"requires_memory({format_size(value)})"
+    label = f"requires_memory({safe_repr(args[0])})" if isinstance(args[0], str) else f"requires_memory({format_size(value)})"
     if not known:
         return Skip("memory", "device memory unknown", f"{label}: the memory of {env.describe_devices(devs)} is unknown")
     if max(known) < value:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 
 import pytest
 
-from pytest_gpuenv.model import ArchPattern, parse_size
+from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, parse_size, safe_repr
 
 #: (name, signature help line) registered with config.addinivalue_line("markers", ...)
 MARKERS = [
@@ -66,7 +66,7 @@ class MarkerArgumentError(ValueError):
 
 
 def _fmt_call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    parts = [safe_repr(a) for a in args] + [f"{k}={safe_repr(v)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(parts)})"
 
 
@@ -87,7 +87,7 @@ def _parse_condition(c: Any) -> Any:
         return ArchPattern.parse(c)
     except ValueError:
         raise ValueError(
-            f"unknown condition {c!r} (expected one of {', '.join(CONDITIONS)} or an arch pattern such as "
+            f"unknown condition {safe_repr(c)} (expected one of {', '.join(CONDITIONS)} or an arch pattern such as "
             "'gfx94*' or 'sm_80+')"
         ) from None
 
@@ -105,15 +105,15 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 raise ValueError("takes at most one version")
             version = args[0] if args else kwargs.get("version")
             if version is not None and (isinstance(version, bool) or version not in (1, 2)):
-                raise ValueError(f"version must be 1, 2 or None, got {version!r}")
+                raise ValueError(f"version must be 1, 2 or None, got {safe_repr(version)}")
             return version
         if name == "requires_devices":
             _no_kwargs(name, args, kwargs)
             if len(args) != 1:
                 raise ValueError("takes exactly one argument, the number of GPUs")
             n = args[0]
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"the number of GPUs must be an int >= 1, got {n!r}")
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DEVICES:
+                raise ValueError(f"the number of GPUs must be an int from 1 to {MAX_DEVICES}, got {safe_repr(n)}")
             return n
         if name == "requires_memory":
             _no_kwargs(name, args, kwargs)
@@ -132,6 +132,8 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 raise ValueError("needs at least one condition")
             if kwargs.get("reason") is not None and not isinstance(kwargs["reason"], str):
                 raise ValueError("reason must be a string")
+            if not isinstance(kwargs.get("strict", False), bool):
+                raise ValueError(f"strict must be True or False, got {safe_repr(kwargs['strict'])}")
             return [_parse_condition(c) for c in args]
     except MarkerArgumentError:
         raise

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from decimal import Decimal
+from typing import Any, Optional, Union
 
 SCHEMA = 1
 
@@ -254,29 +256,43 @@ _SIZE_UNITS = {
     "t": 2**40,
 }
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+#: the largest size a marker or profile may ask for (16 EiB, the 64-bit address space)
+MAX_SIZE = 2**64
+#: the most GPUs a marker, a ``--gpuenv-plan`` profile or an xdist worker may ask for
+MAX_DEVICES = 1024
+_SIZE_HELP = "examples: '16GiB', '40GB', '512MiB', 1073741824"
+
+
+def safe_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters; never raises (an int of 5,000 digits has no repr)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__} too long to show>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def parse_size(value: Any) -> int:
-    """``"16GiB"`` -> bytes. Raises ``ValueError`` naming the value."""
-    if isinstance(value, bool):
-        raise ValueError(f"expected a size such as 16GiB or an int of bytes, got {value!r}")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"size must be positive, got {value!r}")
-        return value
-    if isinstance(value, float):
-        if value <= 0:
-            raise ValueError(f"size must be positive, got {value!r}")
-        return int(value)
-    if not isinstance(value, str):
-        raise ValueError(f"expected a size such as '16GiB' or an int of bytes, got {value!r}")
-    m = _SIZE_RE.match(value)
-    if not m or m.group(2).lower() not in _SIZE_UNITS:
-        raise ValueError(f"cannot parse size {value!r} (examples: '16GiB', '40GB', '512MiB', 1073741824)")
-    n = int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
-    if n <= 0:
-        raise ValueError(f"size must be positive, got {value!r}")
-    return n
+    """``"16GiB"`` -> bytes, from 1 byte up to ``MAX_SIZE``. Raises ``ValueError`` naming the value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a size such as '16GiB' or an int of bytes, got {safe_repr(value)}")
+    exact: Union[int, Decimal]
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value) if len(value) <= 1000 else None
+        if not m or m.group(2).lower() not in _SIZE_UNITS:
+            raise ValueError(f"cannot parse size {safe_repr(value)} ({_SIZE_HELP})")
+        exact = Decimal(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"size must be a finite number of bytes, got {value!r}")
+    else:
+        exact = value if isinstance(value, int) else Decimal(value)
+    if exact <= 0:
+        raise ValueError(f"size must be positive, got {safe_repr(value)}")
+    if exact < 1:
+        raise ValueError(f"size {safe_repr(value)} is a fraction of a byte; sizes are at least 1 byte")
+    if exact > MAX_SIZE:
+        raise ValueError(f"size {safe_repr(value)} is too large (at most 16 EiB, 2**64 bytes)")
+    return int(exact)
 
 
 def format_size(n: int) -> str:
@@ -300,14 +316,16 @@ class ArchPattern:
     @classmethod
     def parse(cls, text: Any) -> ArchPattern:
         if not isinstance(text, str):
-            raise ValueError(f"arch pattern must be a string such as 'gfx90a', 'gfx94*', 'sm_80+', got {text!r}")
+            raise ValueError(
+                f"arch pattern must be a string such as 'gfx90a', 'gfx94*', 'sm_80+', got {safe_repr(text)}"
+            )
         t = text.strip().lower()
         if _GFX_PAT.match(t) and len(t) > 3:
             return cls(t)
         if _SM_PAT.match(t) or (_SM_GLOB.match(t) and any(c in t for c in "*?[")):
             return cls(t)
         raise ValueError(
-            f"invalid arch pattern {text!r} (examples: 'gfx90a', 'gfx94*', 'gfx11*', 'sm_90', 'sm_80+')"
+            f"invalid arch pattern {safe_repr(text)} (examples: 'gfx90a', 'gfx94*', 'gfx11*', 'sm_90', 'sm_80+')"
         )
 
     @property

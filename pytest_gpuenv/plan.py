@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 import pytest
 
 from pytest_gpuenv import _skipping, markers
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, default_warp_size, parse_size
+from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, Device, GpuEnv, default_warp_size, parse_size, safe_repr
 
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
 _SPEC = re.compile(r"^(cpu|cuda|rocm)(?::([^:]+))?(?::(\d+)x([^:]+))?(?::(wsl2?))?$", re.IGNORECASE)
@@ -29,34 +29,33 @@ def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
     m = _SPEC.match(spec.strip())
     if not m:
         raise pytest.UsageError(
-            f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: expected a root folder or "
+            f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: expected a root folder or "
             "backend:arch:NxSIZE[:wsl2], e.g. rocm:gfx90a:4x64GiB, cuda:sm_90:1x80GiB, cpu"
         )
     backend, arch, count, size, wsl = m.groups()
     backend = backend.lower()
     if backend == "cpu":
         if arch or count:
-            raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: 'cpu' takes no arch or devices")
+            raise pytest.UsageError(
+                f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: 'cpu' takes no arch or devices"
+            )
         return "CPU-only", GpuEnv(backend="cpu", kind="cpu")
     if not arch:
-        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: give an arch, e.g. {backend}:"
-                                + ("sm_90" if backend == "cuda" else "gfx942"))
+        example = "sm_90" if backend == "cuda" else "gfx942"
+        raise pytest.UsageError(
+            f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: give an arch, e.g. {backend}:{example}"
+        )
     try:
         pat = ArchPattern.parse(arch)
     except ValueError as exc:
-        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {exc}") from None
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: {exc}") from None
     vendor = "nvidia" if backend == "cuda" else "amd"
     if pat.vendor != vendor or any(c in pat.text for c in "*?[+"):
         raise pytest.UsageError(
-            f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {arch!r} is not a concrete {backend} arch"
+            f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: "
+            f"{safe_repr(arch)} is not a concrete {backend} arch"
         )
-    n = int(count) if count else 1
-    if n < 1:
-        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: needs at least 1 device")
-    try:
-        mem = parse_size(size) if size else None
-    except ValueError as exc:
-        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {spec!r}: {exc}") from None
+    n, mem = _count_and_size(spec, count, size)
     devices = [
         Device(index=i, vendor=vendor, name=f"{vendor.upper()} {pat.text}", arch=pat.text, memory_bytes=mem,
                warp_size=default_warp_size(pat.text), source="profile")
@@ -71,6 +70,18 @@ def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
     if n > 1:
         label += f" x{n}"
     return label, env
+
+
+def _count_and_size(spec: str, count: Optional[str], size: Optional[str]) -> tuple[int, Optional[int]]:
+    """The devices of a spec (1 to MAX_DEVICES) and their memory (1 byte to MAX_SIZE, or unknown)."""
+    if count and (len(count) > 6 or not 1 <= int(count) <= MAX_DEVICES):
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: "
+                                f"the device count must be from 1 to {MAX_DEVICES}")
+    try:
+        mem = parse_size(size) if size else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: {exc}") from None
+    return (int(count) if count else 1), mem
 
 
 def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:
