@@ -10,6 +10,7 @@ the real system: ``Fs(None)`` and ``os.environ``) look up homes, tools and libra
 - Tools (hipcc, nvcc): PATH, then ``<home>/bin``. Libraries: hiprtc (libhiprtc, or ROCm 5's libamdhip64)
   and NVRTC by file name.
 - Native Windows: hipcc and hiprtc in the HIP SDK's ``bin``, nvcc and NVRTC in ``$CUDA_PATH\\bin``.
+- The host C++ compiler (the CPU executor's): ``$CXX``, then g++, clang++, c++ on PATH.
 """
 
 from __future__ import annotations
@@ -212,17 +213,38 @@ def _nvrtc_library(fs: Fs, environ: Any) -> Optional[str]:
     return None
 
 
+# ------------------------------------------------------------------------------------------ host C++
+CXX_NAMES = ("g++", "clang++", "c++")
+
+
+def cxx_compiler(fs: Fs, environ: Any) -> Optional[str]:
+    """The host C++ compiler the CPU executor builds with: ``$CXX`` (a path or a name on PATH), then
+    g++, clang++, c++ on PATH."""
+    want = (environ.get("CXX") or "").split()
+    names = ([want[0]] if want else []) + list(CXX_NAMES)
+    for n in names:
+        if _absolute(fs, n):
+            if fs.isfile(n):
+                return n
+            continue
+        found = fs.which(n, environ.get("PATH"), ())
+        if found:
+            return found
+    return None
+
+
 # ------------------------------------------------------------------------------------------ summary
 def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) -> dict[str, Any]:
     """``GpuEnv.compilers`` on Linux: hipcc/nvcc paths, whether hiprtc/NVRTC are installed."""
     out: dict[str, Any] = {"hiprtc": bool(rocm.get("hiprtc")), "nvrtc": False, "hipcc": None, "nvcc": None}
+    out["cxx"] = cxx_compiler(fs, environ)
     out["hipcc"] = find_tool(fs, "hipcc", environ, [rocm["path"]] if rocm.get("path") else [])
     out["nvcc"] = find_tool(fs, "nvcc", environ, cuda_homes(fs, environ)[:1])
     nvrtc = _nvrtc_library(fs, environ)
     if nvrtc:
         ev.append(f"nvrtc: {nvrtc}")
         out["nvrtc"] = True
-    for k in ("hipcc", "nvcc"):
+    for k in ("hipcc", "nvcc", "cxx"):
         if out[k]:
             ev.append(f"{k}: {out[k]}")
     return out

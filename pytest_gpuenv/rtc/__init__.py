@@ -10,6 +10,18 @@ from pytest_gpuenv.rtc._compilers import DEFAULT_ARCHS
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._source import Param
 from pytest_gpuenv.rtc.kernel import Kernel, compile_kernel
+from pytest_gpuenv.runtime._cpu_errors import (
+    KernelAssertError,
+    KernelBarrierError,
+    KernelBoundsError,
+    KernelFaultError,
+    KernelRaceError,
+    KernelStackOverflowError,
+    KernelUninitializedError,
+    KernelWarning,
+    KernelWarpError,
+    KernelWatchdogError,
+)
 
 __all__ = [
     "DEFAULT_ARCHS",
@@ -17,6 +29,16 @@ __all__ = [
     "Kernel",
     "KernelCompileError",
     "KernelLaunchError",
+    "KernelAssertError",
+    "KernelBarrierError",
+    "KernelBoundsError",
+    "KernelFaultError",
+    "KernelRaceError",
+    "KernelStackOverflowError",
+    "KernelUninitializedError",
+    "KernelWarning",
+    "KernelWarpError",
+    "KernelWatchdogError",
     "Param",
     "compile_command",
     "compile_kernel",

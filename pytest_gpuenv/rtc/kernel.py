@@ -148,6 +148,8 @@ def compile_kernel(
     device: Optional[int] = None,
     sync: bool = False,
     use_cache: bool = True,
+    warp_size: int = 64,
+    check: bool = True,
 ) -> Kernel:
     """Compile kernel ``name`` from a HIP source (text, or a path looked up in ``kernel_dirs``).
 
@@ -155,9 +157,18 @@ def compile_kernel(
     0). gfx targets build with hiprtc (hipcc where hiprtc is missing), sm targets with NVRTC and the
     shipped HIP-on-CUDA header (nvcc where NVRTC is missing). The code object is cached (see
     ``_cache``). Raises KernelCompileError with the compiler's log, file and line.
+
+    ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
+    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks.
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     decl = kernel_decl(src, name)
+    if arch == "cpu":
+        from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
+
+        return compile_cpu(src, name, decl.params, warp_size=warp_size, check=check, options=options,
+                           defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
+                           use_cache=use_cache)
     arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
     comp = _compilers.for_arch(arch, compiler)
     defines = dict(defines or {})

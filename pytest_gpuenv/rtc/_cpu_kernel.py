@@ -1,0 +1,156 @@
+"""``CpuKernel``: a kernel compiled for the CPU executor, launched like the GPU ones.
+
+``k(grid, block, *args, shared_mem=0)`` with CPU torch tensors or array-interface objects (numpy).
+Arguments are checked against the declared parameters first (``TypeError`` naming the parameter);
+each pointer argument's buffer is registered for the bounds checks (``const`` ones read-only).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import re
+from typing import Any, Mapping, Optional, Sequence
+
+from pytest_gpuenv.rtc import _args, _cpu
+from pytest_gpuenv.rtc._source import Param, Source
+from pytest_gpuenv.rtc.kernel import Kernel, get_cache
+from pytest_gpuenv.runtime import _cpu_report
+
+SHARED_LIMIT = 64 * 1024
+WARP_SIZES = (32, 64)
+_CONST = re.compile(r"\bconst\b[^*]*\*")
+
+
+def _extent(shape: Sequence[int], strides: Optional[Sequence[int]], itemsize: int) -> int:
+    """Bytes from the first element to one past the last (0 for an empty array)."""
+    if any(s == 0 for s in shape):
+        return 0
+    if strides is None:
+        return math.prod(shape) * itemsize
+    return sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + itemsize
+
+
+def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
+    """(address, bytes, read-only) of a host buffer for pointer parameter ``p``; TypeError otherwise."""
+    if value is None:
+        return 0, 0, False
+    if _args._is_tensor(value):
+        if value.device.type != "cpu":
+            raise TypeError(f"argument {p.name!r} ({p.decl}) is a tensor on {value.device}; the CPU executor "
+                            "(arch='cpu') runs on host memory: pass CPU tensors")
+        _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
+        size = value.numel() * value.element_size()
+        if not value.is_contiguous():
+            size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())
+        return int(value.data_ptr()), size, False
+    if hasattr(value, "__cuda_array_interface__"):
+        raise TypeError(f"argument {p.name!r} ({p.decl}) is GPU memory ({_args._describe(value)}); the CPU "
+                        "executor (arch='cpu') needs host arrays")
+    ai = getattr(value, "__array_interface__", None)
+    if ai is not None:
+        typestr = ai.get("typestr", "?")
+        _args._check_dtype(p, "", typestr, f"an array of typestr {typestr!r}")
+        addr, readonly = ai["data"]
+        itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+        return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
+        return value, 0, False  # a raw address: not a registered buffer
+    raise TypeError(f"argument {p.name!r} ({p.decl}) expects a host buffer (a CPU tensor or an object with "
+                    f"__array_interface__), got {_args._describe(value)}")
+
+
+def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]
+                   ) -> tuple[_args.PackedArgs, list[tuple[int, int, bool, int]]]:
+    """Packed arguments and the buffers to register: (base, bytes, read-only, parameter index)."""
+    if len(args) != len(params):
+        sig = ", ".join(p.decl for p in params)
+        raise TypeError(f"kernel {kernel!r} takes {len(params)} arguments ({sig}), got {len(args)}")
+    values: list[Any] = []
+    regions: list[tuple[int, int, bool, int]] = []
+    for i, (p, a) in enumerate(zip(params, args)):
+        code = p.code
+        if code is None:
+            raise TypeError(f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
+                            "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)")
+        if code == "P":
+            addr, size, readonly = host_pointer(p, a)
+            values.append(ctypes.c_void_p(addr))
+            if addr:
+                regions.append((addr, size, readonly or bool(_CONST.search(p.decl)), i))
+        else:
+            values.append(_args._CTYPES[code](_args.scalar_arg(p, code, a)))
+    return _args.PackedArgs(values), regions
+
+
+class CpuKernel(Kernel):
+    """A kernel built for the CPU executor (``backend == arch == "cpu"``).
+
+    ``warp_size`` (32 or 64) is ``warpSize`` in the kernel; ``check`` says whether loads and stores are
+    checked (races, bounds, uninitialised shared memory); ``watchdog`` is the seconds a launch may run.
+    """
+
+    __module__ = "pytest_gpuenv.rtc"
+
+    def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
+                 **kw: Any) -> None:
+        super().__init__(arch="cpu", **kw)
+        self.backend = "cpu"
+        self.warp_size = warp_size
+        self.check = check
+        self.watchdog = float(os.environ.get("GPUENV_CPU_WATCHDOG", "10"))
+        self._meta = dict(meta)
+        self._cache_dir = cache_dir
+
+    def __repr__(self) -> str:
+        mode = "checked" if self.check else "unchecked"
+        sig = ", ".join(p.decl for p in self.params)
+        return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
+
+    def load(self, device: Optional[int] = None) -> Any:
+        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self.name)
+
+    def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        g = _args.launch_dims(grid, "grid")
+        b = _args.launch_dims(block, "block")
+        if b[0] * b[1] * b[2] > 1024:
+            raise TypeError(f"block {block!r} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
+            raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
+        packed, regions = pack_host_args(self.name, self.params, args)
+        rt = _cpu.runtime(get_cache(self._cache_dir))
+        mod = rt.load(self.binary, self.name)
+        shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
+        res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
+                        self.warp_size, self.check, self.watchdog)
+        ctx = _cpu_report.Context(
+            kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
+            dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
+            regions={i: s for _, s, _, i in regions}, addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"),
+            source=self.source)
+        _cpu.emit_output(res.output, _cpu_report.warnings_of(ctx, res.report))
+        if res.report.kind:
+            raise _cpu_report.to_error(ctx, res.report)
+
+
+def compile_cpu(src: Source, name: str, params: Sequence[Param], *, warp_size: int, check: bool,
+                options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
+                cache_dir: Optional[str], use_cache: bool) -> CpuKernel:
+    """Build (or take from the cache) kernel ``name`` for the CPU executor."""
+    if warp_size not in WARP_SIZES:
+        raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
+    cxx = _cpu.require_cxx()
+
+    def build() -> tuple[dict, bytes]:
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs)
+
+    if use_cache:
+        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
+    else:
+        (meta, binary), hit = build(), False
+    k = CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir, name=name,
+                  compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=params,
+                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path)
+    return k

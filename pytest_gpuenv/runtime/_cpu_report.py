@@ -1,0 +1,135 @@
+"""Turn the CPU executor's report into an exception (or warnings) whose message names everything.
+
+The executor gives module-relative code addresses (``@pc:1a2b@`` in its text); they become
+``file:line`` through ``addr2line`` on the kernel module's bytes (written to a private temporary file,
+only when there is something to report). Arguments and shared variables are named from the kernel's
+parameter list and the module's symbol table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from pytest_gpuenv.runtime import _cpu_errors as E
+from pytest_gpuenv.runtime.cpu import INCLUDE_DIR, Report
+
+_KINDS = {1: (E.KernelRaceError, "data race on shared memory"), 2: (E.KernelBarrierError, "divergent barrier"),
+          3: (E.KernelBoundsError, "out-of-bounds access"), 4: (E.KernelUninitializedError, "uninitialised read"),
+          5: (E.KernelAssertError, "device assertion"), 6: (E.KernelStackOverflowError, "stack overflow"),
+          7: (E.KernelWatchdogError, "watchdog"), 8: (E.KernelWarpError, "inactive lane read"),
+          9: (E.KernelFaultError, "fault"), 10: (E.KernelFaultError, "launch refused")}
+_PC = re.compile(r"@pc:([0-9a-f]+)@")
+_ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
+              "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
+              "unsigned long long": 8, "size_t": 8, "short": 2, "int16_t": 2, "uint16_t": 2, "char": 1,
+              "int8_t": 1, "uint8_t": 1, "unsigned char": 1, "signed char": 1, "bool": 1}
+
+
+@dataclass
+class Context:
+    """What the message needs beyond the report: the kernel, its module and its launch."""
+
+    kernel: str
+    binary: bytes
+    params: Sequence[Any]
+    shared_vars: Sequence[tuple[str, int, int]]  # (name, offset, size)
+    dyn_names: Sequence[str]
+    shared_mem: int
+    regions: dict[int, int] = field(default_factory=dict)  # param index -> bytes
+    addr2line: Optional[str] = None
+    source: Optional[str] = None
+
+
+def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
+    """pc -> 'file:line' (the first frame outside the executor's headers), or '' when unknown."""
+    pcs = [p for p in dict.fromkeys(pcs) if p]
+    if not pcs or not ctx.addr2line:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="gpuenv-sym-") as d:
+        path = os.path.join(d, "kernel.so")
+        with open(path, "wb") as f:
+            f.write(ctx.binary)
+        out: dict[int, str] = {}
+        for pc in pcs:
+            try:
+                res = subprocess.run([ctx.addr2line, "-i", "-e", path, hex(max(pc - 1, 0))], capture_output=True,
+                                     text=True, timeout=20)
+            except (OSError, subprocess.TimeoutExpired):
+                return out
+            frames = [ln.strip() for ln in res.stdout.splitlines() if ln.strip() and not ln.startswith("??")]
+            frames = [re.sub(r" \(discriminator \d+\)$", "", f) for f in frames]
+            mine = [f for f in frames if not f.startswith(INCLUDE_DIR) and not f.startswith("<gpuenv>")]
+            out[pc] = (mine or frames or [""])[0]
+    return out
+
+
+def _elem(p: Any, size: int) -> int:
+    return _ELEM_SIZE.get(getattr(p, "type", ""), 0) or max(size, 1)
+
+
+def _where(ctx: Context, r: Report) -> str:
+    """'argument 'out' (float* out) element 1000 (the buffer has 1000 elements)' and the like."""
+    rk, i, off, size = r.region_kind, r.region_index, r.offset, r.size
+    if rk == 1 and 0 <= i < len(ctx.params):
+        p = ctx.params[i]
+        es = _elem(p, size)
+        n = ctx.regions.get(i)
+        has = f"; the buffer has {n // es} elements" if n is not None else ""
+        return f"argument {p.name!r} ({p.decl}) element {off // es}{has}"
+    if rk == 2 and 0 <= i < len(ctx.shared_vars):
+        name, _, vsize = ctx.shared_vars[i]
+        return (f"__shared__ variable {name!r} element {off // max(size, 1)} (byte {off}; it has {vsize} bytes, "
+                f"{vsize // max(size, 1)} elements of {size} bytes)")
+    if rk == 2:
+        return f"__shared__ memory at byte {off} of the static shared section"
+    if rk == 3:
+        names = ", ".join(repr(n) for n in ctx.dyn_names) or "HIP_DYNAMIC_SHARED"
+        return (f"dynamic shared memory ({names}) element {off // max(size, 1)} (byte {off}; the launch passed "
+                f"shared_mem={ctx.shared_mem} bytes)")
+    return f"address 0x{r.addr:x}, which is in no argument buffer, shared variable or the thread's stack"
+
+
+def _detail(ctx: Context, r: Report) -> str:
+    rw = "write" if r.is_write else "read"
+    if r.kind == 3 and r.other_thread == -3:
+        return f"write through a const argument: {_where(ctx, r)}"
+    if r.kind == 3:
+        return (f"{rw} of {r.size} bytes out of bounds: {_where(ctx, r)} (the launch stopped before the access; "
+                "memory is intact)")
+    if r.kind == 1:
+        other = "several other threads" if r.other_thread == -2 else f"thread {r.other_thread} (linear id)"
+        return (f"{rw} of {_where(ctx, r)} conflicts with {other} in the same barrier interval "
+                "(no __syncthreads() between the two accesses)")
+    if r.kind == 4:
+        return (f"read of {_where(ctx, r)}, which no thread of this block has written (shared memory is "
+                "uninitialised at the start of every block)")
+    return r.text.decode("utf-8", "replace")
+
+
+def to_error(ctx: Context, r: Report) -> Exception:
+    """The exception for a failed launch."""
+    cls, title = _KINDS.get(r.kind, (E.KernelFaultError, "launch failed"))
+    text = _detail(ctx, r) if r.kind in (1, 3, 4) else r.text.decode("utf-8", "replace")
+    pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [r.pc]
+    names = symbolize(ctx, pcs)
+    text = _PC.sub(lambda m: names.get(int(m.group(1), 16)) or f"<pc 0x{m.group(1)}>", text)
+    loc = names.get(r.pc, "") or (f"<pc 0x{r.pc:x}>" if r.pc else ctx.source or "<unknown>")
+    block, thread = tuple(r.block), tuple(r.thread)
+    msg = (f"{title} in kernel {ctx.kernel!r} at {loc}, block ({block[0]},{block[1]},{block[2]}), thread "
+           f"({thread[0]},{thread[1]},{thread[2]}): {text}")
+    file, line = (loc.rsplit(":", 1) + [""])[:2] if ":" in loc else (None, "")
+    return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
+
+
+def warnings_of(ctx: Context, r: Report) -> list[str]:
+    text = r.warnings.decode("utf-8", "replace")
+    if not text.strip():
+        return []
+    names = symbolize(ctx, [int(m.group(1), 16) for m in _PC.finditer(text)])
+    text = _PC.sub(lambda m: names.get(int(m.group(1), 16)) or f"<pc 0x{m.group(1)}>", text)
+    return [f"kernel {ctx.kernel!r}: {ln}" for ln in text.splitlines() if ln.strip()]

@@ -1,0 +1,72 @@
+// The ABI between the CPU executor (executor.cpp, checks.cpp) and kernels compiled for it.
+// Kernels include it through <hip/hip_runtime.h>; Python mirrors the structs in runtime/cpu.py.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+
+struct gpuenv_u3 {
+    unsigned x, y, z;
+};
+
+// What device code reads: the running thread's coordinates and the block's dynamic shared memory.
+struct gpuenv_state_t {
+    gpuenv_u3 tid, bid, bdim, gdim;
+    unsigned lin;  // linear thread id within the block
+    unsigned pad;
+    char* dyn_shared;
+};
+extern gpuenv_state_t gpuenv_state;
+
+enum {
+    GPUENV_OP_SHFL = 1, GPUENV_OP_UP, GPUENV_OP_DOWN, GPUENV_OP_XOR,
+    GPUENV_OP_BALLOT, GPUENV_OP_ANY, GPUENV_OP_ALL, GPUENV_OP_SYNCWARP
+};
+
+enum {
+    GPUENV_OK = 0, GPUENV_RACE, GPUENV_BARRIER, GPUENV_BOUNDS, GPUENV_UNINIT, GPUENV_ASSERT,
+    GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE
+};
+
+// region kinds in a report
+enum { GPUENV_R_NONE = 0, GPUENV_R_ARG, GPUENV_R_SHARED, GPUENV_R_DYN, GPUENV_R_STACK };
+
+struct gpuenv_region_t {
+    uint64_t base, size;
+    int32_t readonly, index;
+};
+
+struct gpuenv_report_t {
+    int32_t kind, is_write, size, region_kind, region_index, other_thread;
+    int64_t offset;
+    uint64_t addr, pc;
+    uint32_t block[3], thread[3];
+    char text[2048];
+    char warnings[2048];
+};
+
+struct gpuenv_launch_t {
+    void (*entry)(void**);
+    void** args;
+    uint32_t grid[3], block[3];
+    uint64_t shared_bytes;
+    int32_t warp_size, check;
+    char* shared_lo;
+    char* shared_hi;
+    const gpuenv_region_t* regions;
+    int32_t nregions, nvars;
+    const gpuenv_region_t* vars;  // static __shared__ variables: base is the offset in the section
+    double watchdog_s;
+    char* out;
+    uint64_t out_cap, out_len;
+};
+
+int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
+void gpuenv_syncthreads(void);
+uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width);
+void gpuenv_atomic_check(void* p, int size, void* pc);
+__attribute__((noreturn)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);
+__attribute__((noreturn)) void gpuenv_trap(void);
+__attribute__((format(printf, 1, 2))) int gpuenv_printf(const char* fmt, ...);
+}

@@ -1,0 +1,254 @@
+// <hip/hip_runtime.h> for the CPU executor (pytest-gpuenv): device code compiled by g++/clang++.
+// Each GPU thread is a fiber; threadIdx & co. read the executor's state; warpSize is the compile-time
+// constant GPUENV_WARP_SIZE (32 or 64); with GPUENV_CHECK every load and store is checked.
+#pragma once
+#ifndef GPUENV_WARP_SIZE
+#error "compile with -DGPUENV_WARP_SIZE=32 or 64 (pytest_gpuenv.rtc.compile_kernel(arch='cpu') does)"
+#endif
+#include <assert.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "../gpuenv_cpu.h"
+#include "hip_fp16.h"
+
+#define __GPUENV_CPU__ 1
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define GPUENV_CAT2(a, b) a##b
+#define GPUENV_CAT(a, b) GPUENV_CAT2(a, b)
+// static storage in one section (poisoned per block, bounds from the symbol table), each variable
+// after a red zone so an overflow lands outside every variable
+#define __shared__                                                                                    \
+    static char GPUENV_CAT(__gpuenv_rz, __COUNTER__)[64] __attribute__((section("gpuenv_shared"), used, aligned(16))); \
+    static __attribute__((section("gpuenv_shared"), aligned(16)))
+#define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)gpuenv_state.dyn_shared;
+#define HIP_DYNAMIC_SHARED_ATTRIBUTE
+
+#define threadIdx (gpuenv_state.tid)
+#define blockIdx (gpuenv_state.bid)
+#define blockDim (gpuenv_state.bdim)
+#define gridDim (gpuenv_state.gdim)
+#define hipThreadIdx_x (threadIdx.x)
+#define hipThreadIdx_y (threadIdx.y)
+#define hipThreadIdx_z (threadIdx.z)
+#define hipBlockIdx_x (blockIdx.x)
+#define hipBlockIdx_y (blockIdx.y)
+#define hipBlockIdx_z (blockIdx.z)
+#define hipBlockDim_x (blockDim.x)
+#define hipBlockDim_y (blockDim.y)
+#define hipBlockDim_z (blockDim.z)
+#define hipGridDim_x (gridDim.x)
+#define hipGridDim_y (gridDim.y)
+#define hipGridDim_z (gridDim.z)
+static constexpr int warpSize = GPUENV_WARP_SIZE;
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+typedef gpuenv_u3 uint3;
+
+#if GPUENV_CHECK
+#define GPUENV_RT __attribute__((noinline, no_sanitize("thread")))
+#define GPUENV_ACHECK(p) gpuenv_atomic_check((void*)(p), sizeof(*(p)), __builtin_return_address(0))
+#else
+#define GPUENV_RT inline __attribute__((always_inline))
+#define GPUENV_ACHECK(p) ((void)0)
+#endif
+
+// ---------------------------------------------------------------- barriers, warps
+#define __syncthreads() gpuenv_syncthreads()
+#define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull) {
+    gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize);
+}
+inline __attribute__((always_inline)) unsigned __lane_id() { return gpuenv_state.lin % warpSize; }
+
+template <class T>
+inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width) {
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
+    uint64_t bits = 0;
+    __builtin_memcpy(&bits, &v, sizeof(T));
+    bits = gpuenv_warp_op(op, bits, arg, width);
+    T r;
+    __builtin_memcpy(&r, &bits, sizeof(T));
+    return r;
+}
+#define GPUENV_SHFL(name, op, argt)                                                                       \
+    template <class T>                                                                                     \
+    inline __attribute__((always_inline)) T name(T v, argt a, int width = warpSize) {                       \
+        return gpuenv_shfl(op, v, (int)a, width);                                                          \
+    }                                                                                                      \
+    template <class M, class T>                                                                            \
+    inline __attribute__((always_inline)) T name##_sync(M, T v, argt a, int width = warpSize) {             \
+        return gpuenv_shfl(op, v, (int)a, width);                                                          \
+    }
+GPUENV_SHFL(__shfl, GPUENV_OP_SHFL, int)
+GPUENV_SHFL(__shfl_up, GPUENV_OP_UP, unsigned)
+GPUENV_SHFL(__shfl_down, GPUENV_OP_DOWN, unsigned)
+GPUENV_SHFL(__shfl_xor, GPUENV_OP_XOR, int)
+inline __attribute__((always_inline)) unsigned long long __ballot(int p) {
+    return gpuenv_warp_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize);
+}
+inline __attribute__((always_inline)) int __any(int p) { return (int)gpuenv_warp_op(GPUENV_OP_ANY, p != 0, 0, warpSize); }
+inline __attribute__((always_inline)) int __all(int p) { return (int)gpuenv_warp_op(GPUENV_OP_ALL, p != 0, 0, warpSize); }
+inline __attribute__((always_inline)) unsigned long long __activemask() {
+    return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize);
+}
+template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M, int p) { return __ballot(p); }
+template <class M> inline __attribute__((always_inline)) int __any_sync(M, int p) { return __any(p); }
+template <class M> inline __attribute__((always_inline)) int __all_sync(M, int p) { return __all(p); }
+
+// ---------------------------------------------------------------- integer intrinsics
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(unsigned long long x) { return __builtin_ffsll((long long)x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline unsigned __brev(unsigned x) {
+    unsigned r = 0;
+    for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
+    return r;
+}
+inline int __mul24(int a, int b) { return a * b; }
+inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+
+// ---------------------------------------------------------------- math
+#define GPUENV_MINMAX(T)                                  \
+    inline T min(T a, T b) { return a < b ? a : b; }      \
+    inline T max(T a, T b) { return a > b ? a : b; }
+GPUENV_MINMAX(int)
+GPUENV_MINMAX(unsigned)
+GPUENV_MINMAX(long long)
+GPUENV_MINMAX(unsigned long long)
+GPUENV_MINMAX(float)
+GPUENV_MINMAX(double)
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __expf(float x) { return expf(x); }
+inline float __exp10f(float x) { return powf(10.0f, x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __log10f(float x) { return log10f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __powf(float a, float b) { return powf(a, b); }
+inline void __sincosf(float x, float* s, float* c) { *s = sinf(x); *c = cosf(x); }
+inline float __saturatef(float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline float __int_as_float(int x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
+inline int __float_as_int(float f) { int x; __builtin_memcpy(&x, &f, 4); return x; }
+inline float __uint_as_float(unsigned x) { float f; __builtin_memcpy(&f, &x, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned x; __builtin_memcpy(&x, &f, 4); return x; }
+inline double __longlong_as_double(long long x) { double f; __builtin_memcpy(&f, &x, 8); return f; }
+inline long long __double_as_longlong(double f) { long long x; __builtin_memcpy(&x, &f, 8); return x; }
+inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+inline int __float2int_rz(float x) { return (int)x; }
+inline int __float2int_rd(float x) { return (int)floorf(x); }
+inline int __float2int_ru(float x) { return (int)ceilf(x); }
+inline float __int2float_rn(int x) { return (float)x; }
+inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+inline float __uint2float_rn(unsigned x) { return (float)x; }
+
+// ---------------------------------------------------------------- atomics (done in the uninstrumented
+// runtime: checked for bounds, exempt from race reports; one OS thread makes them atomic)
+template <class T> struct gpuenv_id { using type = T; };
+#define GPUENV_ATOMIC_RMW(name, expr)                                                             \
+    template <class T> GPUENV_RT T name(T* p, typename gpuenv_id<T>::type v) {                     \
+        GPUENV_ACHECK(p);                                                                          \
+        T o = *p;                                                                                  \
+        *p = (expr);                                                                               \
+        return o;                                                                                  \
+    }                                                                                              \
+    template <class T> GPUENV_RT T name##_system(T* p, typename gpuenv_id<T>::type v) { return name(p, v); }
+GPUENV_ATOMIC_RMW(atomicAdd, o + v)
+GPUENV_ATOMIC_RMW(atomicSub, o - v)
+GPUENV_ATOMIC_RMW(atomicExch, v)
+GPUENV_ATOMIC_RMW(atomicMin, v < o ? v : o)
+GPUENV_ATOMIC_RMW(atomicMax, v > o ? v : o)
+GPUENV_ATOMIC_RMW(atomicAnd, o & v)
+GPUENV_ATOMIC_RMW(atomicOr, o | v)
+GPUENV_ATOMIC_RMW(atomicXor, o ^ v)
+GPUENV_ATOMIC_RMW(atomicInc, o >= v ? 0 : o + 1)
+GPUENV_ATOMIC_RMW(atomicDec, (o == 0 || o > v) ? v : o - 1)
+template <class T>
+GPUENV_RT T atomicCAS(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
+    GPUENV_ACHECK(p);
+    T o = *p;
+    if (o == cmp) *p = v;
+    return o;
+}
+template <class T>
+GPUENV_RT T atomicCAS_system(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
+    return atomicCAS(p, cmp, v);
+}
+
+// ---------------------------------------------------------------- printf, assert, trap
+#undef printf
+#define printf gpuenv_printf
+#define __trap() gpuenv_trap()
+// glibc's assert() calls __assert_fail: the kernel module binds it here (-Wl,-Bsymbolic), so a failing
+// device assert stops the launch instead of aborting the process
+extern "C" inline void __assert_fail(const char* e, const char* f, unsigned int l, const char* fn) noexcept {
+    gpuenv_assert_fail(e, f, l, fn);
+}
+
+namespace gpuenv {
+template <class... A, size_t... I>
+__attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a, std::index_sequence<I...>) {
+    f(*static_cast<typename std::remove_reference<A>::type*>(a[I])...);
+}
+template <class... A>
+__attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a) {
+    call(f, a, std::index_sequence_for<A...>{});
+}
+}  // namespace gpuenv
+#define GPUENV_ENTRY(name)                                                                                   \
+    extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
+        gpuenv::call(name, a);                                                                               \
+    }                                                                                                        \
+    extern char __start_gpuenv_shared[] __attribute__((weak, visibility("hidden")));                         \
+    extern char __stop_gpuenv_shared[] __attribute__((weak, visibility("hidden")));                          \
+    extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
+        *lo = __start_gpuenv_shared;                                                                         \
+        *hi = __stop_gpuenv_shared;                                                                          \
+    }

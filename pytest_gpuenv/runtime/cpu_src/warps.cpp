@@ -1,0 +1,193 @@
+// Warp operations and barriers, resolved by the scheduler once every thread of the block waits.
+// Lanes waiting at the same warp-operation site form the active mask; shuffles follow HIP's index
+// rules (source lane modulo width, own value outside the segment); reading a lane that is not in the
+// mask stops the launch. A barrier releases only when every thread waits at the same call site.
+#include "executor_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+namespace gx {
+
+void enqueue(int t);
+
+static const char* op_name(int op) {
+    switch (op) {
+        case GPUENV_OP_SHFL: return "__shfl";
+        case GPUENV_OP_UP: return "__shfl_up";
+        case GPUENV_OP_DOWN: return "__shfl_down";
+        case GPUENV_OP_XOR: return "__shfl_xor";
+        case GPUENV_OP_BALLOT: return "__ballot";
+        case GPUENV_OP_ANY: return "__any";
+        case GPUENV_OP_ALL: return "__all";
+        default: return "__syncwarp";
+    }
+}
+
+static int src_lane(int op, int l, int arg, int width) {
+    int seg = l & ~(width - 1);
+    int idx = l;
+    switch (op) {
+        case GPUENV_OP_SHFL: idx = (arg & (width - 1)) + seg; break;
+        case GPUENV_OP_UP: idx = l - arg; if (idx < seg) idx = l; break;
+        case GPUENV_OP_DOWN: idx = l + arg; if ((l & (width - 1)) + arg >= width) idx = l; break;
+        case GPUENV_OP_XOR: idx = l ^ arg; if (idx >= ((l + width) & ~(width - 1))) idx = l; break;
+        default: break;
+    }
+    return idx;
+}
+
+static void set_thread(gpuenv_report_t* r, int t) {
+    gpuenv_launch_t* d = L.d;
+    r->block[0] = gpuenv_state.bid.x;
+    r->block[1] = gpuenv_state.bid.y;
+    r->block[2] = gpuenv_state.bid.z;
+    r->thread[0] = t % d->block[0];
+    r->thread[1] = (t / d->block[0]) % d->block[1];
+    r->thread[2] = t / (d->block[0] * d->block[1]);
+}
+
+static void warn_once(void* site, const char* fmt, int a, int b) {
+    char line[256];
+    snprintf(line, sizeof line, "@pc:%lx@: ", (unsigned long)pc_rel(site));
+    size_t n = strlen(line);
+    snprintf(line + n, sizeof line - n, fmt, a, b);
+    if (!strstr(L.r->warnings, line)) textf(L.r->warnings, sizeof L.r->warnings, "%s\n", line);
+}
+
+// Resolves the lanes of warp `base` waiting at `site`; false when one reads an inactive lane.
+static bool resolve_group(int base, int nl, void* site, uint64_t mask) {
+    Thread* th = L.threads + base;
+    int W = L.warp;
+    uint64_t ballot = 0;
+    for (int l = 0; l < nl; l++)
+        if ((mask >> l) & 1 && th[l].val) ballot |= 1ull << l;
+    for (int l = 0; l < nl; l++) {
+        if (!((mask >> l) & 1)) continue;
+        Thread& t = th[l];
+        int op = t.op, width = t.width;
+        if (width <= 0 || width > W || (width & (width - 1))) width = W;
+        if (op == GPUENV_OP_SHFL || op == GPUENV_OP_UP || op == GPUENV_OP_DOWN || op == GPUENV_OP_XOR) {
+            if (op != GPUENV_OP_SHFL && t.arg >= W)
+                warn_once(site, "%s offset %d >= warpSize %d: every lane gets its own value back (does the code assume 64-wide wavefronts?)",
+                          t.arg, W);
+            int idx = src_lane(op, l, t.arg, width);
+            if (idx < 0 || idx >= 64 || !((mask >> idx) & 1)) {
+                gpuenv_report_t* r = L.r;
+                r->kind = GPUENV_WARP;
+                set_thread(r, base + l);
+                r->pc = pc_rel(site);
+                textf(r->text, sizeof r->text,
+                      "%s at @pc:%lx@: lane %d of warp %d reads lane %d, which is not active there "
+                      "(active lanes: mask 0x%llx of warpSize %d)",
+                      op_name(op), (unsigned long)r->pc, l, base / W, idx, (unsigned long long)mask, W);
+                return false;
+            }
+            t.res = th[idx].val;
+        } else if (op == GPUENV_OP_BALLOT) {
+            t.res = ballot;
+        } else if (op == GPUENV_OP_ANY) {
+            t.res = ballot != 0;
+        } else if (op == GPUENV_OP_ALL) {
+            t.res = ballot == mask;
+        }
+    }
+    for (int l = 0; l < nl; l++)
+        if ((mask >> l) & 1) {
+            th[l].state = T_RUN;
+            enqueue(base + l);
+        }
+    L.warp_sync[base / W]++;
+    return true;
+}
+
+// Number of lanes released (0: no warp waits), -1 when the launch stops.
+int resolve_warps() {
+    int released = 0, W = L.warp;
+    for (int base = 0; base < L.nthreads; base += W) {
+        int nl = L.nthreads - base < W ? L.nthreads - base : W;
+        for (;;) {
+            void* site = nullptr;
+            uint64_t mask = 0;
+            for (int l = 0; l < nl; l++) {
+                Thread& t = L.threads[base + l];
+                if (t.state != T_WARP) continue;
+                if (!site) site = t.site;
+                if (t.site == site) mask |= 1ull << l;
+            }
+            if (!site) break;
+            if (!resolve_group(base, nl, site, mask)) return -1;
+            released += __builtin_popcountll(mask);
+        }
+    }
+    return released;
+}
+
+static void ranges(char* out, size_t cap, const uint8_t* sel) {
+    int n = L.nthreads, first = 1;
+    for (int i = 0; i < n;) {
+        if (!sel[i]) { i++; continue; }
+        int j = i;
+        while (j + 1 < n && sel[j + 1]) j++;
+        if (j > i) textf(out, cap, "%s%d-%d", first ? "" : ", ", i, j);
+        else textf(out, cap, "%s%d", first ? "" : ", ", i);
+        first = 0;
+        i = j + 1;
+    }
+}
+
+// Releases the barrier every live thread waits at; false (with a report) when it cannot.
+bool release_barrier() {
+    int n = L.nthreads;
+    void* site = nullptr;
+    bool divergent = false;
+    int nbar = 0, first = -1;
+    for (int t = 0; t < n; t++) {
+        Thread& th = L.threads[t];
+        if (th.state != T_BAR) continue;
+        if (!site) { site = th.site; first = t; }
+        if (th.site != site) divergent = true;
+        nbar++;
+    }
+    if (!divergent && nbar == n) {
+        L.epoch++;
+        for (int t = 0; t < n; t++) {
+            L.threads[t].state = T_RUN;
+            enqueue(t);
+        }
+        return true;
+    }
+    gpuenv_report_t* r = L.r;
+    r->kind = GPUENV_BARRIER;
+    set_thread(r, first);
+    r->pc = pc_rel(site);
+    static uint8_t sel[kMaxThreads];
+    const char* lin = (L.d->block[1] > 1 || L.d->block[2] > 1) ? " (linear thread ids)" : "";
+    textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", gpuenv_state.bid.x,
+          gpuenv_state.bid.y, gpuenv_state.bid.z, lin);
+    for (;;) {  // each waiting site with its threads
+        void* s = nullptr;
+        for (int t = 0; t < n; t++)
+            if (L.threads[t].state == T_BAR && (!s || L.threads[t].site == s)) s = s ? s : L.threads[t].site;
+        if (!s) break;
+        for (int t = 0; t < n; t++) {
+            sel[t] = L.threads[t].state == T_BAR && L.threads[t].site == s;
+            if (sel[t]) L.threads[t].state = T_EXIT + 1;  // listed
+        }
+        textf(r->text, sizeof r->text, " threads ");
+        ranges(r->text, sizeof r->text, sel);
+        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx@;", (unsigned long)pc_rel(s));
+    }
+    int nexit = 0;
+    for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state == T_EXIT);
+    if (nexit) {
+        textf(r->text, sizeof r->text, " threads ");
+        ranges(r->text, sizeof r->text, sel);
+        textf(r->text, sizeof r->text, " already returned and never reach it (every thread of a block must reach the same __syncthreads)");
+    } else {
+        textf(r->text, sizeof r->text, " the threads wait at different barriers (a __syncthreads under a condition that differs within the block)");
+    }
+    return false;
+}
+
+}  // namespace gx
