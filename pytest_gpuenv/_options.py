@@ -7,13 +7,14 @@ from.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import pytest
 
-from pytest_gpuenv.model import BACKEND_CHOICES
+from pytest_gpuenv.model import BACKEND_CHOICES, MAX_DEVICES, safe_repr
 
 BACKEND_DESC = (
     "where GPU tests run: auto (detect), cpu (behave as a CPU-only runner: GPU tests skip, GPUs are "
@@ -58,6 +59,8 @@ PLAN_PROFILE_DESC = (
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PERF_MODES = ("check", "strict", "warn", "off", "record")
 PROBE_MODES = ("auto", "always", "never")
+#: the longest runtime probe, in seconds (the plugin option and the CLI's --probe-timeout)
+PROBE_TIMEOUT_MAX = 3600
 
 
 @dataclass
@@ -130,7 +133,7 @@ def _lookup(config: pytest.Config, name: str, env: str) -> tuple[Any, str]:
     cli = config.getoption(name, default=None)
     if cli is not None:
         return cli, "command line (--" + name.replace("_", "-") + ")"
-    if env in os.environ:
+    if os.environ.get(env):  # an empty variable counts as unset, as everywhere in gpuenv
         return os.environ[env], f"environment variable {env}"
     ini = config.getini(name)
     where = f"ini option {name}"
@@ -146,19 +149,46 @@ def _choice(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
     v = str(value).strip().lower()
     if v not in choices:
         raise pytest.UsageError(
-            f"gpuenv: invalid {what} {value!r} from {where}; expected one of: {', '.join(choices)}"
+            f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected one of: {', '.join(choices)}"
         )
     return v
 
 
 def _number(value: Any, what: str, where: str, check: Callable[[float], bool], rule: str) -> float:
+    """``float(value)`` when it is finite and passes ``check``; else a UsageError naming value and source."""
     try:
-        v = float(value)
+        v = float(value) if len(str(value)) <= 100 else math.nan
     except (TypeError, ValueError):
-        raise pytest.UsageError(f"gpuenv: invalid {what} {value!r} from {where}; expected {rule}") from None
-    if not check(v):
-        raise pytest.UsageError(f"gpuenv: invalid {what} {value!r} from {where}; expected {rule}")
+        v = math.nan
+    if not math.isfinite(v) or not check(v):
+        raise pytest.UsageError(f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected {rule}")
     return v
+
+
+def probe_timeout_ok(seconds: float) -> bool:
+    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
+    return 0 < seconds <= PROBE_TIMEOUT_MAX
+
+
+def _worker_gpus(value: Any, where: str) -> str:
+    text = str(value).strip().lower()
+    if text in ("auto", "off"):
+        return text
+    rule = f"auto, off or an integer from 1 to {MAX_DEVICES}"
+    n = _number(text, "--gpuenv-worker-gpus value", where, lambda x: 1 <= x <= MAX_DEVICES and x == int(x), rule)
+    return str(int(n))
+
+
+def _json_path(value: str, where: str, invocation_dir: str, worker: bool) -> str:
+    """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one.
+    Checked where it is written, so not in an xdist worker (which may run on another host)."""
+    from pytest_gpuenv.perf.session import json_target_problem
+
+    path = os.path.join(invocation_dir, value)
+    problem = None if worker else json_target_problem(path)
+    if problem:
+        raise pytest.UsageError(f"gpuenv: --gpuenv-json {safe_repr(value, 200)} from {where}: {problem}")
+    return path
 
 
 def parse_arch_list(value: str, where: str) -> list[str]:
@@ -166,7 +196,7 @@ def parse_arch_list(value: str, where: str) -> list[str]:
 
     archs = [a.strip() for a in str(value).replace(";", ",").split(",") if a.strip()]
     if not archs:
-        raise pytest.UsageError(f"gpuenv: empty arch list {value!r} from {where}")
+        raise pytest.UsageError(f"gpuenv: empty arch list {safe_repr(value)} from {where}")
     out = []
     for a in archs:
         try:
@@ -175,7 +205,7 @@ def parse_arch_list(value: str, where: str) -> list[str]:
             raise pytest.UsageError(f"gpuenv: {exc} in compile archs from {where}") from None
         if any(c in pat.text for c in "*?[+"):
             raise pytest.UsageError(
-                f"gpuenv: compile arch {a!r} from {where} must be a concrete target such as gfx90a or sm_90"
+                f"gpuenv: compile arch {safe_repr(a)} from {where} must be a concrete target such as gfx90a or sm_90"
             )
         out.append(pat.text)
     return out
@@ -193,16 +223,17 @@ def resolve(config: pytest.Config) -> Settings:
     v, w = _lookup(config, "gpuenv_probe", "GPUENV_PROBE")
     s.probe = _choice(v, PROBE_MODES, "--gpuenv-probe value", w)
     v, w = _lookup(config, "gpuenv_probe_timeout", "GPUENV_PROBE_TIMEOUT")
-    s.probe_timeout = _number(v, "--gpuenv-probe-timeout value", w, lambda x: 0 < x <= 3600, "seconds in (0, 3600]")
+    s.probe_timeout = _number(v, "--gpuenv-probe-timeout value", w, probe_timeout_ok,
+                              f"seconds in (0, {PROBE_TIMEOUT_MAX}]")
     v, w = _lookup(config, "gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME")
     s.perf_max_time = _number(v, "--gpuenv-perf-max-time value", w, lambda x: 0 < x <= 600, "seconds in (0, 600]")
 
     v, w = _lookup(config, "gpuenv_json", "GPUENV_JSON")
-    s.json_path = v or None
+    s.json_path = _json_path(v, w, str(config.invocation_params.dir), hasattr(config, "workerinput")) if v else None
     v, w = _lookup(config, "gpuenv_root", "GPUENV_ROOT")
     if v:
         if not os.path.isdir(v):
-            raise pytest.UsageError(f"gpuenv: --gpuenv-root {v!r} from {w} is not a directory")
+            raise pytest.UsageError(f"gpuenv: --gpuenv-root {safe_repr(v, 200)} from {w} is not a directory")
         s.root = os.path.abspath(v)
     v, w = _lookup(config, "gpuenv_cache_dir", "GPUENV_CACHE_DIR")
     s.cache_dir = v or None
@@ -211,11 +242,7 @@ def resolve(config: pytest.Config) -> Settings:
         s.compile_archs = parse_arch_list(v, w)
 
     v, w = _lookup(config, "gpuenv_worker_gpus", "GPUENV_WORKER_GPUS")
-    text = str(v).strip().lower()
-    if text not in ("auto", "off"):
-        _number(text, "--gpuenv-worker-gpus value", w, lambda x: x >= 1 and x == int(x), "auto, off or an integer >= 1")
-        text = str(int(float(text)))
-    s.worker_gpus = text
+    s.worker_gpus = _worker_gpus(v, w)
 
     dirs = config.getini("gpuenv_kernel_dirs")
     s.kernel_dirs = [str(p) for p in dirs] if dirs else [str(config.rootpath / "kernels")]

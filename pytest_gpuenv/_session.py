@@ -80,12 +80,16 @@ class GpuenvSession:
         self.saved_environ.clear()
 
     def write_json(self, invocation_dir: str) -> None:
-        """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked)."""
+        """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked; the options
+        made it absolute and checked it). A failed write ends the run with one line saying why."""
         path = self.settings.json_path
         if not path:
             return
-        target = path if os.path.isabs(path) else os.path.join(invocation_dir, path)
-        self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips])
+        target = os.path.join(invocation_dir, path)
+        try:
+            self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips])
+        except OSError as exc:
+            pytest.exit(f"gpuenv: cannot write --gpuenv-json {target}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 SESSION_KEY = pytest.StashKey[GpuenvSession]()

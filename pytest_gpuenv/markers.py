@@ -112,8 +112,10 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if len(args) != 1:
                 raise ValueError("takes exactly one argument, the number of GPUs")
             n = args[0]
-            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_DEVICES:
-                raise ValueError(f"the number of GPUs must be an int from 1 to {MAX_DEVICES}, got {safe_repr(n)}")
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"the number of GPUs must be an int >= 1, got {safe_repr(n)}")
+            if n > MAX_DEVICES:
+                raise ValueError(f"the number of GPUs must be at most {MAX_DEVICES}, got {safe_repr(n)}")
             return n
         if name == "requires_memory":
             _no_kwargs(name, args, kwargs)
