@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import math
 import os
 import sys
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TextIO
 
 from pytest_gpuenv import report
+from pytest_gpuenv._options import PROBE_TIMEOUT_MAX, probe_timeout_ok
+from pytest_gpuenv.model import safe_repr
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.model import GpuEnv
@@ -23,25 +28,39 @@ def _parser() -> argparse.ArgumentParser:
         ("doctor", "list each problem with its fix; exit 1 when a problem (not a mere note) was found"),
     ):
         sp = sub.add_parser(name, help=helptext)
-        sp.add_argument("--root", metavar="PATH", default=os.environ.get("GPUENV_ROOT"),
-                        help="read another system's files under PATH (no library loaded, no probe)")
+        sp.add_argument("--root", metavar="PATH", default=os.environ.get("GPUENV_ROOT") or None,
+                        help="read another system's files under PATH (no library loaded, no probe); "
+                        "default: GPUENV_ROOT (empty means unset)")
         sp.add_argument("--probe", choices=("auto", "always", "never"), default="auto",
                         help="runtime probe in a subprocess (default: auto)")
-        sp.add_argument("--probe-timeout", type=float, default=20.0, metavar="SECONDS")
+        sp.add_argument("--probe-timeout", type=_probe_timeout, default=20.0, metavar="SECONDS",
+                        help=f"seconds the runtime probe may take, in (0, {PROBE_TIMEOUT_MAX}] (default 20)")
         if name == "info":
             sp.add_argument("--json", action="store_true", help="print the model as JSON")
     sub.add_parser("compile", help="compile a HIP source for each arch", add_help=False)
     return p
 
 
+def _probe_timeout(text: str) -> float:
+    """argparse type of ``--probe-timeout``: the plugin option's bounds."""
+    try:
+        seconds = float(text) if len(text) <= 100 else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not probe_timeout_ok(seconds):  # nan and inf fail too
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {PROBE_TIMEOUT_MAX}], got {safe_repr(text)}")
+    return seconds
+
+
 def _env(args: argparse.Namespace) -> GpuEnv:
     from pytest_gpuenv.detect import detect
 
-    if args.root and not os.path.isdir(args.root):
-        raise SystemExit(f"gpuenv: --root {args.root!r} is not a directory")
+    root = args.root or None  # `--root ''` is unset, as GPUENV_ROOT= is
+    if root and not os.path.isdir(root):
+        raise SystemExit(f"gpuenv: --root {safe_repr(root, 200)} is not a directory")
     return detect(
-        root=args.root,
-        probe="never" if args.root else args.probe,
+        root=root,
+        probe="never" if root else args.probe,
         probe_timeout=args.probe_timeout,
     )
 
@@ -90,12 +109,60 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 1 if any(p.severity != "info" for p in env.problems) else 0
 
 
+class _OutputError(Exception):
+    """Writing the command's output failed (a full disk, a closed pipe); ``__cause__`` says how."""
+
+
+class _Stdout:
+    """``sys.stdout`` while the console script runs: a failed write or flush raises ``_OutputError``, so
+    only an output failure (not an ``OSError`` of the work itself) becomes the one-line message."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _OutputError() from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputError() from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _entry() -> int:
+    """The console script: output that cannot be encoded is printed with replacement characters (a
+    device name from a root tree may hold any bytes), and output that cannot be written ends with one
+    line on stderr instead of a traceback (exit 1; 0 for a closed pipe, as ``gpuenv info | head``)."""
+    stdout = sys.stdout
+    if isinstance(stdout, io.TextIOWrapper):
+        stdout.reconfigure(errors="replace")
+    sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
     try:
-        return main()
-    except BrokenPipeError:  # `gpuenv info | head`
-        sys.stderr.close()
-        return 0
+        code = main()
+        sys.stdout.flush()
+    except _OutputError as exc:
+        _drop(stdout)
+        if isinstance(exc.__cause__, BrokenPipeError):
+            return 0
+        reason = exc.__cause__.strerror if isinstance(exc.__cause__, OSError) else None
+        print(f"gpuenv: cannot write the output: {reason or exc.__cause__}", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout = stdout
+    return code
+
+
+def _drop(stream: TextIO) -> None:
+    """Point ``stream`` at the null device, so the interpreter's last flush of what is left cannot fail."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
 
 
 if __name__ == "__main__":  # pragma: no cover
