@@ -303,7 +303,6 @@ def test_random_trees_give_a_valid_model(files, links, junk, env, seed):
     # nothing from outside the root: not the host's ROCm, GPU, torch, hipcc or secret
     assert SECRET not in text and "9.9.9" not in text and "9.9.8" not in text
     assert HOST_GPU not in {d.uuid for d in result.devices + result.hidden_devices}
-    assert result.compilers.get("hipcc") in (None, "/opt/rocm/bin/hipcc") or not result.compilers["hipcc"].startswith(
-        host)
+    assert result.compilers.get("hipcc") is None  # only the host tree has one
     for d in result.devices:  # a bad value loses its node, never the whole topology
         assert d.pci is None or len(d.pci) == 12
