@@ -1,19 +1,26 @@
 """Stored baselines: one JSON file, entries keyed by device key, then by test id and measurement name.
 
 Written under a file lock with an atomic replace, so xdist workers recording at once lose nothing.
-A baseline from another device key is never looked at.
+A baseline from another device key is never looked at. A file, device or entry that is valid JSON
+but not what ``store`` writes raises ``ValueError`` naming the file, the entry and the problem.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from typing import Any, Optional
 
 import filelock
 
+from pytest_gpuenv.model import safe_repr
+
 SCHEMA = 1
+#: the numbers of an entry that ``assert_no_regression`` divides by: positive, finite seconds
+_SECONDS = ("median_s", "ci_low_s", "ci_high_s")
+_RERECORD = "re-record it with --gpuenv-perf=record or delete it"
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -29,8 +36,48 @@ def _read(path: str) -> dict[str, Any]:
     return data
 
 
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    for kind, name in ((dict, "an object"), (list, "a list"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _tests_of(data: dict[str, Any], path: str, device_key: str) -> dict[str, Any]:
+    """The entries of one device key ({} when there are none)."""
+    tests = data["devices"].get(device_key, {})
+    if not isinstance(tests, dict):
+        raise ValueError(f"performance baselines {path}: device {device_key!r} holds {_json_type(tests)}, "
+                         "expected an object of test entries; fix or delete the file")
+    return tests
+
+
+def _checked(entry: Any, path: str, device_key: str, test_key: str) -> dict[str, Any]:
+    """``entry`` when ``assert_no_regression`` can compare with it; else ValueError saying what is wrong."""
+    where = f"performance baselines {path}: entry {test_key!r} of device {device_key!r}"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} is {_json_type(entry)}, expected an object; {_RERECORD}")
+    for key in _SECONDS + ("mode",):
+        if key not in entry:
+            raise ValueError(f"{where} has no {key!r}; {_RERECORD}")
+    for key in _SECONDS:
+        v = entry[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{where}: {key} is {safe_repr(v)}, expected a positive number of seconds; {_RERECORD}")
+    if entry["ci_low_s"] > entry["ci_high_s"]:
+        raise ValueError(f"{where}: ci_low_s {entry['ci_low_s']!r} is above ci_high_s {entry['ci_high_s']!r}; "
+                         + _RERECORD)
+    if not isinstance(entry["mode"], str):
+        raise ValueError(f"{where}: mode is {_json_type(entry['mode'])}, expected a string; {_RERECORD}")
+    return entry
+
+
 def load(path: str, device_key: str, test_key: str) -> Optional[dict[str, Any]]:
-    return _read(path)["devices"].get(device_key, {}).get(test_key)
+    """The stored entry of a test on a device key (None when there is none), checked (``_checked``)."""
+    entry = _tests_of(_read(path), path, device_key).get(test_key)
+    return None if entry is None else _checked(entry, path, device_key, test_key)
 
 
 def store(path: str, device_key: str, test_key: str, entry: dict[str, Any]) -> None:
@@ -38,7 +85,7 @@ def store(path: str, device_key: str, test_key: str, entry: dict[str, Any]) -> N
     with filelock.FileLock(path + ".lock"):
         data = _read(path)
         entry = dict(entry, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        data.setdefault("devices", {}).setdefault(device_key, {})[test_key] = entry
+        data["devices"][device_key] = dict(_tests_of(data, path, device_key), **{test_key: entry})
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1, sort_keys=True)
@@ -51,4 +98,4 @@ def other_keys(path: str, test_key: str) -> list[str]:
         devices = _read(path)["devices"]
     except ValueError:
         return []
-    return sorted(k for k, v in devices.items() if test_key in v)
+    return sorted(k for k, v in devices.items() if isinstance(v, dict) and test_key in v)

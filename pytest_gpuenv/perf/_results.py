@@ -280,7 +280,8 @@ class Measurement(_Result):
         """Median no more than ``at_most`` slower than the stored baseline of this device key.
 
         FAIL only when the slowdown's whole interval is beyond the threshold. With
-        ``--gpuenv-perf=record`` the measurement is stored instead.
+        ``--gpuenv-perf=record`` the measurement is stored instead. A baselines file or entry that is
+        not what recording writes raises ``ValueError`` naming the file, the entry and the problem.
         """
         __tracebackhide__ = True
         thr = parse_fraction(at_most, "at_most")
