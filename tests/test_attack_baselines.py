@@ -86,7 +86,7 @@ def test_malformed_entry_names_file_entry_and_problem(recorded, change, problem)
 
 def test_device_that_is_not_an_object_is_named(recorded):
     path, dkey = _corrupt(recorded, lambda devices, dkey: devices.__setitem__(dkey, ["a", "list"]))
-    with pytest.raises(ValueError, match=rf"baselines .*: device '.*' holds a list, expected an object of test entries"):
+    with pytest.raises(ValueError, match=r"baselines .*: device '.*' holds a list, expected an object of test entries"):
         bench(path)(lambda: None, name="k").assert_no_regression()
     with pytest.raises(ValueError, match="holds a list"):  # recording does not throw the list away unasked
         bench(path, "record")(lambda: None, name="k").assert_no_regression()
