@@ -40,8 +40,23 @@ static inline bool synced(uint16_t u, uint16_t uws, unsigned w, uint16_t ws) {
     return u != kMany && (unsigned)(u / L.warp) == w && uws != ws;
 }
 
-static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t size, uintptr_t a, bool write, void* pc,
-                          bool atomic) {
+static void pend_uninit(int rkind, int rindex, int64_t rel, uintptr_t a, size_t size, void* pc) {
+    if (L.pend.kind) return;
+    gpuenv_report_t* r = &L.pend;
+    r->kind = GPUENV_UNINIT;
+    r->region_kind = rkind;
+    r->region_index = rindex;
+    r->offset = rel;
+    r->addr = a;
+    r->size = (int)size;
+    r->pc = pc_rel(pc);
+    r->other_thread = -1;
+    set_where(r);
+}
+
+// off: offset in the shadow's memory; vbase: where the named variable starts there
+static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
+                          bool write, void* pc, bool atomic) {
     uint16_t t = (uint16_t)L.cur;
     unsigned w = L.cur / L.warp;
     uint16_t ws = L.warp_sync[w];
@@ -52,8 +67,10 @@ static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t si
         size_t lo = g * 4 > off ? g * 4 : off, hi = g * 4 + 4 < off + size ? g * 4 + 4 : off + size;
         uint8_t mask = (uint8_t)(((1u << (hi - lo)) - 1) << (lo - g * 4));
         Gran& s = sh[g];
-        if (!write || atomic) {
-            if ((s.init & mask) != mask) report(GPUENV_UNINIT, rkind, rindex, (int64_t)off, a, size, false, pc, -1);
+        int64_t rel = (int64_t)(off - vbase);
+        if ((!write || atomic) && (s.init & mask) != mask) {
+            if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
+            pend_uninit(rkind, rindex, rel, a, size, pc);  // a race if another thread writes it later
         }
         if (atomic) {
             s.init |= mask;
@@ -61,9 +78,9 @@ static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t si
         }
         bool wconf = s.wep == ep && s.wt != t && (s.wmask & mask) && !synced(s.wt, s.wws, w, ws);
         if (write) {
-            if (wconf) report(GPUENV_RACE, rkind, rindex, (int64_t)off, a, size, true, pc, s.wt);
+            if (wconf) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, s.wt);
             if (s.rep == ep && s.rt != t && (s.rmask & mask) && !synced(s.rt, s.rws, w, ws))
-                report(GPUENV_RACE, rkind, rindex, (int64_t)off, a, size, true, pc, s.rt == kMany ? -2 : s.rt);
+                report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, s.rt == kMany ? -2 : s.rt);
             if (s.wep != ep || s.wt != t) s.wmask = 0;
             s.wep = ep;
             s.wt = t;
@@ -71,7 +88,7 @@ static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t si
             s.wmask |= mask;
             s.init |= mask;
         } else {
-            if (wconf) report(GPUENV_RACE, rkind, rindex, (int64_t)off, a, size, false, pc, s.wt);
+            if (wconf) report(GPUENV_RACE, rkind, rindex, rel, a, size, false, pc, s.wt);
             if (s.rep != ep) {
                 s.rep = ep;
                 s.rt = t;
@@ -101,8 +118,7 @@ static void check_static_shared(uintptr_t a, size_t size, bool write, void* pc, 
         int64_t rel = v >= 0 ? (int64_t)off - (int64_t)d->vars[v].base : (int64_t)off;
         report(GPUENV_BOUNDS, GPUENV_R_SHARED, v, rel, a, size, write, pc, -1);
     }
-    shared_access(shadow_static, GPUENV_R_SHARED, v, off, size, a, write, pc, atomic);
-    (void)v;
+    shared_access(shadow_static, GPUENV_R_SHARED, v, off, d->vars[v].base, size, a, write, pc, atomic);
 }
 
 static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
@@ -110,7 +126,7 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
     if (a - (uintptr_t)gpuenv_state.dyn_shared < kDynMax + 4096) {
         size_t off = a - (uintptr_t)gpuenv_state.dyn_shared;
         if (off + size > d->shared_bytes) report(GPUENV_BOUNDS, GPUENV_R_DYN, 0, (int64_t)off, a, size, write, pc, -1);
-        shared_access(shadow_dyn, GPUENV_R_DYN, 0, off, size, a, write, pc, atomic);
+        shared_access(shadow_dyn, GPUENV_R_DYN, 0, off, 0, size, a, write, pc, atomic);
         return;
     }
     bool ro_hit = false;

@@ -192,8 +192,9 @@ static void check_watchdog_pending() {
 
 using namespace gx;
 
-extern "C" void gpuenv_syncthreads(void) {
+extern "C" void gpuenv_syncthreads(int line) {
     check_watchdog_pending();
+    L.threads[L.cur].arg = line;  // with the call site: calls the compiler merged stay distinct
     block_here(T_BAR, __builtin_return_address(0));
 }
 
@@ -256,6 +257,7 @@ static bool run_block() {
     L.nlive = L.nthreads;
     L.rq_head = L.rq_tail = 0;
     L.epoch = 1;
+    L.pend.kind = 0;
     memset(L.warp_sync, 0, sizeof L.warp_sync);
     for (;;) {
         for (;;) {
@@ -275,11 +277,16 @@ static bool run_block() {
             }
             if (L.aborted) return false;
         }
-        if (L.nlive == 0) return true;
         L.rq_head = L.rq_tail = 0;
-        int n = resolve_warps();
+        int n = L.nlive ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
+        if (L.pend.kind) {  // an uninitialised read no later write in the interval explained as a race
+            memcpy(L.pend.warnings, L.r->warnings, sizeof L.pend.warnings);
+            memcpy(L.r, &L.pend, sizeof L.pend);
+            return false;
+        }
+        if (L.nlive == 0) return true;
         if (!release_barrier()) return false;
     }
 }

@@ -61,6 +61,7 @@ struct Launch {
     uintptr_t seg_lo[8], seg_hi[8];
     int nseg;
     double t0;
+    gpuenv_report_t pend;  // the first uninitialised shared read of this barrier interval
     sigjmp_buf jb;
 };
 

@@ -69,7 +69,8 @@ static bool resolve_group(int base, int nl, void* site, uint64_t mask) {
         if (width <= 0 || width > W || (width & (width - 1))) width = W;
         if (op == GPUENV_OP_SHFL || op == GPUENV_OP_UP || op == GPUENV_OP_DOWN || op == GPUENV_OP_XOR) {
             if (op != GPUENV_OP_SHFL && t.arg >= W)
-                warn_once(site, "%s offset %d >= warpSize %d: every lane gets its own value back (does the code assume 64-wide wavefronts?)",
+                warn_once(site, op == GPUENV_OP_XOR ? "__shfl_xor mask %d >= warpSize %d: every lane gets its own value back (does the code assume 64-wide wavefronts?)"
+                                                    : "shuffle offset %d >= warpSize %d: every lane gets its own value back (does the code assume 64-wide wavefronts?)",
                           t.arg, W);
             int idx = src_lane(op, l, t.arg, width);
             if (idx < 0 || idx >= 64 || !((mask >> idx) & 1)) {
@@ -124,14 +125,20 @@ int resolve_warps() {
 }
 
 static void ranges(char* out, size_t cap, const uint8_t* sel) {
-    int n = L.nthreads, first = 1;
+    int n = L.nthreads, first = 1, shown = 0, total = 0;
+    for (int i = 0; i < n; i++) total += sel[i];
     for (int i = 0; i < n;) {
         if (!sel[i]) { i++; continue; }
         int j = i;
         while (j + 1 < n && sel[j + 1]) j++;
+        if (shown == 6) {
+            textf(out, cap, ", ... (%d threads)", total);
+            return;
+        }
         if (j > i) textf(out, cap, "%s%d-%d", first ? "" : ", ", i, j);
         else textf(out, cap, "%s%d", first ? "" : ", ", i);
         first = 0;
+        shown++;
         i = j + 1;
     }
 }
@@ -141,12 +148,12 @@ bool release_barrier() {
     int n = L.nthreads;
     void* site = nullptr;
     bool divergent = false;
-    int nbar = 0, first = -1;
+    int nbar = 0, first = -1, line = 0;
     for (int t = 0; t < n; t++) {
         Thread& th = L.threads[t];
         if (th.state != T_BAR) continue;
-        if (!site) { site = th.site; first = t; }
-        if (th.site != site) divergent = true;
+        if (!site) { site = th.site; first = t; line = th.arg; }
+        if (th.site != site || th.arg != line) divergent = true;
         nbar++;
     }
     if (!divergent && nbar == n) {
@@ -167,11 +174,12 @@ bool release_barrier() {
           gpuenv_state.bid.y, gpuenv_state.bid.z, lin);
     for (;;) {  // each waiting site with its threads
         void* s = nullptr;
-        for (int t = 0; t < n; t++)
-            if (L.threads[t].state == T_BAR && (!s || L.threads[t].site == s)) s = s ? s : L.threads[t].site;
+        int ln = 0;
+        for (int t = 0; t < n && !s; t++)
+            if (L.threads[t].state == T_BAR) { s = L.threads[t].site; ln = L.threads[t].arg; }
         if (!s) break;
         for (int t = 0; t < n; t++) {
-            sel[t] = L.threads[t].state == T_BAR && L.threads[t].site == s;
+            sel[t] = L.threads[t].state == T_BAR && L.threads[t].site == s && L.threads[t].arg == ln;
             if (sel[t]) L.threads[t].state = T_EXIT + 1;  // listed
         }
         textf(r->text, sizeof r->text, " threads ");

@@ -63,7 +63,7 @@ struct gpuenv_launch_t {
 };
 
 int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
-void gpuenv_syncthreads(void);
+void gpuenv_syncthreads(int line);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width);
 void gpuenv_atomic_check(void* p, int size, void* pc);
 __attribute__((noreturn)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);

@@ -75,7 +75,7 @@ typedef gpuenv_u3 uint3;
 #endif
 
 // ---------------------------------------------------------------- barriers, warps
-#define __syncthreads() gpuenv_syncthreads()
+#define __syncthreads() gpuenv_syncthreads(__LINE__)
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
