@@ -2,31 +2,31 @@
 
 ``modify_items``: ``gpu_bench`` users get the ``perf`` mark, a bad marker argument is kept to fail
 that test alone, ``xfail_on`` becomes an ``xfail`` mark, ``--gpuenv-perf=off`` skips perf tests,
-and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` (or a skip naming the test
-that poisoned the GPU context, asked of ``pytest_gpuenv.runtime.poisoned``). ``adjust_report``: a
-hardware skip carries its category and cause (``hardware_skip`` reads them back, on the xdist
-controller too) and points at the test rather than at this plugin; a failure after a GPU fault says
-so.
+and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` against this process's host
+(or a skip naming the test that poisoned the GPU context, asked of ``pytest_gpuenv.runtime.poisoned``).
+``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
+back, on the xdist controller too) and points at the test rather than at this plugin; a failure after
+a GPU fault says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Optional
 
 import pytest
 
 from pytest_gpuenv import _skipping, markers
-from pytest_gpuenv._session import GpuenvSession, HardwareSkip
+from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv._skipping import Skip
-from pytest_gpuenv.model import GpuEnv
 from pytest_gpuenv.runtime import poisoned
 
 _SKIP_INFO = pytest.StashKey[Skip]()
 _MARK_ERROR = pytest.StashKey[str]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
-#: the test report's user property that carries a hardware skip's [category, cause]
+#: the test report's user property that carries a hardware skip's [category, cause, host]
 _SKIP_PROPERTY = "gpuenv_skip"
 
 
@@ -50,19 +50,25 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
 
 
-def setup(item: pytest.Item, env: GpuEnv) -> None:
-    """Fail on a bad marker argument; skip when a marker's requirement is not met, or when the GPU
-    context of this process was poisoned by an earlier test and this one needs a GPU."""
+def setup(item: pytest.Item, session: GpuenvSession) -> None:
+    """Fail on a bad marker argument; skip when a marker's requirement is not met on this host, or when
+    the GPU context of this process was poisoned by an earlier test and this one needs a GPU. An xdist
+    worker on another host than its controller's names the host in the reason."""
     error = item.stash.get(_MARK_ERROR, None)
     if error:
         pytest.fail(error, pytrace=False)
-    skip = _skipping.evaluate(item.iter_markers(), env)
+    skip = _skipping.evaluate(item.iter_markers(), session.env)
     poison = poisoned()
     if skip is None and poison is not None and _uses_gpu(item):
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
+        skip = dataclasses.replace(skip, reason=skip.reason + _host_note(session))
         item.stash[_SKIP_INFO] = skip
         pytest.skip(skip.reason)
+
+
+def _host_note(session: GpuenvSession) -> str:
+    return f" [on host {session.host}]" if session.remote else ""
 
 
 def _uses_gpu(item: pytest.Item) -> bool:
@@ -74,7 +80,7 @@ def _uses_gpu(item: pytest.Item) -> bool:
 def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
     skip = item.stash.get(_SKIP_INFO, None)
     if skip is not None and rep.skipped and rep.when == "setup":
-        rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause]))
+        rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]
         if line is not None:
@@ -83,7 +89,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
         # a skip raised inside one of our fixtures (hip_kernel, gpu_bench, gpu_device): show the test's place
         path, line = item.reportinfo()[:2]
         if line is not None:
-            rep.longrepr = (str(path), line + 1, rep.longrepr[2])
+            rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
     if rep.failed and rep.when == "call":
         poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
@@ -95,6 +101,6 @@ def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
     if not report.skipped:
         return None
     for key, value in report.user_properties:
-        if key == _SKIP_PROPERTY and isinstance(value, (list, tuple)):
-            return HardwareSkip(report.nodeid, str(value[0]), str(value[1]))
+        if key == _SKIP_PROPERTY and isinstance(value, (list, tuple)) and len(value) >= 2:
+            return HardwareSkip(report.nodeid, str(value[0]), str(value[1]), str(value[2]) if len(value) > 2 else "")
     return None

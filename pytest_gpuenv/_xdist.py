@@ -1,112 +1,81 @@
-"""pytest-xdist integration: one GPU per worker, detection shared, results gathered.
+"""pytest-xdist integration: GPUs per worker on each worker's own host, results gathered.
 
-The controller detects once and computes every worker's GPUs; ``pytest_configure_node`` hands both
-to the worker in ``workerinput[WORKERINPUT_KEY]``. The worker takes the model from there
+**One host** (``-n N``, or popen gateways that inherit the controller's environment unchanged): the
+controller detects once and computes every worker's GPUs; ``pytest_configure_node`` hands both to
+the worker in ``workerinput[WORKERINPUT_KEY]``. The worker takes the model from there
 (``worker_env``), sets its own visible-devices variables in its own ``pytest_configure``
 (``configure``: a controller hook cannot set a worker's environment), before any test module starts
-a GPU runtime, and narrows its copy of the model to its GPUs. Skips travel back inside the test
-reports; performance records come back in ``workeroutput[WORKEROUTPUT_KEY]`` (``finish_worker``)
-and the controller merges them in ``pytest_testnodedown``. This module owns both directions.
+a GPU runtime, and narrows its copy of the model to its GPUs.
 
-Assignment indexes into the visible set the user already chose: with ``CUDA_VISIBLE_DEVICES=2,3``
-a worker gets ``2`` or ``3``, never a GPU outside the list; on AMD ``HIP_VISIBLE_DEVICES`` indexes
-into what ``ROCR_VISIBLE_DEVICES`` left, as HIP itself does.
+**Several hosts** (``--tx ssh=gpu-a ...``, ``--tx 2*popen//env:GPUENV_ROOT=<tree>``): the controller
+cannot see a remote host's GPUs, so it sends its model with its host identity (``_hosts.Host``). A
+worker whose detection inputs differ from the controller's detects its own host (milliseconds, files
+only, with its own environment and the run's options) and plans over the workers of its gateway group
+(``--tx 4*ssh=gpu-a`` is one group of 4), claiming seats on its GPUs through per-host file locks
+(``_hosts.claim``) so that gateways sharing a host still spread over its GPUs. Markers are evaluated in
+the worker against its host; skips on a host other than the controller's name it.
+
+Back to the controller: skips inside the test reports (with their host), performance records and
+the worker's host (name, model summary, GPUs) in ``workeroutput`` (``finish_worker``), merged in
+``pytest_testnodedown``: the summary lists every host. This module owns both directions; ``_hosts``
+holds the host identity, the assignment functions and the seats.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
+from pytest_gpuenv import _hosts
+from pytest_gpuenv._hosts import narrow, plan_assignment, visible_value
 from pytest_gpuenv._options import Settings
-from pytest_gpuenv.model import Device, GpuEnv, Problem
+from pytest_gpuenv.model import GpuEnv, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv._session import GpuenvSession
 
-#: controller -> worker: {"env": the controller's model (GpuEnv.to_dict()),
-#: "gpus": {"positions": [...], "vars": {VAR: value}, "workers_sharing": n} or None}
+#: controller -> worker: {"env": the controller's model (GpuEnv.to_dict()), "host": the controller's
+#: {"name", "key", "inputs"}, "assigned": whether the controller planned this worker's GPUs,
+#: "gpus": {"positions": [...], "vars": {VAR: value}, "workers_sharing": n} or None,
+#: "group": [workers in this worker's gateway group, its rank there], "multihost": bool}
 WORKERINPUT_KEY = "gpuenv"
 #: worker -> controller: the worker's PerfSession.dump()
 WORKEROUTPUT_KEY = "gpuenv_perf"
-
-
-def _split(value: str) -> list[str]:
-    return [t.strip() for t in value.split(",") if t.strip()]
-
-
-def plan_assignment(env: GpuEnv, n_workers: int, worker_gpus: str) -> list[list[int]]:
-    """For each worker, the positions (in ``env.devices``) of the GPUs it gets.
-
-    ``auto``: with at least as many GPUs as workers each worker gets ``len // n`` of its own;
-    with fewer, workers share them round-robin (8 workers on 2 GPUs: four on each).
-    ``N``: each worker gets N consecutive GPUs, wrapping round. ``off``: no assignment.
-    Raises ``pytest.UsageError`` when the request cannot be satisfied.
-    """
-    devs = env.usable_devices
-    if worker_gpus == "off" or n_workers <= 0 or not devs:
-        return []
-    n = len(devs)
-    if worker_gpus == "auto":
-        per = max(1, n // n_workers)
-    else:
-        per = int(worker_gpus)
-        if per > n:
-            raise pytest.UsageError(
-                f"gpuenv: --gpuenv-worker-gpus={per} cannot be satisfied: only {n} GPU(s) visible "
-                f"({env.describe_devices(devs)}); use a number <= {n}, 'auto', or 'off'"
-            )
-    out = []
-    for w in range(n_workers):
-        start = (w * per) % n
-        out.append([(start + j) % n for j in range(per)])
-    return out
-
-
-def visible_value(env: GpuEnv, positions: list[int]) -> dict[str, str]:
-    """The variables a worker sets so that its runtime sees exactly the GPUs at ``positions``."""
-    devs = [env.usable_devices[p] for p in positions]
-    if not devs:
-        return {}
-    vendor = devs[0].vendor
-    vis = env.visible
-    if vendor == "nvidia":
-        user = vis.get("CUDA_VISIBLE_DEVICES")
-        if user is not None and user.strip():
-            tokens = _split(user)
-            picked = [tokens[d.index] if d.index < len(tokens) else str(d.physical_index) for d in devs]
-        else:
-            picked = [str(d.physical_index if d.physical_index is not None else d.index) for d in devs]
-        return {"CUDA_VISIBLE_DEVICES": ",".join(picked)}
-    # AMD: HIP indexes into the ROCr-visible set
-    hip = vis.get("HIP_VISIBLE_DEVICES")
-    if hip is not None and hip.strip():
-        tokens = _split(hip)
-        picked = [tokens[d.index] if d.index < len(tokens) else str(d.index) for d in devs]
-    else:
-        picked = [str(d.index) for d in devs]
-    out = {"HIP_VISIBLE_DEVICES": ",".join(picked)}
-    if "CUDA_VISIBLE_DEVICES" in vis and "ROCR_VISIBLE_DEVICES" not in vis and hip is None:
-        out["CUDA_VISIBLE_DEVICES"] = ",".join(picked)
-    return out
-
-
-def narrow(env: GpuEnv, positions: list[int]) -> GpuEnv:
-    """The worker's model: its GPUs, renumbered from 0 as its runtime will number them."""
-    data = env.to_dict()
-    usable = env.usable_devices
-    mine = [usable[p] for p in positions]
-    others = [d for d in env.devices if d not in mine]
-    new = GpuEnv.from_dict(data)
-    new.devices = [Device(**{**d.to_dict(), "index": i}) for i, d in enumerate(mine)]
-    new.hidden_devices = list(env.hidden_devices) + [Device(**d.to_dict()) for d in others]
-    return new
+#: worker -> controller: {"name", "key", "summary", "worker", "gpus"} of the worker's host
+HOST_OUTPUT_KEY = "gpuenv_host"
 
 
 def _vars_text(values: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in values.items())
+
+
+def _plain_popen(spec: Any) -> bool:
+    """A gateway that inherits the controller's environment unchanged (what ``-n N`` starts)."""
+    return bool(spec.popen) and not (spec.env or spec.python or spec.chdir or spec.via)
+
+
+def _spec_text(spec: Any) -> str:
+    return "//".join(p for p in str(spec._spec).split("//") if not p.startswith("execmodel="))
+
+
+def _group(node: Any) -> tuple[list[Any], int, bool]:
+    """(the specs of this node's group, its rank in it, whether the group is the plain popen one)."""
+    spec = node.gateway.spec
+    specs = list(getattr(getattr(node, "nodemanager", None), "specs", None) or [spec])
+    plain = _plain_popen(spec)
+    group = [s for s in specs if _plain_popen(s)] if plain else [s for s in specs if s._spec == spec._spec]
+    group = group or [spec]
+    rank = next((i for i, s in enumerate(group) if s is spec), None)
+    if rank is None:
+        try:
+            rank = int(str(node.gateway.id).lstrip("gw")) % len(group)
+        except ValueError:
+            rank = 0
+    return group, rank, plain
 
 
 class XdistHooks:
@@ -115,39 +84,57 @@ class XdistHooks:
     def __init__(self, config: pytest.Config, session: GpuenvSession) -> None:
         self.config = config
         self.session = session
-        self._plan: Optional[list[list[int]]] = None
+        self._plans: dict[int, list[list[int]]] = {}
+        self._host: Optional[_hosts.Host] = None
 
-    def _worker_plan(self, n_workers: int) -> list[list[int]]:
-        if self._plan is None:
-            self._plan = plan_assignment(self.session.env, n_workers, self.session.settings.worker_gpus)
-        return self._plan
+    def _controller_host(self) -> _hosts.Host:
+        """This host as the workers inherit it (computed when the first gateway has started)."""
+        if self._host is None:
+            s = self.session.settings
+            self._host = _hosts.here(s.root, s.backend, s.probe)
+        return self._host
+
+    def _assignment(self, n_workers: int, rank: int) -> Optional[dict[str, Any]]:
+        env = self.session.env
+        if n_workers not in self._plans:
+            self._plans[n_workers] = plan_assignment(env, n_workers, self.session.settings.worker_gpus)
+        plan = self._plans[n_workers]
+        if not plan:
+            return None
+        positions = plan[rank % len(plan)]
+        return {
+            "positions": positions,
+            "vars": visible_value(env, positions),
+            "workers_sharing": sum(1 for p in plan if p == positions),
+        }
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        env = self.session.env
-        n_workers = int(node.workerinput.get("workercount") or _numprocesses(self.config) or 1)
-        plan = self._worker_plan(n_workers)
-        wid = node.workerinput.get("workerid", node.gateway.id)
-        try:
-            number = int(str(wid).lstrip("gw"))
-        except ValueError:
-            number = 0
-        gpus = None
-        if plan:
-            positions = plan[number % len(plan)]
-            gpus = {
-                "positions": positions,
-                "vars": visible_value(env, positions),
-                "workers_sharing": sum(1 for p in plan if p == positions),
-            }
-        node.workerinput[WORKERINPUT_KEY] = {"env": env.to_dict(), "gpus": gpus}
+        group, rank, plain = _group(node)
+        specs = list(getattr(getattr(node, "nodemanager", None), "specs", None) or [node.gateway.spec])
+        host = self._controller_host()
+        node.workerinput[WORKERINPUT_KEY] = {
+            "env": self.session.env.to_dict(),
+            "host": {"name": self.session.host, "key": host.key, "inputs": host.inputs},
+            "assigned": plain,
+            "gpus": self._assignment(len(group), rank) if plain else None,
+            "group": [len(group), rank],
+            "multihost": not all(_plain_popen(s) for s in specs),
+        }
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
-        """One line per worker in the controller's output: which GPU(s) it has."""
-        gpus = (node.workerinput.get(WORKERINPUT_KEY) or {}).get("gpus")
+        """One line per worker in the controller's output: which GPU(s) it has, or that its host chooses."""
+        data = node.workerinput.get(WORKERINPUT_KEY) or {}
+        gpus = data.get("gpus")
         tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        if not gpus or tr is None or self.config.get_verbosity() < 0:
+        if tr is None or self.config.get_verbosity() < 0:
+            return
+        if not data.get("assigned"):
+            tr.write_line(f"gpuenv: [{node.gateway.id}] {_spec_text(node.gateway.spec)}: detects and assigns "
+                          "its own host's GPUs (listed under 'gpuenv: hosts' at the end)")
+            return
+        if not gpus:
             return
         env = self.session.env
         devices = env.describe_devices([env.usable_devices[p] for p in gpus["positions"]])
@@ -159,9 +146,17 @@ class XdistHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        raw = (getattr(node, "workeroutput", None) or {}).get(WORKEROUTPUT_KEY)
+        output = getattr(node, "workeroutput", None) or {}
+        raw = output.get(WORKEROUTPUT_KEY)
         if raw:
             self.session.perf.merge(raw)
+        info = output.get(HOST_OUTPUT_KEY)
+        if isinstance(info, dict) and info.get("key"):
+            entry = self.session.hosts.setdefault(str(info["key"]), {
+                "name": str(info.get("name")), "summary": str(info.get("summary")), "workers": {},
+                "controller": info["key"] == self._controller_host().key,
+            })
+            entry["workers"][str(info.get("worker"))] = info.get("gpus") or "no GPU assigned"
 
 
 def _numprocesses(config: pytest.Config) -> Optional[int]:
@@ -172,10 +167,39 @@ def _numprocesses(config: pytest.Config) -> Optional[int]:
         return None
 
 
-def worker_env(config: pytest.Config) -> Optional[GpuEnv]:
-    """In an xdist worker, the model its controller detected; None elsewhere (detect here)."""
-    data = (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY)
-    return GpuEnv.from_dict(data["env"]) if data else None
+@dataclass
+class _WorkerState:
+    """What a worker knows about its host and its controller's."""
+
+    host: _hosts.Host
+    controller: dict[str, Any]
+    #: its detection inputs equal the controller's: it uses the controller's model (and assignment)
+    local: bool
+    #: the run has gateways other than plain popen ones (several hosts, maybe)
+    multihost: bool = False
+    seats: Optional[_hosts.Seats] = None
+    #: its host's model in one line, before narrowing to its GPUs
+    summary: str = ""
+
+
+_WORKER = pytest.StashKey[_WorkerState]()
+
+
+def _workerinput(config: pytest.Config) -> Optional[dict[str, Any]]:
+    return (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY)
+
+
+def worker_env(config: pytest.Config, settings: Settings) -> Optional[GpuEnv]:
+    """In an xdist worker on its controller's host with the controller's detection inputs, the model the
+    controller detected; None elsewhere (detect here). Call before this run sets any variable."""
+    data = _workerinput(config)
+    if not data:
+        return None
+    host = _hosts.here(settings.root, settings.backend, settings.probe)
+    controller = data.get("host") or {}
+    local = controller.get("inputs") == host.inputs
+    config.stash[_WORKER] = _WorkerState(host, controller, local, bool(data.get("multihost")))
+    return GpuEnv.from_dict(data["env"]) if local else None
 
 
 def configure(config: pytest.Config, session: GpuenvSession) -> None:
@@ -187,12 +211,45 @@ def configure(config: pytest.Config, session: GpuenvSession) -> None:
         _check_controller(config, session.env, session.settings)
 
 
+def torch_device_params(config: pytest.Config, params: list[str]) -> Optional[tuple[list[str], list[str]]]:
+    """In a worker of a run over several hosts: (values, ids) for ``torch_device`` whose ids are the same
+    on every host (xdist needs every worker to collect the same tests): ``best``, ``cpu``, ``gpu``
+    (the worker's first GPU, or ``cuda:none`` to skip). None elsewhere (ids are the values)."""
+    state = config.stash.get(_WORKER, None)
+    if state is None or not state.multihost:
+        return None
+    from pytest_gpuenv._session import get_settings
+
+    mode = get_settings(config).devices
+    first = next((p for p in params if p.startswith("cuda:")), "cuda:none")
+    if mode == "best":
+        return params[:1], ["best"]
+    if mode == "cpu":
+        return ["cpu"], ["cpu"]
+    if mode == "gpu":
+        return [first], ["gpu"]
+    return ["cpu", first], ["cpu", "gpu"]
+
+
 def finish_worker(config: pytest.Config, session: GpuenvSession) -> bool:
-    """In a worker: hand the performance records to the controller and return True; else False."""
+    """Name this host in the performance records; in a worker, hand them and the worker's host to the
+    controller and return True; else False."""
+    if session.has_measurements:
+        for record in session.perf.records:
+            record.host = record.host or session.host
     if not hasattr(config, "workerinput"):
         return False
+    output = config.workeroutput  # type: ignore[attr-defined]
     if session.has_measurements:
-        config.workeroutput[WORKEROUTPUT_KEY] = session.perf.dump()  # type: ignore[attr-defined]
+        output[WORKEROUTPUT_KEY] = session.perf.dump()
+    state = config.stash.get(_WORKER, None)
+    if state is not None:
+        key = state.controller.get("key") if state.local else state.host.key
+        output[HOST_OUTPUT_KEY] = {
+            "name": session.host, "key": key, "summary": state.summary,
+            "worker": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
+            "gpus": (session.worker_gpu or {}).get("desc"),
+        }
     return True
 
 
@@ -208,14 +265,61 @@ def _check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) ->
 
 
 def _pin_worker(config: pytest.Config, session: GpuenvSession) -> None:
-    """In a worker: set its visible-devices variables and narrow the model to its GPUs."""
-    gpus = (config.workerinput.get(WORKERINPUT_KEY) or {}).get("gpus")  # type: ignore[attr-defined]
-    if not gpus:
-        return
+    """In a worker: choose its GPUs, set its visible-devices variables and narrow the model to them."""
+    from pytest_gpuenv import report
+
+    data = _workerinput(config) or {}
+    state = config.stash.get(_WORKER, None)
+    if state is None:  # a controller of another version: take its model as sent
+        state = _WorkerState(_hosts.here(session.settings.root), data.get("host") or {}, True)
+        config.stash[_WORKER] = state
+    env = session.env
+    state.summary = report.summary(env)
+    session.host = state.controller.get("name") or state.host.name if state.local else state.host.name
+    session.remote = state.host.key != state.controller.get("key")
+    if state.local and data.get("assigned"):
+        gpus = data.get("gpus")
+        if not gpus:
+            return
+        load = {p: int(gpus.get("workers_sharing", 1)) for p in gpus["positions"]}
+        state.seats = _hosts.claim(state.host.key, len(env.usable_devices), gpus["positions"], load, forced=True)
+        problems: list[Problem] = []
+    else:
+        if session.settings.worker_gpus == "off" or not env.usable_devices:
+            return
+        state.seats, problems = _claim_own(env, data, state.host, session.settings.worker_gpus)
+        gpus = {"positions": state.seats.positions, "vars": visible_value(env, state.seats.positions),
+                "workers_sharing": state.seats.shared}
+    config.add_cleanup(state.seats.release)
+    _narrow_to(config, session, gpus, problems)
+
+
+def _claim_own(env: GpuEnv, data: dict[str, Any], host: _hosts.Host, worker_gpus: str
+               ) -> tuple[_hosts.Seats, list[Problem]]:
+    """This worker's GPUs on its own host: the plan over its gateway group, claimed through seats."""
+    size, rank = (list(data.get("group") or [1, 0]) + [0])[:2]
+    n = len(env.usable_devices)
+    problems = []
+    try:
+        plan = plan_assignment(env, max(1, int(size)), worker_gpus)
+    except pytest.UsageError:
+        plan = plan_assignment(env, max(1, int(size)), str(n))
+        problems.append(Problem(
+            "xdist-worker-gpus-short",
+            f"--gpuenv-worker-gpus={worker_gpus} cannot be satisfied on host {host.name}: only {n} GPU(s) "
+            f"visible ({env.describe_devices(env.usable_devices)}); this worker takes all {n}",
+            "give that host's gateway group fewer GPUs per worker (--gpuenv-worker-gpus), or route multi-GPU "
+            "tests to bigger hosts", severity="warning", category="xdist"))
+    load = Counter(p for entry in plan for p in entry)
+    return _hosts.claim(host.key, n, plan[int(rank) % len(plan)], dict(load)), problems
+
+
+def _narrow_to(config: pytest.Config, session: GpuenvSession, gpus: dict[str, Any], problems: list[Problem]) -> None:
     env = session.env
     session.set_environ(gpus["vars"])
     late = _runtime_already_started()
     narrowed = narrow(env, gpus["positions"])
+    narrowed.problems.extend(problems)
     narrowed.problems.extend(_worker_problems(len(narrowed.devices), len(env.usable_devices), gpus, late))
     session.env = narrowed
     desc = narrowed.describe_devices(narrowed.devices)

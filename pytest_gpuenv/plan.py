@@ -1,11 +1,14 @@
 """``--gpuenv-plan``: which GPU-marked tests each CI runner profile would run or skip, and why.
 
-A profile is a root folder (a saved machine tree, detected as ``--gpuenv-root`` would) or a short
-spec ``backend:arch:NxSIZE[:wsl2]`` such as ``rocm:gfx90a:4x64GiB``, ``cuda:sm_90:1x80GiB`` or ``cpu``.
+A profile is a root folder (a saved machine tree, detected as ``--gpuenv-root`` would), ``@file``
+(a host's saved ``gpuenv info --json`` output: preview what each host of an xdist run will run), or
+a short spec ``backend:arch:NxSIZE[:wsl2]`` such as ``rocm:gfx90a:4x64GiB``, ``cuda:sm_90:1x80GiB``
+or ``cpu``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any, Iterable, Optional
@@ -21,6 +24,8 @@ _SPEC = re.compile(r"^(cpu|cuda|rocm)(?::([^:]+))?(?::(\d+)x([^:]+))?(?::(wsl2?)
 
 def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
     """(label, model) for one profile. Raises ``pytest.UsageError`` for a malformed spec."""
+    if spec.startswith("@"):
+        return profile_from_file(spec)
     if os.path.isdir(spec):
         from pytest_gpuenv.detect import detect
 
@@ -82,6 +87,38 @@ def _count_and_size(spec: str, count: Optional[str], size: Optional[str]) -> tup
     except ValueError as exc:
         raise pytest.UsageError(f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: {exc}") from None
     return (int(count) if count else 1), mem
+
+
+def profile_from_file(spec: str) -> tuple[str, GpuEnv]:
+    """(file name without extension, model) for ``@path``, a saved ``gpuenv info --json`` output."""
+    path = spec[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+        env = GpuEnv.from_dict(data)
+        _check_model(env)
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise pytest.UsageError(
+            f"gpuenv: --gpuenv-plan-profile {safe_repr(spec)}: not a readable `gpuenv info --json` output: "
+            f"{safe_repr(str(exc), 200)}"
+        ) from None
+    return os.path.splitext(os.path.basename(path))[0] or path, env
+
+
+def _check_model(env: GpuEnv) -> None:
+    """ValueError naming the first field the markers read that has the wrong type."""
+    if env.backend not in ("cpu", "cuda", "rocm"):
+        raise ValueError(f"backend {safe_repr(env.backend)} is not cpu, cuda or rocm")
+    for d in env.devices + env.hidden_devices:
+        checks = [("index", d.index, int, False), ("vendor", d.vendor, str, False), ("arch", d.arch, str, True),
+                  ("memory_bytes", d.memory_bytes, int, True), ("usable", d.usable, bool, False)]
+        for name, value, kind, optional in checks:
+            if not (isinstance(value, kind) or (optional and value is None)) or (kind is int and value is True):
+                raise ValueError(f"device {name} {safe_repr(value)} is not {kind.__name__}")
+    if not isinstance(env.compilers, dict) or not isinstance(env.problems, list):
+        raise ValueError("compilers must be an object and problems a list")
 
 
 def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:

@@ -27,7 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     markers.register(config)
-    session = _session.start(config, _xdist.worker_env(config))
+    session = _session.start(config, _xdist.worker_env)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
     if config.pluginmanager.hasplugin("xdist"):
         _xdist.configure(config, session)
@@ -51,6 +51,7 @@ def pytest_markeval_namespace(config: pytest.Config) -> dict[str, Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    fixtures.parametrize_hip_kernel(metafunc)
     if "torch_device" not in metafunc.fixturenames:
         return
     if any(m.name == "parametrize" and "torch_device" in str(m.args[0]) for m in metafunc.definition.iter_markers()):
@@ -58,6 +59,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session = get_session(metafunc.config)
     params = fixtures.torch_device_params(session.env, session.settings.devices)
     ids = ["gpu-none" if p == "cuda:none" else p for p in params]
+    params, ids = _xdist.torch_device_params(metafunc.config, params) or (params, ids)
     metafunc.parametrize("torch_device", params, ids=ids, indirect=True)
 
 
@@ -67,7 +69,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _runtest.setup(item, get_env(item.config))
+    _runtest.setup(item, get_session(item.config))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -95,7 +97,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     sections = [
         ("gpuenv: plan", session.plan_lines),
-        ("gpuenv: hardware skips", report.skip_summary_lines((s.category, s.cause) for s in session.skips)),
+        ("gpuenv: hosts", report.host_lines(session.hosts)),
+        ("gpuenv: hardware skips", report.skip_summary_lines(
+            ((s.category, s.cause, s.host) for s in session.skips), session.hosts)),
         ("gpuenv: performance", session.perf.summary_lines() if session.has_measurements else []),
     ]
     for title, lines in sections:

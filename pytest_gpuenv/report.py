@@ -1,5 +1,6 @@
 """Plain functions that turn the model into lines of text: the header (``header_lines``, also the body
-of ``gpuenv info``), the one-line ``summary`` and the hardware-skip summary (``skip_summary_lines``)."""
+of ``gpuenv info``), the one-line ``summary``, the hardware-skip summary (``skip_summary_lines``) and the
+hosts of an xdist run (``host_lines``)."""
 
 from __future__ import annotations
 
@@ -111,13 +112,35 @@ def _probe_text(env: GpuEnv) -> str:
     return ", ".join(bits)
 
 
-def skip_summary_lines(skips: Iterable[tuple[str, str]]) -> list[str]:
-    """Group hardware skips (category, cause) into one line per cause with its count."""
-    counts = Counter(skips)
-    if not counts:
+def skip_summary_lines(skips: Iterable[tuple[str, ...]], hosts: Optional[dict[str, dict[str, Any]]] = None
+                       ) -> list[str]:
+    """Group hardware skips (category, cause[, host]) into one line per cause with its count; per host
+    and cause when the run had several hosts (``hosts`` as in ``host_lines``) or the skips name several."""
+    rows = [(s[0], s[1], s[2] if len(s) > 2 else "") for s in skips]
+    if not rows:
         return []
-    total = sum(counts.values())
-    lines = [f"{total} test(s) skipped for hardware reasons:"]
-    for (category, cause), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {n:4d}  {category:<14} {cause}")
+    by_host = several_hosts(hosts or {}) or len({host for _c, _k, host in rows}) > 1
+    counts = Counter(rows if by_host else [(c, k, "") for c, k, _h in rows])
+    lines = [f"{len(rows)} test(s) skipped for hardware reasons:"]
+    for (category, cause, host), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {n:4d}  {category:<14} {cause}" + (f"  [on {host}]" if by_host else ""))
+    return lines
+
+
+def several_hosts(hosts: dict[str, dict[str, Any]]) -> bool:
+    """Whether an xdist run's workers ran anywhere but on the controller's host alone."""
+    return len(hosts) > 1 or any(not h.get("controller") for h in hosts.values())
+
+
+def host_lines(hosts: dict[str, dict[str, Any]]) -> list[str]:
+    """The hosts of an xdist run, each with its model and its workers' GPUs (``GpuenvSession.hosts``);
+    ``[]`` when every worker ran on the controller's host, as the header already said."""
+    if not several_hosts(hosts):
+        return []
+    lines = []
+    for host in sorted(hosts.values(), key=lambda h: str(h.get("name"))):
+        mark = " (the controller's host)" if host.get("controller") else ""
+        lines.append(f"{host.get('name')}{mark}: {host.get('summary')}")
+        for worker, gpus in sorted(host.get("workers", {}).items()):
+            lines.append(f"  {worker}: {gpus}")
     return lines

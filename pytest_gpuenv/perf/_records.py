@@ -69,6 +69,9 @@ class PerfRecord:
     #: pytest node id of the test, and the measurement's name (callable name, ``name=``, or test#k)
     nodeid: str = ""
     name: str = ""
+    #: the host that measured it (``_hosts.Host.name``: host name, plus root and masks where set);
+    #: baselines stay keyed by ``device_key``
+    host: str = ""
     #: device name, architecture, baseline key (name | arch | driver | runtime), UUID, timer backend
     device: str = ""
     arch: Optional[str] = None
