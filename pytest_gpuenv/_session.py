@@ -1,11 +1,11 @@
 """The plugin's state for one run: one ``GpuenvSession`` in ``config.stash`` under ``SESSION_KEY``.
 
-``start(config, worker_env)`` resolves the options, detects the environment (or takes the model an
-xdist controller sent down), sets the variables the run needs and stores the session; hooks and
-fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The session holds the
-hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the variables to restore at the
-end and the run's ``PerfSession`` (created on first use, so loading the plugin does not import the
-timer).
+``start(config, worker_env)`` resolves the options, names this host, detects the environment (or
+takes the model an xdist controller sent down), sets the variables the run needs and stores the
+session; hooks and fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The
+session holds the hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the hosts of
+the run, the variables to restore at the end and the run's ``PerfSession`` (created on first use, so
+loading the plugin does not import the timer).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
 
-from pytest_gpuenv import _options
+from pytest_gpuenv import _hosts, _options
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv.model import GpuEnv
 
@@ -32,9 +32,11 @@ class HardwareSkip:
     nodeid: str
     category: str
     cause: str
+    #: the host the test ran on (``GpuenvSession.host`` of the process that ran it)
+    host: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause}
+        return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause, "host": self.host}
 
 
 @dataclass
@@ -45,6 +47,13 @@ class GpuenvSession:
     skips: list[HardwareSkip] = field(default_factory=list)
     #: in an xdist worker, what it was given: {"id", "desc", "vars", "shared"}; else None
     worker_gpu: Optional[dict[str, Any]] = None
+    #: the host this process runs on, for people (``_hosts.Host.name``); ``remote``: an xdist worker on a
+    #: host other than its controller's (its skip reasons name the host)
+    host: str = ""
+    remote: bool = False
+    #: on the xdist controller: each host its workers reported, by host key:
+    #: {"name", "summary", "controller": bool, "workers": {worker id: its GPUs}}
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: ``--gpuenv-plan``: the runner profiles, then the table printed at the end
     plan_profiles: Optional[list[tuple[str, GpuEnv]]] = None
     plan_lines: list[str] = field(default_factory=list)
@@ -109,11 +118,14 @@ def get_settings(config: pytest.Config) -> Settings:
     return config.stash[SESSION_KEY].settings
 
 
-def start(config: pytest.Config, worker_env: Optional[GpuEnv]) -> GpuenvSession:
-    """Resolve the options, detect (unless an xdist controller sent ``worker_env``), store the session."""
+def start(config: pytest.Config, worker_env: Callable[[pytest.Config, Settings], Optional[GpuEnv]]) -> GpuenvSession:
+    """Resolve the options, detect (unless ``worker_env`` gives the model an xdist controller sent), store
+    the session."""
     settings = _options.resolve(config)
-    env = worker_env if worker_env is not None else _detect(config, settings)
-    session = GpuenvSession(env, settings)
+    host = _hosts.here(settings.root, settings.backend, settings.probe).name
+    env = worker_env(config, settings)
+    env = env if env is not None else _detect(config, settings)
+    session = GpuenvSession(env, settings, host=host)
     config.stash[SESSION_KEY] = session
     if env.forced_backend == "cpu":
         from pytest_gpuenv.detect import hide_gpus_env
