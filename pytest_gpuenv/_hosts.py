@@ -101,6 +101,8 @@ class Seats:
     #: how many workers use the most shared of them, as far as known at claim time
     shared: int = 1
     locks: list[filelock.BaseFileLock] = field(default_factory=list)
+    #: why no seat could be recorded (the lock directory is unusable); the positions stand anyway
+    error: Optional[str] = None
 
     def release(self) -> None:
         for lock in self.locks:
@@ -120,7 +122,7 @@ def _take(directory: str, position: int, seat: int) -> Optional[filelock.BaseFil
     lock = filelock.FileLock(os.path.join(directory, f"gpu{position}.{seat}.lock"), thread_local=False, mode=0o600)
     try:
         lock.acquire(timeout=0)
-    except filelock.Timeout:
+    except (filelock.Timeout, OSError):
         return None
     return lock
 
@@ -140,30 +142,41 @@ def claim(host_key: str, n_positions: int, preferred: list[int], load: dict[int,
     while fewer than that many hold it; the rest come from the least-loaded positions (lowest first).
     ``forced``: the positions are given (the controller assigned them); seats only record them.
     """
-    directory = _seat_dir(host_key)
+    planned = max([load.get(p, 1) for p in preferred] or [1])
+    try:
+        directory = _seat_dir(host_key)
+    except (OSError, RuntimeError) as exc:
+        return Seats(list(preferred), planned, error=str(exc))
     held: dict[int, tuple[int, filelock.BaseFileLock]] = {}
     for p in preferred:
         got = _first_free(directory, p, range(_MAX_SEATS if forced else max(1, load.get(p, 1))))
         if got is not None:
             held[p] = got
     if forced:
-        return Seats(list(preferred), max(load.get(p, 1) for p in preferred), [lk for _s, lk in held.values()])
-    extra: list[int] = []
+        return Seats(list(preferred), planned, [lk for _s, lk in held.values()])
+    mine = [p for p in preferred if p in held]
+    extra = _least_loaded(directory, n_positions, held, len(preferred))
+    positions = mine + extra
+    positions += [p for p in preferred if p not in positions][: len(preferred) - len(positions)]
+    shared = max([load.get(p, 1) for p in mine] + [held[p][0] + 1 for p in extra] or [1])
+    return Seats(positions, shared, [lk for _s, lk in held.values()])
+
+
+def _least_loaded(directory: str, n_positions: int, held: dict[int, tuple[int, filelock.BaseFileLock]],
+                  need: int) -> list[int]:
+    """Add seats to ``held`` until it has ``need`` positions: the lowest free seat level first, then the
+    lowest position. Returns the positions added, in order."""
+    added: list[int] = []
     for level in range(_MAX_SEATS):
         for p in range(n_positions):
-            if len(held) >= len(preferred):
-                break
+            if len(held) >= need:
+                return added
             if p not in held:
                 lock = _take(directory, p, level)
                 if lock is not None:
                     held[p] = (level, lock)
-                    extra.append(p)
-        if len(held) >= len(preferred):
-            break
-    positions = [p for p in preferred if p in held and p not in extra] + extra
-    positions += [p for p in preferred if p not in positions][: len(preferred) - len(positions)]
-    shared = max([load.get(p, 1) for p in positions if p not in extra] + [held[p][0] + 1 for p in extra] or [1])
-    return Seats(positions, shared, [lk for _s, lk in held.values()])
+                    added.append(p)
+    return added
 
 
 def _split(value: str) -> list[str]:

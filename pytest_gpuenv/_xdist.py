@@ -131,8 +131,8 @@ class XdistHooks:
         if tr is None or self.config.get_verbosity() < 0:
             return
         if not data.get("assigned"):
-            tr.write_line(f"gpuenv: [{node.gateway.id}] {_spec_text(node.gateway.spec)}: detects and assigns "
-                          "its own host's GPUs (listed under 'gpuenv: hosts' at the end)")
+            tr.write_line(f"gpuenv: [{node.gateway.id}] {_spec_text(node.gateway.spec)}: chooses its GPUs on its "
+                          "own host (listed under 'gpuenv: hosts' at the end)")
             return
         if not gpus:
             return
@@ -270,12 +270,11 @@ def _pin_worker(config: pytest.Config, session: GpuenvSession) -> None:
 
     data = _workerinput(config) or {}
     state = config.stash.get(_WORKER, None)
-    if state is None:  # a controller of another version: take its model as sent
-        state = _WorkerState(_hosts.here(session.settings.root), data.get("host") or {}, True)
-        config.stash[_WORKER] = state
+    if state is None:  # the controller sent nothing (it runs without this plugin): nothing to pin
+        return
     env = session.env
     state.summary = report.summary(env)
-    session.host = state.controller.get("name") or state.host.name if state.local else state.host.name
+    session.host = (state.controller.get("name") or state.host.name) if state.local else state.host.name
     session.remote = state.host.key != state.controller.get("key")
     if state.local and data.get("assigned"):
         gpus = data.get("gpus")
@@ -291,6 +290,10 @@ def _pin_worker(config: pytest.Config, session: GpuenvSession) -> None:
         gpus = {"positions": state.seats.positions, "vars": visible_value(env, state.seats.positions),
                 "workers_sharing": state.seats.shared}
     config.add_cleanup(state.seats.release)
+    if state.seats.error:
+        problems.append(Problem("xdist-gpu-seats", f"could not record this worker's GPUs on host {state.host.name}: "
+                                f"{state.seats.error}", "set GPUENV_LOCK_DIR to a writable directory of this user",
+                                severity="warning", category="xdist"))
     _narrow_to(config, session, gpus, problems)
 
 

@@ -137,7 +137,7 @@ def test_each_gpu_test_runs_where_it_can_or_skips_naming_the_host(suite, hosts):
             assert re.search(r"requires CUDA: found ROCm \(.*\) \[on host .* \(root mi250x\)\]$", line), line
     result.stdout.fnmatch_lines([
         "gpuenv: cpu, no GPU*",  # the controller's own model in the header
-        "gpuenv: [[]gw0[]] popen//env:GPUENV_ROOT=*mi250x: detects and assigns its own host's GPUs*",
+        "gpuenv: [[]gw0[]] popen//env:GPUENV_ROOT=*mi250x: chooses its GPUs on its own host*",
         "*gpuenv: hosts*",
         "* (root mi250x): rocm, 8x AMD Instinct MI250X/MI250 (gfx90a, 64.0 GiB)*",
         "  gw0: 4x AMD Instinct MI250X/MI250 (gfx90a, 64.0 GiB) via HIP_VISIBLE_DEVICES=*",
@@ -190,8 +190,16 @@ def test_outcome_counts_equal_the_sum_of_each_host_alone(suite, hosts):
     each host's gateway group run alone, added."""
     groups = [tx(1, hosts["mi250x"]), tx(2, hosts["nv2"])]
     alone = [_counts(suite.runpytest_subprocess("-p", "xdist", "--dist", "each", *g)) for g in groups]
-    both = _counts(suite.runpytest_subprocess("-p", "xdist", "--dist", "each", *groups[0], *groups[1]))
+    result = suite.runpytest_subprocess("-p", "xdist", "--dist", "each", *groups[0], *groups[1], "-rs")
+    both = _counts(result)
     assert both == {k: alone[0].get(k, 0) + alone[1].get(k, 0) for k in set(alone[0]) | set(alone[1])}
+    result.stdout.fnmatch_lines_random([
+        "SKIPPED [[]12[]] test_suite.py:*: requires ROCm: found CUDA (1x NVIDIA H100 80GB HBM3) [[]on host * (root nv2)[]]",
+        "SKIPPED [[]4[]] test_suite.py:*: requires CUDA: found ROCm (8x AMD Instinct MI250X/MI250 (gfx90a, 64.0 GiB)) "
+        "[[]on host * (root mi250x)[]]",
+        "*  12  vendor *requires ROCm; found CUDA  [[]on * (root nv2)[]]",
+        "*   4  vendor *requires CUDA; found ROCm  [[]on * (root mi250x)[]]",
+    ])
     assert alone[0] == {"passed": 9, "skipped": 4}  # 6 ROCm, 4 GPUs (the one worker has 8), cpu, torch_device
     assert alone[1] == {"passed": 12, "skipped": 14}  # per worker: 4 CUDA + cpu + torch_device
 
@@ -280,6 +288,20 @@ def test_claim_takes_preferred_seats_then_the_least_loaded():
     again.release()
 
 
+def test_an_unusable_lock_dir_keeps_the_plan_and_says_so(suite, hosts, monkeypatch, tmp_path):
+    from pytest_gpuenv._hosts import claim
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(blocker))
+    seats = claim("k3", 2, [1], {1: 1})
+    assert seats.positions == [1] and seats.error and not seats.locks
+    result = suite.runpytest_subprocess("-p", "xdist", "--dist", "load", *tx(2, hosts["nv2"]), "-v")
+    assert result.ret == 0, result.stdout.str()
+    recs = _records(suite.path / "rec")
+    assert sorted(r["vars"]["CUDA_VISIBLE_DEVICES"] for r in recs.values()) == ["0", "1"]
+
+
 def test_a_killed_worker_frees_its_seats(tmp_path):
     code = (
         "import sys, time; from pytest_gpuenv._hosts import claim\n"
@@ -311,3 +333,62 @@ def test_single_host_runs_print_no_host_section(suite, hosts, monkeypatch):
     result.stdout.fnmatch_lines(["gpuenv: [[]gw0[]] 1x NVIDIA H100 80GB HBM3 via CUDA_VISIBLE_DEVICES=0"])
     recs = _records(suite.path / "rec")
     assert sorted(r["vars"]["CUDA_VISIBLE_DEVICES"] for r in recs.values()) == ["0", "1"]
+
+
+def test_loadgroup_keeps_a_group_of_gpu_tests_on_one_worker(pytester, hosts):
+    """--dist loadgroup with xdist_group and GPU markers: the group runs on one worker, so on one host:
+    all of it runs (a ROCm host) or all of it skips naming the host."""
+    pytester.makepyfile(
+        """
+        import pytest
+        from pytest_gpuenv import requires_rocm
+
+        @requires_rocm
+        @pytest.mark.xdist_group("rocm")
+        @pytest.mark.parametrize("i", range(6))
+        def test_rocm(i, gpu_device):
+            assert gpu_device.arch == "gfx90a"
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_cpu(i): pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "xdist", "--dist", "loadgroup", *tx(1, hosts["mi250x"]),
+                                           *tx(1, hosts["nv2"]), "-rs", "--gpuenv-json=run.json")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") in (6, 12) and outcomes.get("passed", 0) + outcomes.get("skipped", 0) == 12
+    skips = json.loads((pytester.path / "run.json").read_text())["skips"]
+    assert all(s["nodeid"].endswith("@rocm") and "(root nv2)" in s["host"] for s in skips)
+    assert len(skips) in (0, 6)
+
+
+PERF_RECORDER = """
+import pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_measure(i, request):
+    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.perf._records import PerfRecord
+    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="k", device_key="dev"))
+"""
+
+
+def test_measurements_name_their_host_in_the_json(pytester, hosts):
+    pytester.makepyfile(PERF_RECORDER)
+    result = pytester.runpytest_subprocess("-p", "xdist", "--dist", "each", *tx(1, hosts["mi250x"]), *tx(1, hosts["nv2"]),
+                                           "--gpuenv-json=run.json")
+    result.assert_outcomes(passed=8)
+    records = json.loads((pytester.path / "run.json").read_text())["measurements"]
+    assert sorted(pathlib.Path(r["host"].split("(root ")[1].rstrip(")")).name for r in records) == ["mi250x"] * 4 + ["nv2"] * 4
+    assert {r["device_key"] for r in records} == {"dev"}  # baselines stay keyed by the device
+    alone = pytester.runpytest_subprocess("-p", "no:xdist", "--gpuenv-json=one.json")
+    alone.assert_outcomes(passed=4)
+    one = json.loads((pytester.path / "one.json").read_text())["measurements"]
+    assert {r["host"] for r in one} == {hosts_name(pytester)}
+
+
+def hosts_name(pytester) -> str:
+    """The controller's host name as the plugin prints it (root of the CPU-only tree in GPUENV_ROOT)."""
+    import socket
+
+    return f"{socket.gethostname()} (root {pathlib.Path(os.environ['GPUENV_ROOT']).name})"

@@ -19,7 +19,7 @@ numbers: both are present by design, so a reader always finds the time in ``*_s`
 number in ``value``. They differ for ``bandwidth`` and ``ratio`` records.
 
 JSON keys: every field, except the optional ones of ``OPTIONAL`` (left out while ``None``: each belongs
-to some kinds only) and ``bytes``/``flops_count``, which a ``ratio`` record (two callables) has not.
+to some kinds only, and ``host`` is named when the run ends) and ``bytes``/``flops_count``, which a ``ratio`` record (two callables) has not.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any, Callable, Optional
 #: what a record is: a plain measurement, the copy reference of assert_bandwidth, or an assertion
 KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 
-#: fields written only when set (each belongs to some kinds only)
+#: fields written only when set (each belongs to some kinds only; ``host`` is set when the run ends)
 OPTIONAL = frozenset({
-    "message", "reference_Bps", "reference", "fraction", "baseline_path", "baseline_median_s", "ratio",
+    "host", "message", "reference_Bps", "reference", "fraction", "baseline_path", "baseline_median_s", "ratio",
     "ratio_ci", "reference_median_s", "reference_samples_s",
 })
 #: fields of one measured callable, absent from ratio records
@@ -69,9 +69,9 @@ class PerfRecord:
     #: pytest node id of the test, and the measurement's name (callable name, ``name=``, or test#k)
     nodeid: str = ""
     name: str = ""
-    #: the host that measured it (``_hosts.Host.name``: host name, plus root and masks where set);
-    #: baselines stay keyed by ``device_key``
-    host: str = ""
+    #: the host that measured it (``_hosts.Host.name``: host name, plus root and masks where set), named
+    #: when the run ends (``_xdist.finish_worker``); baselines stay keyed by ``device_key``
+    host: Optional[str] = None
     #: device name, architecture, baseline key (name | arch | driver | runtime), UUID, timer backend
     device: str = ""
     arch: Optional[str] = None
