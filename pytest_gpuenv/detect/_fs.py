@@ -58,6 +58,8 @@ class Fs:
         self.denied: set[str] = set()
         #: root mode: folder path as asked -> its canonical components, or (errno, message)
         self._dirs: dict[str, _Dir] = {"": []}
+        #: root mode: folder path as asked -> its host path (resolved folders only)
+        self._hosts: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------- resolution
     def _join(self, parts: list[str]) -> str:
@@ -74,6 +76,13 @@ class Fs:
         if name in ("", ".", ".."):
             host = self._join(self._dir(path))
             return host, os.lstat(host)
+        where = self._hosts.get(head)
+        if where is None:
+            where = self._hosts[head] = self._join(self._dir(head)).rstrip("/")
+        host = where + "/" + name
+        st = os.lstat(host)
+        if not (follow and stat.S_ISLNK(st.st_mode)):
+            return host, st
         done, st = self._walk(self._dir(head), name, follow)
         return self._join(done), st
 
