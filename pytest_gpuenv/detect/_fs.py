@@ -3,10 +3,11 @@
 Under a root (``gpuenv info --root``, ``detect(root=...)``) paths resolve as they would after
 ``chroot(root)``: each component is looked at with ``lstat``, a symlink's target is followed inside
 the root (an absolute target starts again at the root, ``..`` stops at the root), at most 40 links
-per lookup (Linux's limit; more is ``ELOOP``). Nothing outside the root is ever read, listed or
-stat'ed, whatever the tree's links or the ``..`` in an environment variable say. Resolved folders
-are remembered, so a file costs one ``lstat`` beyond what a plain read costs. On the real system
-(``root=None``) the kernel resolves paths as usual.
+for one name (Linux's limit; more is ``ELOOP``). Nothing outside the root is read, listed or stat'ed,
+whatever the tree's links or the ``..`` in an environment variable say (a tree changed while it is
+read is not defended against). Resolved folders are remembered: a read costs what it costs on the
+real system (``lstat``, open, read, close) plus one ``lstat`` per folder met for the first time. On
+the real system (``root=None``) the kernel resolves paths as usual.
 
 Reads are small (64 KiB at most), only of regular files (a FIFO, a device node or a folder where a
 file was expected is junk, never opened; the file is opened ``O_NONBLOCK``, and ``O_NOFOLLOW`` under
