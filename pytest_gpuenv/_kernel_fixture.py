@@ -6,6 +6,10 @@ kernel (``sync=True``, pass ``sync=False`` to time launches), so a fault fails t
 On a CPU-only runner: the kernel is built for each arch of ``gpuenv_compile_archs`` that an installed
 compiler supports, then the test skips ("compiled for gfx90a, sm_90; no GPU to launch on"). A compile
 error fails the test either way, with the compiler's log pointing at the file and line.
+With ``--gpuenv-kernels=run`` (the default where a C++ compiler exists) a CPU-only runner instead
+runs the kernel on the CPU executor (``arch="cpu"``, checked) at the test's warp size
+(``request.param``, from ``fixtures.parametrize_hip_kernel``); ``gpuenv_compile_archs``, when set,
+is still compile-checked first. ``off`` skips.
 
 A kernel that faults (an illegal address) leaves the process's CUDA context unusable. The fixture
 runs its test inside ``pytest_gpuenv.runtime.running(nodeid)``, so the runtime records which test
@@ -74,6 +78,13 @@ class HipKernelFactory:
             )
         dev = self._device()
         try:
+            warp = getattr(self.request, "param", None)
+            if dev is None and isinstance(warp, int):
+                if self.settings.compile_archs:
+                    self._compile_archs(path_or_source, name, None, kw)
+                return compile_kernel(path_or_source, name, arch="cpu", warp_size=warp, check=True, **kw)
+            if dev is None and self.settings.kernels == "off":
+                pytest.skip(f"hip_kernel: --gpuenv-kernels=off and no GPU ({self.env.describe()})")
             if dev is not None:
                 arch = arch or (dev.arch or "").split(":")[0] or None
                 if arch is None:
@@ -86,6 +97,16 @@ class HipKernelFactory:
         pytest.fail(message, pytrace=False)  # outside the except: no "During handling ..." chain
 
     def _compile_check(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict) -> Any:
+        built, missing = self._compile_archs(path_or_source, name, arch, kw)
+        extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
+        why = ""
+        if self.settings.kernels == "run" and not self.env.compilers.get("cxx"):
+            why = "; no C++ compiler to run it on the CPU executor (install g++)"
+        pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
+
+    def _compile_archs(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict
+                       ) -> tuple[list[str], list[str]]:
+        """Compile for every target; fails the test on a compile error, skips when nothing can build."""
         from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
 
         if arch is not None:
@@ -124,6 +145,5 @@ class HipKernelFactory:
         if not built:
             pytest.skip(f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}; "
                         f"no compiler for {', '.join(missing)}")
-        extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
-        pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on")
+        return built, missing
 

@@ -56,6 +56,12 @@ PLAN_PROFILE_DESC = (
     "cuda:sm_90:1x141GB, cpu (repeatable)."
 )
 
+KERNELS_DESC = (
+    "what hip_kernel does without a usable GPU: run (on the CPU executor, the default where a C++ compiler "
+    "exists), compile (compile-check, then skip) or off (skip)."
+)
+CPU_WARP_SIZES_DESC = "warp sizes hip_kernel tests run at on the CPU executor, e.g. 64,32 (default: 64,32)."
+KERNEL_MODES = ("run", "compile", "off")
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PERF_MODES = ("check", "strict", "warn", "off", "record")
 PROBE_MODES = ("auto", "always", "never")
@@ -83,6 +89,8 @@ class Settings:
     worker_gpus: str = "auto"
     plan: bool = False
     plan_profiles: list[str] = field(default_factory=list)
+    kernels: str = "run"
+    cpu_warp_sizes: list[int] = field(default_factory=lambda: [64, 32])
 
 
 #: the options with a plain value: (name, environment variable, help, default); ``name`` is both the
@@ -99,6 +107,8 @@ _SIMPLE = [
     ("gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS", COMPILE_ARCHS_DESC, None),
     ("gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME", PERF_MAX_TIME_DESC, "2"),
     ("gpuenv_worker_gpus", "GPUENV_WORKER_GPUS", WORKER_GPUS_DESC, "auto"),
+    ("gpuenv_kernels", "GPUENV_KERNELS", KERNELS_DESC, "run"),
+    ("gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES", CPU_WARP_SIZES_DESC, "64,32"),
 ]
 
 
@@ -117,6 +127,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuenv-compile-archs", dest="gpuenv_compile_archs", metavar="LIST", help=COMPILE_ARCHS_DESC)
     group.addoption("--gpuenv-perf-max-time", dest="gpuenv_perf_max_time", metavar="SECONDS", help=PERF_MAX_TIME_DESC)
     group.addoption("--gpuenv-worker-gpus", dest="gpuenv_worker_gpus", metavar="auto|off|N", help=WORKER_GPUS_DESC)
+    group.addoption("--gpuenv-kernels", dest="gpuenv_kernels", metavar="run|compile|off", help=KERNELS_DESC)
     group.addoption("--gpuenv-plan", dest="gpuenv_plan", action="store_true", default=False, help=PLAN_DESC)
     group.addoption(
         "--gpuenv-plan-profile", dest="gpuenv_plan_profile", action="append", default=[], metavar="SPEC",
@@ -211,6 +222,15 @@ def parse_arch_list(value: str, where: str) -> list[str]:
     return out
 
 
+def _warp_sizes(value: Any, where: str) -> list[int]:
+    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    if not parts or len(parts) > 2 or any(p not in ("32", "64") for p in parts) or len(set(parts)) != len(parts):
+        raise pytest.UsageError(
+            f"gpuenv: invalid gpuenv_cpu_warp_sizes {safe_repr(value)} from {where}; expected 64, 32 or 64,32"
+        )
+    return [int(p) for p in parts]
+
+
 def resolve(config: pytest.Config) -> Settings:
     """Read every option once. Raises ``pytest.UsageError`` naming the bad value and its source."""
     s = Settings()
@@ -243,6 +263,10 @@ def resolve(config: pytest.Config) -> Settings:
 
     v, w = _lookup(config, "gpuenv_worker_gpus", "GPUENV_WORKER_GPUS")
     s.worker_gpus = _worker_gpus(v, w)
+    v, w = _lookup(config, "gpuenv_kernels", "GPUENV_KERNELS")
+    s.kernels = _choice(v, KERNEL_MODES, "--gpuenv-kernels value", w)
+    v, w = _lookup(config, "gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES")
+    s.cpu_warp_sizes = _warp_sizes(v, w)
 
     dirs = config.getini("gpuenv_kernel_dirs")
     s.kernel_dirs = [str(p) for p in dirs] if dirs else [str(config.rootpath / "kernels")]

@@ -40,6 +40,24 @@ def _torch_gpus(env: GpuEnv) -> list[Device]:
     return env.usable_devices
 
 
+def cpu_warp_sizes(env: GpuEnv, kernels: str, sizes: list[int]) -> list[int]:
+    """The warp sizes ``hip_kernel`` tests run at on the CPU executor: none on a runner with a usable
+    GPU, with ``--gpuenv-kernels`` other than ``run``, or without a C++ compiler."""
+    if kernels != "run" or (env.has_gpu and env.usable_devices) or not env.compilers.get("cxx"):
+        return []
+    return list(sizes)
+
+
+def parametrize_hip_kernel(metafunc: pytest.Metafunc) -> None:
+    """Each test using ``hip_kernel`` on the CPU executor runs once per warp size (ids wave64, wave32)."""
+    if "hip_kernel" not in metafunc.fixturenames:
+        return
+    settings = get_settings(metafunc.config)
+    sizes = cpu_warp_sizes(get_env(metafunc.config), settings.kernels, settings.cpu_warp_sizes)
+    if sizes:
+        metafunc.parametrize("hip_kernel", sizes, ids=[f"wave{w}" for w in sizes], indirect=True)
+
+
 @pytest.fixture(scope="session")
 def gpu_env(request: pytest.FixtureRequest) -> GpuEnv:
     """The environment model of this run (what ``gpuenv info --json`` prints)."""
@@ -96,7 +114,9 @@ def hip_kernel(request: pytest.FixtureRequest) -> Any:
     """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
     ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
     ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
-    ``sync`` (default True). Without a GPU it compiles for ``gpuenv_compile_archs`` and skips."""
+    ``sync`` (default True). Without a GPU it runs the kernel on the CPU executor, once per warp size of
+    ``gpuenv_cpu_warp_sizes`` (``--gpuenv-kernels=run``, the default where a C++ compiler exists), or
+    compiles for ``gpuenv_compile_archs`` and skips (``compile``), or skips (``off``)."""
     from pytest_gpuenv._kernel_fixture import HipKernelFactory
     from pytest_gpuenv.runtime import running
 

@@ -237,7 +237,9 @@ def cxx_compiler(fs: Fs, environ: Any) -> Optional[str]:
 def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) -> dict[str, Any]:
     """``GpuEnv.compilers`` on Linux: hipcc/nvcc paths, whether hiprtc/NVRTC are installed."""
     out: dict[str, Any] = {"hiprtc": bool(rocm.get("hiprtc")), "nvrtc": False, "hipcc": None, "nvcc": None}
-    out["cxx"] = cxx_compiler(fs, environ)
+    cxx = cxx_compiler(fs, environ)
+    if cxx:  # the host C++ compiler (the CPU executor's), listed only where there is one
+        out["cxx"] = cxx
     out["hipcc"] = find_tool(fs, "hipcc", environ, [rocm["path"]] if rocm.get("path") else [])
     out["nvcc"] = find_tool(fs, "nvcc", environ, cuda_homes(fs, environ)[:1])
     nvrtc = _nvrtc_library(fs, environ)

@@ -21,7 +21,6 @@ import time
 import warnings
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args
 from pytest_gpuenv.rtc._cache import make_key
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
@@ -41,7 +40,7 @@ _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_D
 _PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler_identity(cxx: str) -> str:
     """``path: first line of --version`` (part of the cache key)."""
     try:

@@ -13,7 +13,7 @@ import ctypes
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")

@@ -195,8 +195,10 @@ template <class T> struct gpuenv_id { using type = T; };
 #define GPUENV_ATOMIC_RMW(name, expr)                                                             \
     template <class T> GPUENV_RT T name(T* p, typename gpuenv_id<T>::type v) {                     \
         GPUENV_ACHECK(p);                                                                          \
-        T o = *p;                                                                                  \
-        *p = (expr);                                                                               \
+        T o, n;                                                                                    \
+        __atomic_load(p, &o, __ATOMIC_RELAXED); /* not hoisted out of a spin loop */               \
+        n = (expr);                                                                                \
+        __atomic_store(p, &n, __ATOMIC_RELAXED);                                                   \
         return o;                                                                                  \
     }                                                                                              \
     template <class T> GPUENV_RT T name##_system(T* p, typename gpuenv_id<T>::type v) { return name(p, v); }
@@ -213,8 +215,9 @@ GPUENV_ATOMIC_RMW(atomicDec, (o == 0 || o > v) ? v : o - 1)
 template <class T>
 GPUENV_RT T atomicCAS(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
     GPUENV_ACHECK(p);
-    T o = *p;
-    if (o == cmp) *p = v;
+    T o, n = v;
+    __atomic_load(p, &o, __ATOMIC_RELAXED);
+    if (o == cmp) __atomic_store(p, &n, __ATOMIC_RELAXED);
     return o;
 }
 template <class T>

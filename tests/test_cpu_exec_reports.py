@@ -1,0 +1,188 @@
+"""The CPU executor reports the bugs it must report (CPU-EXEC.md's list), at warpSize 64 and 32, with
+the kernel's file and line; the next launch always works (no sticky state)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from pytest_gpuenv import rtc  # noqa: E402
+from pytest_gpuenv.rtc import KernelCompileError, KernelLaunchError, compile_kernel  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
+                                reason="no C++ compiler")
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPORTS = os.path.join(HERE, "data", "cpu_kernels", "reports.hip")
+
+
+def line_of(tag: str) -> str:
+    with open(REPORTS) as f:
+        for i, line in enumerate(f, 1):
+            if f"// {tag}" in line:
+                return f"reports.hip:{i}"
+    raise AssertionError(tag)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("cpu-cache"))
+
+
+@pytest.fixture(params=[64, 32], ids=["wave64", "wave32"])
+def warp(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
+
+
+@pytest.fixture
+def K(cache: str, warp: int):  # type: ignore[no-untyped-def]
+    def build(name: str, path: str = REPORTS, **kw: object) -> rtc.Kernel:
+        return compile_kernel(path, name, arch="cpu", warp_size=warp, cache_dir=cache, **kw)  # type: ignore[arg-type]
+    return build
+
+
+def raises(cls: type, k: rtc.Kernel, *args: object, **kw: object) -> str:
+    with pytest.raises(cls) as info:
+        k(*args, **kw)
+    assert isinstance(info.value, KernelLaunchError) and not info.value.sticky
+    msg = str(info.value)
+    assert f"kernel {k.name!r}" in msg and "block (" in msg and "thread (" in msg
+    return msg
+
+
+def test_missing_barrier_is_a_race(K):
+    out = np.zeros(256, np.float32)
+    msg = raises(rtc.KernelRaceError, K("missing_barrier"), 1, 256, out)
+    assert "__shared__ variable 's' element 1" in msg and "reports.hip:7" in msg
+
+
+def test_matmul_without_second_barrier_is_a_race(K):
+    a, c = np.ones(64 * 64, np.float32), np.zeros(64 * 64, np.float32)
+    msg = raises(rtc.KernelRaceError, K("matmul_no_second_barrier"), (4, 4), (16, 16), c, a, a, 64)
+    assert "'As'" in msg and "same barrier interval" in msg
+
+
+def test_divergent_barrier(K):
+    msg = raises(rtc.KernelBarrierError, K("divergent_barrier"), 1, 256, np.zeros(256, np.float32))
+    assert line_of("DIVERGENT") in msg and "threads 0-31 wait" in msg and "threads 32-255 already returned" in msg
+
+
+def test_return_before_barrier(K):
+    msg = raises(rtc.KernelBarrierError, K("exited_at_barrier"), 2, 256, np.zeros(512, np.float32), 300)
+    assert line_of("EXITED") in msg and "block (1,0,0)" in msg and "threads 44-255 already returned" in msg
+
+
+def test_barriers_at_two_sites(K):
+    msg = raises(rtc.KernelBarrierError, K("if_else_barriers"), 1, 256, np.zeros(256, np.float32))
+    assert line_of("IF") in msg and line_of("ELSE") in msg and "different barriers" in msg
+
+
+def test_out_of_bounds_write_leaves_memory_intact(K):
+    buf = np.full(1024, 5.0, np.float32)
+    msg = raises(rtc.KernelBoundsError, K("unguarded_write"), 4, 256, buf[:256], 256)
+    assert line_of("OOB-WRITE") in msg and "argument 'out' (float* out) element 256" in msg
+    assert (buf[256:] == 5.0).all() and (buf[:256] == 1.0).all()
+
+
+def test_out_of_bounds_read_at_minus_one(K):
+    msg = raises(rtc.KernelBoundsError, K("read_before_start"), 1, 256, np.zeros(256, np.float32),
+                 np.ones(256, np.float32), 256)
+    assert line_of("OOB-READ") in msg and "argument 'a' (const float* a) element -1" in msg and "thread (0,0,0)" in msg
+
+
+def test_wave64_partials_array(K, warp):
+    x, out = np.ones(256, np.float32), np.zeros(1, np.float32)
+    if warp == 64:
+        K("wave64_partials")(1, 256, out, x)
+        assert out[0] == 256
+    else:  # 8 warps write partial[0..7] of a 4-element array
+        msg = raises(rtc.KernelBoundsError, K("wave64_partials"), 1, 256, out, x)
+        assert line_of("WAVE64-PARTIAL") in msg and "'partial' element 4" in msg
+
+
+def test_wave64_reduction_offset(K, warp):
+    x, out = np.ones(64, np.float32), np.zeros(1, np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        K("wave64_offsets")(1, 64, out, x)
+    if warp == 64:
+        assert out[0] == 64 and not seen
+    else:
+        assert out[0] != 32  # wrong: the offset-32 step adds each lane to itself
+        assert any(issubclass(w.category, rtc.KernelWarning) and line_of("OFFSET32") in str(w.message)
+                   and "warpSize 32" in str(w.message) for w in seen)
+
+
+def test_wave32_ballot_mask(K, warp):
+    count = np.zeros(1, np.int32)
+    K("wave32_ballot")(1, 64, count, np.ones(64, np.int32))
+    assert (count[0] == warp) == (warp == 32)  # at 64 the 32-bit mask drops half the wave
+
+
+def test_wave32_shuffle_inside_lane_below_32(K, warp):
+    x, out = np.ones(64, np.float32), np.zeros(2, np.float32)
+    if warp == 32:
+        K("wave32_lanes")(1, 64, out, x)
+        assert out.tolist() == [32, 32]
+    else:
+        msg = raises(rtc.KernelWarpError, K("wave32_lanes"), 1, 64, out, x)
+        assert line_of("SHFL32") in msg and "reads lane 32, which is not active" in msg
+
+
+def test_half_initialised_shared(K):
+    msg = raises(rtc.KernelUninitializedError, K("half_initialised"), 1, 256, np.zeros(256, np.float32))
+    assert line_of("UNINIT") in msg and "'s' element 255" in msg and "no thread of this block has written" in msg
+
+
+def test_unbounded_recursion_then_next_launch_works(K):
+    raises(rtc.KernelStackOverflowError, K("unbounded_recursion"), 1, 1, np.zeros(1, np.int32))
+    out = np.zeros(256, np.float32)
+    K("unguarded_write")(1, 256, out, 256)
+    assert (out == 1).all()
+
+
+def test_failing_device_assert(K):
+    v = np.zeros(64, np.int32)
+    v[5] = -1
+    msg = raises(rtc.KernelAssertError, K("failing_assert"), 1, 64, v)
+    assert line_of("ASSERT") in msg and "thread (5,0,0)" in msg and "v[threadIdx.x] >= 0" in msg
+
+
+def test_write_through_cast_away_const(K):
+    a = np.ones(64, np.float32)
+    msg = raises(rtc.KernelBoundsError, K("const_cast_write"), 1, 64, a)
+    assert line_of("CONST-WRITE") in msg and "const argument" in msg and (a == 1).all()
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
+def test_inter_block_spin_wait_hits_the_watchdog(K, check):
+    k = K("spin_wait", check=check)
+    k.watchdog = 0.5
+    raises(rtc.KernelWatchdogError, k, 2, 1, np.zeros(1, np.int32))
+
+
+@pytest.mark.parametrize("code, what", [
+    ('asm volatile("s_nop 0");', "inline assembly"),
+    ("int v = __builtin_amdgcn_workitem_id_x();", "__builtin_amdgcn_workitem_id_x"),
+    ("float v = tex1Dfetch<float>(0, 0);", "textures"),
+    ("cooperative_groups::this_grid().sync();", "grid-wide sync"),
+])
+def test_unsupported_constructs_are_compile_errors(cache, code, what):
+    src = f'#include <hip/hip_runtime.h>\nextern "C" __global__ void k(float* o) {{\n    {code}\n}}\n'
+    with pytest.raises(KernelCompileError, match=what) as info:
+        compile_kernel(src, "k", arch="cpu", cache_dir=cache)
+    assert info.value.line == 3 and "not supported by the CPU executor" in str(info.value)
+
+
+def test_arguments_checked_before_the_launch(K):
+    k = K("unguarded_write")
+    with pytest.raises(TypeError, match=r"argument 'out' \(float\* out\) expects float elements"):
+        k(1, 1, np.zeros(4, np.int32), 4)
+    with pytest.raises(TypeError, match=r"argument 'n' \(int n\) expects an integer"):
+        k(1, 1, np.zeros(4, np.float32), 4.0)
+    with pytest.raises(TypeError, match=r"takes 2 arguments"):
+        k(1, 1, np.zeros(4, np.float32))
