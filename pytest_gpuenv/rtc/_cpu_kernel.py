@@ -112,6 +112,7 @@ class CpuKernel(Kernel):
         return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self.name)
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
         g = _args.launch_dims(grid, "grid")
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:

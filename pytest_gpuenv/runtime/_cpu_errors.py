@@ -69,3 +69,8 @@ class KernelWarning(UserWarning):
     """Something that is legal but probably a portability bug (a shuffle offset >= warpSize)."""
 
     __module__ = "pytest_gpuenv.rtc"
+
+
+for _cls in (KernelRaceError, KernelBarrierError, KernelBoundsError, KernelUninitializedError, KernelAssertError,
+             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelFaultError):
+    _cls.__module__ = "pytest_gpuenv.rtc"  # shown as pytest_gpuenv.rtc.KernelBoundsError, where it is exported
