@@ -129,3 +129,31 @@ def test_ucontext_fallback_runs_barriers(tmp_path):
     env = dict(os.environ, GPUENV_CPU_UCONTEXT="1", PYTHONPATH=REPO)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert res.stdout.strip() == "ok", res.stderr
+
+
+def _clang() -> str | None:
+    import glob
+
+    found = shutil.which("clang++") or next(iter(sorted(glob.glob("/usr/bin/clang++-*"), reverse=True)), None)
+    return found
+
+
+@pytest.mark.skipif(_clang() is None, reason="no clang++")
+def test_clang_build_runs_and_reports_with_lines(tmp_path):
+    """$CXX=clang++ builds the executor and the kernels; reports still name the kernel's lines."""
+    import subprocess
+    import sys
+
+    reports = os.path.join(REPO, "tests", "data", "cpu_kernels", "reports.hip")
+    code = (
+        "import numpy as np\n"
+        "from pytest_gpuenv.rtc import compile_kernel, KernelBarrierError\n"
+        f"k = compile_kernel({reports!r}, 'if_else_barriers', arch='cpu', warp_size=32, cache_dir={str(tmp_path)!r})\n"
+        "try:\n"
+        "    k(1, 256, np.zeros(256, np.float32))\n"
+        "except KernelBarrierError as e:\n"
+        "    print(e)\n"
+    )
+    env = dict(os.environ, CXX=str(_clang()), PYTHONPATH=REPO)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert "reports.hip:42" in res.stdout and "reports.hip:44" in res.stdout, res.stdout + res.stderr

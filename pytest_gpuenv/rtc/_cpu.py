@@ -153,7 +153,7 @@ def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]
 
 
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
-    flags = ["-std=c++17", "-O2", "-g1", "-fPIC", "-fno-math-errno", "-fno-exceptions",
+    flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}"]
     return flags + (["-fsanitize=thread"] if check else [])
 

@@ -23,7 +23,7 @@ _KINDS = {1: (E.KernelRaceError, "data race on shared memory"), 2: (E.KernelBarr
           5: (E.KernelAssertError, "device assertion"), 6: (E.KernelStackOverflowError, "stack overflow"),
           7: (E.KernelWatchdogError, "watchdog"), 8: (E.KernelWarpError, "inactive lane read"),
           9: (E.KernelFaultError, "fault"), 10: (E.KernelFaultError, "launch refused")}
-_PC = re.compile(r"@pc:([0-9a-f]+)@")
+_PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
               "unsigned long long": 8, "size_t": 8, "short": 2, "int16_t": 2, "uint16_t": 2, "char": 1,
@@ -66,6 +66,18 @@ def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
             mine = [f for f in frames if not f.startswith(INCLUDE_DIR) and not f.startswith("<gpuenv>")]
             out[pc] = (mine or frames or [""])[0]
     return out
+
+
+def _subst(text: str, names: dict[int, str]) -> str:
+    """Replace the ``@pc:HEX[:Lline]@`` tokens; the line the executor knows wins over an unknown one."""
+
+    def one(m: re.Match[str]) -> str:
+        loc = names.get(int(m.group(1), 16)) or ""
+        if m.group(2) and (not loc or loc.endswith((":?", ":0"))):
+            return f"{loc.rsplit(':', 1)[0] if loc else '<kernel>'}:{m.group(2)}"
+        return loc or f"<pc 0x{m.group(1)}>"
+
+    return _PC.sub(one, text)
 
 
 def _elem(p: Any, size: int) -> int:
@@ -117,8 +129,10 @@ def to_error(ctx: Context, r: Report) -> Exception:
     text = _detail(ctx, r) if r.kind in (1, 3, 4) else r.text.decode("utf-8", "replace")
     pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [r.pc]
     names = symbolize(ctx, pcs)
-    text = _PC.sub(lambda m: names.get(int(m.group(1), 16)) or f"<pc 0x{m.group(1)}>", text)
-    loc = names.get(r.pc, "") or (f"<pc 0x{r.pc:x}>" if r.pc else ctx.source or "<unknown>")
+    text = _subst(text, names)
+    first = _PC.search(r.text.decode("utf-8", "replace")) if r.kind == 2 else None
+    loc = _subst(first.group(0), names) if first else names.get(r.pc, "")
+    loc = loc or (f"<pc 0x{r.pc:x}>" if r.pc else ctx.source or "<unknown>")
     block, thread = tuple(r.block), tuple(r.thread)
     msg = (f"{title} in kernel {ctx.kernel!r} at {loc}, block ({block[0]},{block[1]},{block[2]}), thread "
            f"({thread[0]},{thread[1]},{thread[2]}): {text}")
@@ -130,6 +144,5 @@ def warnings_of(ctx: Context, r: Report) -> list[str]:
     text = r.warnings.decode("utf-8", "replace")
     if not text.strip():
         return []
-    names = symbolize(ctx, [int(m.group(1), 16) for m in _PC.finditer(text)])
-    text = _PC.sub(lambda m: names.get(int(m.group(1), 16)) or f"<pc 0x{m.group(1)}>", text)
+    text = _subst(text, symbolize(ctx, [int(m.group(1), 16) for m in _PC.finditer(text)]))
     return [f"kernel {ctx.kernel!r}: {ln}" for ln in text.splitlines() if ln.strip()]

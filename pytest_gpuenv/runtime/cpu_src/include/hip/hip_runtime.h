@@ -231,7 +231,7 @@ GPUENV_RT T atomicCAS_system(T* p, typename gpuenv_id<T>::type cmp, typename gpu
 #define __trap() gpuenv_trap()
 // glibc's assert() calls __assert_fail: the kernel module binds it here (-Wl,-Bsymbolic), so a failing
 // device assert stops the launch instead of aborting the process
-extern "C" inline void __assert_fail(const char* e, const char* f, unsigned int l, const char* fn) noexcept {
+extern "C" inline __attribute__((always_inline)) void __assert_fail(const char* e, const char* f, unsigned int l, const char* fn) noexcept {
     gpuenv_assert_fail(e, f, l, fn);
 }
 
