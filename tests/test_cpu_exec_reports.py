@@ -186,3 +186,13 @@ def test_arguments_checked_before_the_launch(K):
         k(1, 1, np.zeros(4, np.float32), 4.0)
     with pytest.raises(TypeError, match=r"takes 2 arguments"):
         k(1, 1, np.zeros(4, np.float32))
+
+
+def test_unchecked_wild_write_is_a_fault_not_a_crash(cache, warp):
+    src = '#include <hip/hip_runtime.h>\nextern "C" __global__ void wild(float* o, long off) {\n    o[off] = 1.0f;\n}\n'
+    k = compile_kernel(src, "wild", arch="cpu", warp_size=warp, check=False, cache_dir=cache)
+    with pytest.raises(rtc.KernelFaultError, match=r"kernel 'wild' at <source>\.hip:3, .*segmentation fault"):
+        k(1, 1, np.zeros(4, np.float32), 1 << 40)
+    out = np.zeros(4, np.float32)
+    k(1, 1, out, 2)
+    assert out.tolist() == [0, 0, 1, 0]

@@ -63,6 +63,7 @@ def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
                 return out
             frames = [ln.strip() for ln in res.stdout.splitlines() if ln.strip() and not ln.startswith("??")]
             frames = [re.sub(r" \(discriminator \d+\)$", "", f) for f in frames]
+            frames = [re.sub(r"^.*/(<source>\.hip:)", r"\1", f) for f in frames]  # inline source
             mine = [f for f in frames if not f.startswith(INCLUDE_DIR) and not f.startswith("<gpuenv>")]
             out[pc] = (mine or frames or [""])[0]
     return out
@@ -127,11 +128,13 @@ def to_error(ctx: Context, r: Report) -> Exception:
     """The exception for a failed launch."""
     cls, title = _KINDS.get(r.kind, (E.KernelFaultError, "launch failed"))
     text = _detail(ctx, r) if r.kind in (1, 3, 4) else r.text.decode("utf-8", "replace")
-    pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [r.pc]
+    exact = r.kind in (6, 7, 9) and r.pc  # a fault's own pc, not a return address: symbolize() takes pc - 1
+    main_pc = r.pc + 1 if exact else r.pc
+    pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [main_pc]
     names = symbolize(ctx, pcs)
     text = _subst(text, names)
     first = _PC.search(r.text.decode("utf-8", "replace")) if r.kind == 2 else None
-    loc = _subst(first.group(0), names) if first else names.get(r.pc, "")
+    loc = _subst(first.group(0), names) if first else names.get(main_pc, "")
     loc = loc or (f"<pc 0x{r.pc:x}>" if r.pc else ctx.source or "<unknown>")
     block, thread = tuple(r.block), tuple(r.thread)
     msg = (f"{title} in kernel {ctx.kernel!r} at {loc}, block ({block[0]},{block[1]},{block[2]}), thread "
