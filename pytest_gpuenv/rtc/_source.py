@@ -1,16 +1,21 @@
-"""Reading a kernel source: where it is, which headers it includes, and its kernels' parameter lists.
+"""Reading a kernel source: where it is, its kernels' parameter lists, and the first error of a compiler log.
 
-Pure Python, no compiler: the cache key and the argument checks both come from here.
+Pure Python, no compiler, linear in the text (104 KB of unclosed ``extern "C" {`` or 50,000 kernels
+parse in milliseconds to a second; ``benchmarks/source_parse.py``). The headers a source reaches, for
+the cache key, are ``_includes.find_headers`` (re-exported here).
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc._errors import KernelCompileError
+from pytest_gpuenv.rtc._includes import find_headers as find_headers  # re-exported
+from pytest_gpuenv.rtc._includes import read_regular, strip_comments
 
 #: the shipped HIP-on-CUDA device headers (``include/hip/hip_runtime.h``)
 SHIPPED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
@@ -22,14 +27,12 @@ _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
 
 @dataclass
 class Source:
-    """A kernel source: its text, the file it came from (None for inline source) and its headers."""
+    """A kernel source: its text and the file it came from (None for inline source)."""
 
     text: str
     path: Optional[str]
     #: display name handed to the compiler, so its log points at the real file
     display: str
-    #: (path, bytes) of every header found by following ``#include`` (quoted and angle), in order
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
 
     @property
     def data(self) -> bytes:
@@ -54,8 +57,10 @@ def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[st
         if os.path.isfile(c):
             path = os.path.abspath(c)
             try:
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
+                data = read_regular(path)
+                if data is None:
+                    raise OSError("not a regular file")
+                text = data.decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise KernelCompileError(f"cannot read kernel file {path}: {exc}", file=path) from None
             return Source(text=text, path=path, display=path)
@@ -65,51 +70,6 @@ def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[st
         "or pass an absolute path",
         file=name,
     )
-
-
-# ------------------------------------------------------------------ comments and includes
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
-
-
-def strip_comments(text: str) -> str:
-    """Blank out comments (keeping newlines, so offsets and line numbers stay), keep string literals."""
-
-    def repl(m: re.Match[str]) -> str:
-        s = m.group(0)
-        if s.startswith(("//", "/*")):
-            return re.sub(r"[^\n]", " ", s)
-        return s
-
-    return _COMMENT.sub(repl, text)
-
-
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
-
-
-def find_headers(src: Source, include_dirs: Iterable[str]) -> list[tuple[str, bytes]]:
-    """Every header reachable through ``#include`` that exists under the source's dir or include_dirs.
-
-    Headers that are found nowhere are left for the compiler (system headers, or the compiler's own
-    ``hip/hip_runtime.h``); a quoted include that is really missing fails in the compiler with its
-    file and line.
-    """
-    dirs = list(include_dirs)
-    seen: dict[str, bytes] = {}
-    todo: list[tuple[str, Optional[str]]] = [(src.text, src.dir)]
-    while todo:
-        text, here = todo.pop(0)
-        for m in _INCLUDE.finditer(strip_comments(text)):
-            quoted, inc = m.group(1) == '"', m.group(2).strip()
-            search = ([here] if quoted and here else []) + dirs
-            for d in search:
-                p = os.path.abspath(os.path.join(d, inc))
-                if os.path.isfile(p):
-                    if p not in seen:
-                        with open(p, "rb") as f:
-                            seen[p] = f.read()
-                        todo.append((seen[p].decode("utf-8", "replace"), os.path.dirname(p)))
-                    break
-    return list(seen.items())
 
 
 # ------------------------------------------------------------------ kernel signatures
@@ -172,23 +132,40 @@ class Param:
         return "P" if self.pointer else SCALAR_TYPES.get(self.type)
 
 
+# Linear in the text (issue 12): a launch-bounds argument list is at most 256 characters, and the
+# search stops at the last ")" so a parameter list always finds its ")" and is never rescanned.
 _GLOBAL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?"
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?"
     r"(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
     re.S,
 )
 _EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
+_EXTERN_C = re.compile(r'extern\s+"C"')
+_BRACE = re.compile(r"[{}]")
+_STATEMENT_END = re.compile(r"[;}{]")
 
 
-def _extern_c_spans(text: str) -> list[tuple[int, int]]:
-    spans = []
-    for m in _EXTERN_C_BLOCK.finditer(text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        spans.append((m.start(), i))
-    return spans
+def _extern_c_spans(text: str) -> tuple[list[int], list[int]]:
+    """The ``extern "C" { ... }`` blocks as sorted disjoint (starts, ends); an unclosed one runs to the end."""
+    opens = {m.end() - 1 for m in _EXTERN_C_BLOCK.finditer(text)}
+    spans, stack = [], []
+    for m in _BRACE.finditer(text):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            start = stack.pop()
+            if start in opens:
+                spans.append((start, m.end()))
+    spans = sorted(spans + [(o, len(text)) for o in stack if o in opens])
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in spans:
+        if ends and a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+    return starts, ends
 
 
 def parse_param(decl: str) -> Param:
@@ -213,36 +190,37 @@ class KernelDecl:
 
 
 def find_kernels(text: str) -> dict[str, KernelDecl]:
-    """The ``__global__`` functions of a source, by name, with their parameter lists."""
+    """The ``__global__`` functions of a source, by name, with their parameter lists (linear in the text)."""
     clean = strip_comments(text)
-    spans = _extern_c_spans(clean)
+    starts, ends = _extern_c_spans(clean)
     out: dict[str, KernelDecl] = {}
-    for m in _GLOBAL.finditer(clean):
+    line, counted = 1, 0
+    for m in _GLOBAL.finditer(clean, 0, clean.rfind(")") + 1):
         before = clean[max(0, m.start() - 200) : m.start()]
-        stmt = re.split(r"[;}{]", before)[-1]
-        extern_c = bool(re.search(r'extern\s+"C"', stmt)) or any(a <= m.start() < b for a, b in spans)
+        stmt = _STATEMENT_END.split(before)[-1]
+        block = bisect.bisect_right(starts, m.start()) - 1
+        extern_c = bool(_EXTERN_C.search(stmt)) or (block >= 0 and m.start() < ends[block])
         raw = m.group("params").strip()
         params = [] if raw in ("", "void") else [parse_param(p) for p in _split_params(raw)]
         params = [p if not p.name.startswith("arg0") else Param(f"arg{i}", p.type, p.pointer, p.decl)
                   for i, p in enumerate(params)]
-        out.setdefault(m.group("name"), KernelDecl(
-            m.group("name"), params, extern_c, clean.count("\n", 0, m.start()) + 1))
+        line += clean.count("\n", counted, m.start())
+        counted = m.start()
+        out.setdefault(m.group("name"), KernelDecl(m.group("name"), params, extern_c, line))
     return out
 
 
 def _split_params(raw: str) -> list[str]:
-    parts, depth, cur = [], 0, ""
-    for ch in raw:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(raw):
         if ch in "<(":
             depth += 1
         elif ch in ">)":
             depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    parts.append(cur)
+        elif ch == "," and depth == 0:
+            parts.append(raw[start:i])
+            start = i + 1
+    parts.append(raw[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
