@@ -15,7 +15,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +24,13 @@ from typing import Any, Optional, Sequence
 from pytest_gpuenv.detect import _compilers as discovery
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source, first_error
+from pytest_gpuenv.rtc._run import compile_error, file_id, run_tool
+from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source
 
 DEFAULT_ARCHS = ("gfx90a", "gfx942", "gfx1030", "gfx1100", "sm_80", "sm_90")
+#: seconds a compiler's ``--version`` or ``--list-gpu-code`` may take, and a whole compile
+TOOL_TIMEOUT = 60.0
+COMPILE_TIMEOUT = 600.0
 _ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
 _PROBE_SOURCE = (
     '#include <hip/hip_runtime.h>\nextern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
@@ -49,33 +52,6 @@ def vendor_of(arch: str) -> str:
     return "amd" if arch.startswith("gfx") else "nvidia"
 
 
-def _file_id(path: str) -> str:
-    st = os.stat(path)
-    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _log_with_real_name(log: str, src: Source) -> str:
-    # hiprtc (comgr) reports the program as /tmp/comgr-XXXX/input/CompileSource (ROCm 5) or as
-    # /tmp/comgr-XXXX/input/<the name it was given> (ROCm 6)
-    return re.sub(r"/\S*?comgr-[^/\s]+/input/(?:CompileSource|" + re.escape(src.display.lstrip("/")) + ")",
-                  lambda m: src.display, log)
-
-
-def compile_error(log: str, src: Source, name: str, arch: str, compiler: str, fallback: str) -> KernelCompileError:
-    log = _log_with_real_name(log, src)
-    loc = first_error(log)
-    if loc:
-        file, line, msg = loc
-        m = re.search(r"'([^']+)' file not found|cannot open source file \"([^\"]+)\"", msg)
-        what = f"header {m.group(1) or m.group(2)!r} not found" if m else msg
-        head = f"{file}:{line}: {what} (compiling kernel {name!r} for {arch} with {compiler})"
-        return KernelCompileError(head, log=log, file=file, line=line, arch=arch, compiler=compiler)
-    return KernelCompileError(
-        f"{fallback} (compiling kernel {name!r} from {src.display} for {arch} with {compiler})",
-        log=log, file=src.path, arch=arch, compiler=compiler,
-    )
-
-
 class Compiler:
     name = "?"
     vendor = "?"
@@ -95,9 +71,18 @@ class Compiler:
                 include_dirs: Sequence[str]) -> bytes:
         raise NotImplementedError
 
-    def _flags(self, src: Source, defines: dict, include_dirs: Sequence[str], shipped: bool) -> list[str]:
-        inc = ([src.dir] if src.dir else []) + list(include_dirs) + ([SHIPPED_INCLUDE] if shipped else [])
-        flags = [f"-I{d}" for d in inc]
+    #: headers the compiler includes before the source (``-include``, ``--pre-include``; hiprtc: built in)
+    pre_includes: tuple[str, ...] = ("hip/hip_runtime.h",)
+
+    def _extra_includes(self) -> list[str]:
+        return []
+
+    def include_path(self, src: Source, include_dirs: Sequence[str]) -> list[str]:
+        """The ``-I`` folders this compiler is given, in order: the source's own, the caller's, its own."""
+        return ([src.dir] if src.dir else []) + list(include_dirs) + self._extra_includes()
+
+    def _flags(self, src: Source, defines: dict, include_dirs: Sequence[str]) -> list[str]:
+        flags = [f"-I{d}" for d in self.include_path(src, include_dirs)]
         for k, v in defines.items():
             flags.append(f"-D{k}" if v is None or v is True else f"-D{k}={v}")
         return flags
@@ -110,7 +95,7 @@ class Compiler:
                 with open(path, "w") as f:
                     f.write(src.text)
             out = os.path.join(tmp, output)
-            p = subprocess.run(cmd + [path, "-o", out], capture_output=True, text=True, env=env, timeout=600)
+            p = run_tool(cmd + [path, "-o", out], COMPILE_TIMEOUT, env=env, compiler=self.name)
             if p.returncode != 0 or not os.path.isfile(out):
                 log = (p.stderr + p.stdout).replace(path, src.display)
                 raise compile_error(log, src, name, arch, self.name, f"{self.name} exited with status {p.returncode}")
@@ -132,26 +117,21 @@ class _ProbedArchs(Compiler):
         except KernelCompileError:
             return False
 
-    def supported_archs(self, archs: Sequence[str], cache_dir: Optional[str]) -> list[str]:
-        from pytest_gpuenv.rtc._cache import ensure_dir
+    @cache  # noqa: B019
+    def _probed(self, arch: str, cache_dir: Optional[str]) -> bool:
+        """Whether ``arch`` builds: probed once, the answer kept in the compile cache (one probe per key
+        under many processes, as for kernels)."""
+        from pytest_gpuenv.rtc import _cache
 
-        h = hashlib.sha256((self.identity() + _PROBE_SOURCE).encode()).hexdigest()[:16]
-        path = os.path.join(ensure_dir(cache_dir), f"archs-{self.name}-{h}.json")
-        try:
-            with open(path) as f:
-                known: dict[str, bool] = json.load(f)
-        except (OSError, ValueError):
-            known = {}
-        todo = [a for a in archs if a not in known]
-        if todo:
-            with ThreadPoolExecutor(max_workers=min(8, len(todo))) as ex:
-                for a, ok in zip(todo, ex.map(self._probe_one, todo)):
-                    known[a] = ok
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(known, f)
-            os.replace(tmp, path)
-        return [a for a in archs if known.get(a)]
+        key = hashlib.sha256(f"arch-probe\0{self.identity()}\0{arch}\0{_PROBE_SOURCE}".encode()).hexdigest()
+        meta, _, _ = _cache.shared(cache_dir).get_or_compile(key, lambda: ({"ok": self._probe_one(arch)}, b""))
+        return meta.get("ok") is True
+
+    def supported_archs(self, archs: Sequence[str], cache_dir: Optional[str]) -> list[str]:
+        self.identity()  # once, before the threads
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(archs)))) as ex:
+            ok = list(ex.map(lambda a: self._probed(a, cache_dir), archs))
+        return [a for a, yes in zip(archs, ok) if yes]
 
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
         return bool(self.supported_archs([arch], cache_dir))
@@ -161,6 +141,7 @@ class Hiprtc(_ProbedArchs):
     name = "hiprtc"
     vendor = "amd"
     looked_for = "hiprtc (libhiprtc.so, libamdhip64.so)"
+    pre_includes = ()  # its device runtime is built in; the shipped stand-in is reached by #include only
 
     @cache  # noqa: B019 - one instance per process
     def library(self) -> Optional[str]:
@@ -171,18 +152,21 @@ class Hiprtc(_ProbedArchs):
 
     @cache  # noqa: B019
     def identity(self) -> str:
-        return f"hiprtc:{_file_id(self.library() or '')}"
+        return f"hiprtc:{file_id(self.library() or '')}"
+
+    def _extra_includes(self) -> list[str]:
+        return [HIPRTC_INCLUDE]
 
     def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
                 include_dirs: Sequence[str]) -> bytes:
         opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
-        opts += self._flags(src, defines, include_dirs, shipped=False) + [f"-I{HIPRTC_INCLUDE}"] + list(options)
+        opts += self._flags(src, defines, include_dirs) + list(options)
         req = json.dumps({"source": src.text, "name": src.display, "options": opts})
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hiprtc_worker.py")
         env = dict(os.environ)
         env.setdefault("HIP_VISIBLE_DEVICES", "")  # compile only: keep the child away from the GPUs
-        p = subprocess.run([sys.executable, worker, self.library() or ""], input=req, capture_output=True,
-                           text=True, env=env, timeout=600)
+        p = run_tool([sys.executable, worker, self.library() or ""], COMPILE_TIMEOUT, input=req, env=env,
+                     compiler=self.name)
         if p.returncode != 0 or not p.stdout.strip():
             how = (f"signal {signal.Signals(-p.returncode).name}" if p.returncode < 0
                    else f"exit status {p.returncode}")
@@ -217,14 +201,14 @@ class Hipcc(_ProbedArchs):
 
     @cache  # noqa: B019
     def identity(self) -> str:
-        p = subprocess.run([self.path() or "hipcc", "--version"], capture_output=True, text=True, env=self._env())
-        return f"hipcc:{_file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
+        p = run_tool([self.path() or "hipcc", "--version"], TOOL_TIMEOUT, env=self._env(), compiler=self.name)
+        return f"hipcc:{file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
 
     def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
                 include_dirs: Sequence[str]) -> bytes:
         cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip",
                "-include", "hip/hip_runtime.h"]  # as hiprtc does
-        cmd += self._flags(src, defines, include_dirs, shipped=False) + list(options)
+        cmd += self._flags(src, defines, include_dirs) + list(options)
         return self._run(cmd, src, name, arch, "kernel.co", self._env())
 
 
@@ -263,6 +247,9 @@ class Nvrtc(Compiler):
             bver = "?"
         return f"nvrtc:{major}.{minor}:cuda-bindings-{bver}"
 
+    def _extra_includes(self) -> list[str]:
+        return [SHIPPED_INCLUDE] + discovery.cuda_include_dirs(Fs(None), os.environ)
+
     @cache  # noqa: B019
     def _archs(self) -> tuple[int, ...]:
         nvrtc = self._module()
@@ -283,11 +270,8 @@ class Nvrtc(Compiler):
             have = ", ".join(f"sm_{a}" for a in self._archs())
             raise KernelCompileError(f"NVRTC does not know arch {arch!r} (it supports {have})", arch=arch,
                                      compiler="nvrtc", file=src.path)
-        flags = self._flags(src, defines, include_dirs, shipped=True)
-        flags += [f"-I{d}" for d in discovery.cuda_include_dirs(Fs(None), os.environ)]
         opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "--pre-include=hip/hip_runtime.h"]
-        opts += flags
-        opts += list(options)
+        opts += self._flags(src, defines, include_dirs) + list(options)
         err, prog = nvrtc.nvrtcCreateProgram(src.text.encode(), src.display.encode(), 0, [], [])
         try:
             (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
@@ -323,12 +307,15 @@ class Nvcc(Compiler):
 
     @cache  # noqa: B019
     def identity(self) -> str:
-        p = subprocess.run([self.path() or "nvcc", "--version"], capture_output=True, text=True)
-        return f"nvcc:{_file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
+        p = run_tool([self.path() or "nvcc", "--version"], TOOL_TIMEOUT, compiler=self.name)
+        return f"nvcc:{file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
+
+    def _extra_includes(self) -> list[str]:
+        return [SHIPPED_INCLUDE]
 
     @cache  # noqa: B019
     def _archs(self) -> tuple[str, ...]:
-        p = subprocess.run([self.path() or "nvcc", "--list-gpu-code"], capture_output=True, text=True)
+        p = run_tool([self.path() or "nvcc", "--list-gpu-code"], TOOL_TIMEOUT, compiler=self.name)
         return tuple(line.strip() for line in p.stdout.split() if line.strip().startswith("sm_"))
 
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
@@ -341,7 +328,7 @@ class Nvcc(Compiler):
                                      arch=arch, compiler="nvcc", file=src.path)
         cmd = [self.path() or "nvcc", "-cubin", f"-arch={arch}", "-O3", "-std=c++17", "-x", "cu",
                "-include", "hip/hip_runtime.h"]
-        cmd += self._flags(src, defines, include_dirs, shipped=True) + list(options)
+        cmd += self._flags(src, defines, include_dirs) + list(options)
         return self._run(cmd, src, name, arch, "kernel.cubin", None)
 
 
@@ -377,10 +364,7 @@ def looked_for() -> str:
 
 
 def default_archs(cache_dir: Optional[str]) -> list[str]:
-    """DEFAULT_ARCHS restricted to what the installed compilers build (hip arches probed once, on disk)."""
-    from pytest_gpuenv.rtc._cache import ensure_dir
-
-    cache_dir = ensure_dir(cache_dir)
+    """DEFAULT_ARCHS restricted to what the installed compilers build (hip arches probed once, cached)."""
     out = []
     for vendor in ("amd", "nvidia"):
         archs = [a for a in DEFAULT_ARCHS if vendor_of(a) == vendor]

@@ -43,6 +43,9 @@ class KernelCompileError(Exception):
 
 
 class CacheDirError(RuntimeError):
-    """The compile cache directory is unsafe (owned by someone else, or writable by others)."""
+    """The compile cache directory is unsafe: it (or a subfolder) is owned by someone else or writable by
+    others, a folder above it lets someone else replace it (owned by another user, or writable by others
+    without the sticky bit), or a folder on the way became a symbolic link. Checked on every load and store.
+    """
 
     __module__ = "pytest_gpuenv.rtc"

@@ -13,20 +13,16 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _args, _compilers
-from pytest_gpuenv.rtc._cache import Cache, make_key
+from pytest_gpuenv.rtc._cache import Cache, make_key, shared
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc._source import SHIPPED_INCLUDE, Param, Source, find_headers, kernel_decl, load_source
+from pytest_gpuenv.rtc._source import Param, Source, find_headers, kernel_decl, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
-_CACHES: dict[Optional[str], Cache] = {}
-
 
 def get_cache(cache_dir: Optional[str]) -> Cache:
-    c = _CACHES.get(cache_dir)
-    if c is None:
-        c = _CACHES[cache_dir] = Cache(cache_dir)
-    return c
+    """This process's compile cache for ``cache_dir`` (``_cache.shared``)."""
+    return shared(cache_dir)
 
 
 class Kernel:
@@ -202,8 +198,9 @@ def _cache_key(
     src: Source, name: str, arch: str, comp: Any, options: Sequence[str], defines: Mapping[str, Any],
     include_dirs: Sequence[str],
 ) -> str:
-    """The cache key: every input of the compile, the compiler's identity, the source and its headers."""
-    dirs = list(include_dirs) + ([SHIPPED_INCLUDE] if _compilers.vendor_of(arch) == "nvidia" else [])
+    """The cache key: every input of the compile, the compiler's identity, the source and every header
+    the compiler can reach through the include path it is given (the source's folder, ``include_dirs``,
+    its own, ``-I`` in options), quoted or angled."""
     parts = {
         "name": name,
         "arch": arch,
@@ -212,7 +209,8 @@ def _cache_key(
         "include_dirs": [os.path.abspath(d) for d in include_dirs],
         "compiler": comp.identity(),
     }
-    return make_key(parts, src.data, find_headers(src, dirs))
+    headers = find_headers(src, comp.include_path(src, include_dirs), pre_includes=comp.pre_includes, options=options)
+    return make_key(parts, src.data, headers)
 
 
 def _current_arch(device: Optional[int]) -> str:
