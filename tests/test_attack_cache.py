@@ -30,44 +30,46 @@ def _fresh(monkeypatch):
     monkeypatch.setattr(_cache, "_SHARED", {})
 
 
+@pytest.fixture
+def public():
+    """``public(mode)``: a folder another user can reach (removed afterwards)."""
+    made: list = []
+    yield lambda mode: made.append(public_dir(mode)) or made[-1]
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 # ------------------------------------------------------------------ 3: every reachable header is in the key
-@pytest.mark.parametrize("case", ["angled-in-source-dir", "quoted-next-to-header", "option-I", "option-I-joined",
-                                  "option-include", "shadowed-later-dir", "include-next", "compiler-own-dir",
-                                  "inline-source-cwd"])
+#: case: (the include in k/k.hip, the header then changed, options); include_dirs inc/, inc2/; the compiler's own/
+HEADER_CASES = {
+    "angled-in-source-dir": ("#include <cfg.h>", "k/cfg.h", []),  # the issue's attack: -I<source dir>
+    "quoted-next-to-header": ("#include <sub/a.h>", "inc/sub/b.h", []),
+    "option-I": ("#include <o.h>", "opt/o.h", ["-I", "{tmp}/opt"]),
+    "option-I-joined": ("#include <o.h>", "opt/o.h", ["-I{tmp}/opt"]),
+    "option-include": ("", "pre.h", ["-include", "{tmp}/pre.h"]),
+    "shadowed-later-dir": ("#include <s.h>", "inc2/s.h", []),  # whichever the compiler takes
+    "include-next": ("#include <n.h>", "inc2/n.h", []),
+    "compiler-own-dir": ("", "own/hip/hip_runtime.h", []),  # its pre-include
+    "inline-source-cwd": ('#include "cw.h"', "cw.h", []),
+}
+
+
+@pytest.mark.parametrize("case", list(HEADER_CASES))
 def test_header_change_changes_the_key(tmp_path, monkeypatch, case):
-    kdir, inc, inc2, own = (tmp_path / n for n in ("k", "inc", "inc2", "own"))
-    for d in (kdir, inc, inc2, own / "hip"):
-        d.mkdir(parents=True)
-    text = {
-        "angled-in-source-dir": "#include <cfg.h>\n",  # the issue's attack: found through -I<source dir>
-        "quoted-next-to-header": "#include <sub/a.h>\n",
-        "option-I": "#include <o.h>\n", "option-I-joined": "#include <o.h>\n",
-        "option-include": "", "shadowed-later-dir": "#include <s.h>\n", "include-next": "#include <n.h>\n",
-        "compiler-own-dir": "", "inline-source-cwd": '#include "cw.h"\n',
-    }[case] + 'extern "C" __global__ void k(float* o) { o[0] = V; }\n'
-    changed = {
-        "angled-in-source-dir": kdir / "cfg.h", "quoted-next-to-header": inc / "sub" / "b.h",
-        "option-I": inc2 / "o.h", "option-I-joined": inc2 / "o.h", "option-include": tmp_path / "pre.h",
-        "shadowed-later-dir": inc2 / "s.h", "include-next": inc2 / "n.h",
-        "compiler-own-dir": own / "hip" / "hip_runtime.h", "inline-source-cwd": tmp_path / "cw.h",
-    }[case]
-    (inc / "sub").mkdir()
-    (inc / "sub" / "a.h").write_text('#include "b.h"\n')
-    (inc / "s.h").write_text("#define V 1\n")
-    (inc / "n.h").write_text("#include_next <n.h>\n")
-    changed.write_text("#define V 1\n")
-    options = {"option-I": ["-I", str(inc2)], "option-I-joined": [f"-I{inc2}"],
-               "option-include": ["-include", str(changed)]}.get(case, [])
+    include, changed, options = HEADER_CASES[case]
+    files = {"inc/sub/a.h": '#include "b.h"\n', "inc/s.h": "#define V 1\n", "inc/n.h": "#include_next <n.h>\n",
+             changed: "#define V 1\n", "k/k.hip": include + '\nextern "C" __global__ void k(float* o) { o[0] = V; }\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    options = [o.format(tmp=tmp_path) for o in options]
     monkeypatch.chdir(tmp_path)
-    if case == "inline-source-cwd":
-        src = load_source(text)
-    else:
-        (kdir / "k.hip").write_text(text)
-        src = load_source(str(kdir / "k.hip"))
-    before = stub_key(src, options, [str(inc), str(inc2)], str(own))
-    assert stub_key(src, options, [str(inc), str(inc2)], str(own)) == before
-    changed.write_text("#define V 2\n")
-    assert stub_key(src, options, [str(inc), str(inc2)], str(own)) != before
+    src = load_source(files["k/k.hip"] if case == "inline-source-cwd" else str(tmp_path / "k" / "k.hip"))
+    dirs = [str(tmp_path / "inc"), str(tmp_path / "inc2")]
+    before = stub_key(src, options, dirs, str(tmp_path / "own"))
+    assert stub_key(src, options, dirs, str(tmp_path / "own")) == before
+    (tmp_path / changed).write_text("#define V 2\n")
+    assert stub_key(src, options, dirs, str(tmp_path / "own")) != before
 
 
 def test_stale_kernel_attack_with_a_real_compiler(tmp_path):
@@ -173,8 +175,8 @@ def test_folder_above_the_cache(tmp_path, mode, owner, refused):
 
 
 @ROOT
-def test_ownership_is_checked_against_the_unprivileged_user():
-    base = public_dir(0o1777)
+def test_ownership_is_checked_against_the_unprivileged_user(public):
+    base = public(0o1777)
     (base / "roots").mkdir(mode=0o755)
     (base / "theirs").mkdir(mode=0o755)
     os.chown(base / "theirs", 4343, 4343)
@@ -218,8 +220,8 @@ def test_no_usable_home(home):
 
 
 @ROOT
-def test_read_only_cache_serves_hits_and_builds_the_rest_uncached():
-    base = public_dir(0o755)
+def test_read_only_cache_serves_hits_and_builds_the_rest_uncached(public):
+    base = public(0o755)
     Cache(str(base / "c")).get_or_compile(KEY, build(b"old"))
     for d, _, files in os.walk(base / "c"):
         os.chown(d, FOREIGN, FOREIGN)
@@ -331,8 +333,7 @@ def test_gpuenv_compile_with_a_wedged_nvcc_on_path(tmp_path, monkeypatch, capsys
     monkeypatch.setattr(_compilers, "TOOL_TIMEOUT", 0.5)
     monkeypatch.setitem(_compilers._ALL, "nvcc", _compilers.Nvcc())
     (tmp_path / "k.hip").write_text('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }\n')
-    rc = compile_command([str(tmp_path / "k.hip"), "--arch", "sm_90", "--compiler", "nvcc", "--no-cache"])
-    assert rc == 1
+    assert compile_command([str(tmp_path / "k.hip"), "--arch", "sm_90", "--compiler", "nvcc", "--no-cache"]) == 1
     assert f"FAIL k sm_90: {tmp_path}/bin/nvcc --version timed out after 0.5 s" in capsys.readouterr().out
 
 
@@ -348,8 +349,7 @@ def test_wedged_compile_is_killed_with_its_children(tmp_path):
 
 
 def test_compiler_that_cannot_start_is_a_compile_error(tmp_path):
-    (tmp_path / "hipcc").write_text("not a program")
-    os.chmod(tmp_path / "hipcc", 0o644)
+    (tmp_path / "hipcc").write_text("not a program")  # not executable
     with pytest.raises(KernelCompileError, match=r"cannot run .*hipcc --version: \[Errno 13\]"):
         _run.run_tool([str(tmp_path / "hipcc"), "--version"], 5)
 
