@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples fault perf bench)
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples fault perf bench hosts)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples fault perf bench}
+SECTIONS=${*:-info tests examples fault perf bench hosts}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -79,6 +79,57 @@ fi
 if want bench; then
     run "benchmarks/compile_cache.py" 120 $PY benchmarks/compile_cache.py
     run "benchmarks/overhead.py" 150 $PY benchmarks/overhead.py --rounds 9
+fi
+if want hosts; then
+    # several "hosts" in one xdist run (issue 14): plain popen workers take the controller's assignment,
+    # the CUDA_VISIBLE_DEVICES=1 group is another host (other masks): it detects and assigns on its own
+    HOSTS_DIR=$(mktemp -d); mkdir -p "$HOSTS_DIR/rec"; printf '[pytest]\n' > "$HOSTS_DIR/pytest.ini"
+    cat > "$HOSTS_DIR/test_hosts_gpu.py" <<'PYEOF'
+import json, os, pathlib
+import pytest
+from pytest_gpuenv import requires_cuda, requires_rocm
+
+@requires_cuda
+@pytest.mark.parametrize("i", range(8))
+def test_cuda(i, torch_device, request):
+    import torch
+    from pytest_gpuenv._session import get_session
+    x = torch.ones(1 << 20, device=torch_device)
+    assert x.sum().item() == 1 << 20
+    rec = {"worker": os.environ["PYTEST_XDIST_WORKER"], "host": get_session(request.config).host,
+           "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"), "count": torch.cuda.device_count(),
+           "uuid": str(torch.cuda.get_device_properties(torch_device).uuid)}
+    pathlib.Path("rec", f"{rec['worker']}-{i}.json").write_text(json.dumps(rec))
+
+@requires_rocm
+def test_rocm():
+    pass
+PYEOF
+    run "hosts: --tx 2*popen --tx 2*popen//env:CUDA_VISIBLE_DEVICES=1" 180 bash -c "cd $HOSTS_DIR && $PY -m pytest -p xdist \
+        --dist each --tx '2*popen' --tx '2*popen//env:CUDA_VISIBLE_DEVICES=1' -rs -q test_hosts_gpu.py \
+        --gpuenv-json hosts.json > run.log 2>&1; cat run.log | cut -c1-250; $PY - <<'CHECK'
+import collections, glob, json, re
+recs = collections.defaultdict(list)
+for f in glob.glob('rec/*.json'):
+    r = json.load(open(f)); recs[r['worker']].append(r)
+seen = {w: {(r['cvd'], r['uuid'], r['count'], r['host']) for r in rs} for w, rs in sorted(recs.items())}
+for w, s in seen.items():
+    print(w, len(recs[w]), 'tests:', s)
+assert sorted(seen) == ['gw0', 'gw1', 'gw2', 'gw3'], 'every worker ran the CUDA tests (--dist each)'
+one = {w: next(iter(s)) for w, s in seen.items() if len(s) == 1}
+assert len(one) == 4, 'each worker stays on one GPU'
+assert (one['gw0'][0], one['gw1'][0]) == ('0', '1') and one['gw0'][1] != one['gw1'][1], 'plain popen: distinct GPUs 0, 1'
+assert one['gw2'][0] == one['gw3'][0] == '1', 'the masked host hands out its only GPU (physical 1)'
+assert one['gw2'][1] == one['gw3'][1] == one['gw1'][1], 'physical GPU 1 by UUID'
+assert all(v[2] == 1 for v in one.values()), 'each worker sees one device'
+assert one['gw2'][3] == one['gw3'][3] != one['gw0'][3], 'the masked group is its own host'
+log = open('run.log').read()
+assert 'gpuenv: hosts' in log and 'CUDA_VISIBLE_DEVICES=1)' in log, 'the summary lists both hosts'
+assert re.search(r'requires ROCm: found CUDA .*\[on host .*CUDA_VISIBLE_DEVICES=1\)\]', log), 'skips name the host'
+skips = json.load(open('hosts.json'))['skips']
+assert len(skips) == 4 and len({s['host'] for s in skips}) == 2, skips
+print('hosts check OK')
+CHECK"
 fi
 
 echo; echo "=== summary ($(( $(date +%s) - t_all ))s)"
