@@ -37,6 +37,9 @@ def _plugin_installed() -> bool:
 def project(pytester, shared_cache, monkeypatch):
     shutil.copytree(os.path.join(REPO, "kernels"), pytester.path / "kernels")
     pytester.makeini("[pytest]\n")
+    # these tests are about the compile-only path (and the GPU path on the GPU machine); the CPU executor,
+    # the default on a runner without a GPU, has its own tests (test_cpu_exec*.py)
+    monkeypatch.setenv("GPUENV_KERNELS", "compile")
     if not _plugin_installed():  # a checkout on sys.path without `pip install -e .`
         monkeypatch.setenv("PYTHONPATH", REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
         pytester.makeconftest('pytest_plugins = ["pytest_gpuenv.plugin"]\n')

@@ -247,7 +247,7 @@ def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) ->
         ev.append(f"nvrtc: {nvrtc}")
         out["nvrtc"] = True
     for k in ("hipcc", "nvcc", "cxx"):
-        if out[k]:
+        if out.get(k):
             ev.append(f"{k}: {out[k]}")
     return out
 
