@@ -180,18 +180,9 @@ def compile_kernel(
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
-    return Kernel(
-        name=name,
-        arch=arch,
-        compiler=comp.name,
-        binary=binary,
-        params=decl.params,
-        compile_seconds=float(meta.get("compile_seconds", 0.0)),
-        cache_hit=hit,
-        source=src.path,
-        device=device,
-        sync=sync,
-    )
+    return Kernel(name=name, arch=arch, compiler=comp.name, binary=binary, params=decl.params,
+                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
+                  device=device, sync=sync)
 
 
 def _cache_key(
