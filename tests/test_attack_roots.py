@@ -247,7 +247,9 @@ def test_a_huge_number_loses_only_its_node(root, capsys, rel, text):
     assert "gfx942" in capsys.readouterr().out
 
 
-def test_huge_memory_does_not_crash_the_pytest_header(root, pytester):
+def test_huge_memory_does_not_crash_the_pytest_header(root, pytester, monkeypatch):
+    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):  # an xdist worker's mask
+        monkeypatch.delenv(var, raising=False)
     gpu_tree(root)
     write(root, f"{TOPO}/nodes/2/mem_banks/0/properties", "heap_type 1\nsize_in_bytes " + "9" * 321 + "\n")
     write(root, f"{TOPO}/nodes/1/mem_banks/1/properties", "heap_type 2\nsize_in_bytes " + str(2**63) + "\n")
