@@ -198,3 +198,16 @@ def test_4k_local_array_in_1024_threads(K):
     K("big_locals")(2, 1024, out)
     t = np.tile(np.arange(1024), 2).astype(np.float64)
     np.testing.assert_allclose(out, sum(t + k for k in range(0, 1024, 97)), rtol=1e-6)
+
+
+def test_header_from_an_option_include_dir_is_in_the_key(tmp_path, cache):
+    """A header found through ``-I`` in ``options`` is part of the CPU kernel's cache key (issue 12 item 3)."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "value.h").write_text("#define VALUE 1.0f\n")
+    src = '#include <hip/hip_runtime.h>\n#include <value.h>\nextern "C" __global__ void f(float* p) { p[0] = VALUE; }\n'
+    first = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
+    again = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
+    (inc / "value.h").write_text("#define VALUE 2.0f\n")
+    changed = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
+    assert (first.cache_hit, again.cache_hit, changed.cache_hit) == (False, True, False)

@@ -14,7 +14,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +22,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc._cache import make_key
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
+from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
@@ -43,10 +43,7 @@ _PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)"
 @functools.cache
 def compiler_identity(cxx: str) -> str:
     """``path: first line of --version`` (part of the cache key)."""
-    try:
-        res = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise KernelCompileError(f"the C++ compiler {cxx} does not run ({exc})", compiler=cxx) from None
+    res = run_tool([cxx, "--version"], 30.0, compiler=cxx)
     return f"{cxx}: {(res.stdout.splitlines() or ['?'])[0]}"
 
 
@@ -108,12 +105,7 @@ def rewrite(text: str) -> tuple[str, list[str]]:
 
 
 def _run(cmd: list[str], display: str) -> None:
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise KernelCompileError(f"{cmd[0]} timed out after {TIMEOUT:.0f} s", arch="cpu", compiler=cmd[0]) from None
-    except OSError as exc:
-        raise KernelCompileError(f"cannot run {cmd[0]}: {exc}", arch="cpu", compiler=cmd[0]) from None
+    res = run_tool(cmd, TIMEOUT, compiler=os.path.basename(cmd[0]))
     if res.returncode != 0:
         log = (res.stderr or res.stdout).strip()
         err = first_error(log)
@@ -128,8 +120,8 @@ def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]
     if nm is None:
         return []
     try:
-        res = subprocess.run([nm, "-S", "-C", "--defined-only", so_path], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
+    except KernelCompileError:  # nm missing or wedged: no names for shared variables in messages
         return []
     syms, start, stop = [], None, None
     for line in res.stdout.splitlines():
@@ -211,7 +203,7 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
-    return make_key(parts, src.data, find_headers(src, dirs))
+    return make_key(parts, src.data, find_headers(src, dirs, options=options))
 
 
 def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
