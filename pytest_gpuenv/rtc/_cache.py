@@ -35,7 +35,7 @@ import warnings
 from typing import Any, Callable, Iterator, Optional
 
 from pytest_gpuenv.rtc._errors import CacheDirError
-from pytest_gpuenv.rtc._includes import digest
+from pytest_gpuenv.rtc._includes import digest, read_fd
 
 MAGIC = b"GPUENVK1"
 _HEAD = struct.Struct("<8s32sI")
@@ -192,17 +192,6 @@ def _warn_once(tag: str, message: str) -> None:
         warnings.warn(CacheWarning(message), stacklevel=4)
 
 
-def _read_entry(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left > 0:
-        chunk = os.read(fd, min(left, 1 << 24))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def _entry_problem(st: os.stat_result) -> Optional[str]:
     if not stat.S_ISREG(st.st_mode):
         kind = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
@@ -285,7 +274,7 @@ class Cache:
         try:
             st = os.fstat(efd)
             problem = _entry_problem(st)
-            blob = b"" if problem else _read_entry(efd, st.st_size)
+            blob = b"" if problem else read_fd(efd, st.st_size)
         finally:
             os.close(efd)
         if problem:

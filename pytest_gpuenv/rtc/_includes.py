@@ -64,16 +64,21 @@ def read_regular(path: str, limit: int = MAX_SOURCE) -> Optional[bytes]:
         if st.st_size > limit:
             raise KernelCompileError(f"{path} is {st.st_size} bytes; a kernel source or header may have at most "
                                      f"{limit} bytes", file=path)
-        chunks, left = [], st.st_size + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return read_fd(fd, st.st_size + 1)
     finally:
         os.close(fd)
+
+
+def read_fd(fd: int, size: int) -> bytes:
+    """At most ``size`` bytes from ``fd``, fewer at end of file (the cache's entries use it too)."""
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _scan(path: str) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
