@@ -40,3 +40,15 @@ def roots(request):
     yield get
     for path in made.values():
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cpu_cache(tmp_path_factory):
+    """A kernel cache for one CPU-executor test module."""
+    return str(tmp_path_factory.mktemp("cpu-cache"))
+
+
+@pytest.fixture(params=[64, 32], ids=["wave64", "wave32"])
+def warp(request) -> int:
+    """Each CPU-executor test at both wavefront widths."""
+    return int(request.param)

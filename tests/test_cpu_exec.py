@@ -12,7 +12,9 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from pytest_gpuenv.rtc import Kernel, compile_kernel  # noqa: E402
+from _cpu_exec_fixtures import builder  # noqa: E402
+
+from pytest_gpuenv.rtc import compile_kernel  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                 reason="no C++ compiler")
@@ -21,21 +23,9 @@ RUNS = os.path.join(HERE, "data", "cpu_kernels", "runs.hip")
 KERNELS = os.path.join(os.path.dirname(HERE), "kernels")
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cpu-cache"))
-
-
-@pytest.fixture(params=[64, 32], ids=["wave64", "wave32"])
-def warp(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 @pytest.fixture
-def K(cache: str, warp: int):  # type: ignore[no-untyped-def]
-    def build(name: str, path: str = RUNS, **kw: object) -> Kernel:
-        return compile_kernel(path, name, arch="cpu", warp_size=warp, cache_dir=cache, **kw)  # type: ignore[arg-type]
-    return build
+def K(cpu_cache: str, warp: int):  # type: ignore[no-untyped-def]
+    return builder(cpu_cache, warp, RUNS)
 
 
 def test_kernel_attributes(K, warp):
@@ -200,14 +190,14 @@ def test_4k_local_array_in_1024_threads(K):
     np.testing.assert_allclose(out, sum(t + k for k in range(0, 1024, 97)), rtol=1e-6)
 
 
-def test_header_from_an_option_include_dir_is_in_the_key(tmp_path, cache):
+def test_header_from_an_option_include_dir_is_in_the_key(tmp_path, cpu_cache):
     """A header found through ``-I`` in ``options`` is part of the CPU kernel's cache key (issue 12 item 3)."""
     inc = tmp_path / "inc"
     inc.mkdir()
     (inc / "value.h").write_text("#define VALUE 1.0f\n")
     src = '#include <hip/hip_runtime.h>\n#include <value.h>\nextern "C" __global__ void f(float* p) { p[0] = VALUE; }\n'
-    first = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
-    again = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
+    first = compile_kernel(src, "f", arch="cpu", cache_dir=cpu_cache, options=[f"-I{inc}"])
+    again = compile_kernel(src, "f", arch="cpu", cache_dir=cpu_cache, options=[f"-I{inc}"])
     (inc / "value.h").write_text("#define VALUE 2.0f\n")
-    changed = compile_kernel(src, "f", arch="cpu", cache_dir=cache, options=[f"-I{inc}"])
+    changed = compile_kernel(src, "f", arch="cpu", cache_dir=cpu_cache, options=[f"-I{inc}"])
     assert (first.cache_hit, again.cache_hit, changed.cache_hit) == (False, True, False)

@@ -11,6 +11,8 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
+from _cpu_exec_fixtures import builder  # noqa: E402
+
 from pytest_gpuenv import rtc  # noqa: E402
 from pytest_gpuenv.rtc import KernelCompileError, KernelLaunchError, compile_kernel  # noqa: E402
 
@@ -28,21 +30,9 @@ def line_of(tag: str) -> str:
     raise AssertionError(tag)
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("cpu-cache"))
-
-
-@pytest.fixture(params=[64, 32], ids=["wave64", "wave32"])
-def warp(request: pytest.FixtureRequest) -> int:
-    return int(request.param)
-
-
 @pytest.fixture
-def K(cache: str, warp: int):  # type: ignore[no-untyped-def]
-    def build(name: str, path: str = REPORTS, **kw: object) -> rtc.Kernel:
-        return compile_kernel(path, name, arch="cpu", warp_size=warp, cache_dir=cache, **kw)  # type: ignore[arg-type]
-    return build
+def K(cpu_cache: str, warp: int):  # type: ignore[no-untyped-def]
+    return builder(cpu_cache, warp, REPORTS)
 
 
 def raises(cls: type, k: rtc.Kernel, *args: object, **kw: object) -> str:
@@ -171,10 +161,10 @@ def test_inter_block_spin_wait_hits_the_watchdog(K, check):
     ("float v = tex1Dfetch<float>(0, 0);", "textures"),
     ("cooperative_groups::this_grid().sync();", "grid-wide sync"),
 ])
-def test_unsupported_constructs_are_compile_errors(cache, code, what):
+def test_unsupported_constructs_are_compile_errors(cpu_cache, code, what):
     src = f'#include <hip/hip_runtime.h>\nextern "C" __global__ void k(float* o) {{\n    {code}\n}}\n'
     with pytest.raises(KernelCompileError, match=what) as info:
-        compile_kernel(src, "k", arch="cpu", cache_dir=cache)
+        compile_kernel(src, "k", arch="cpu", cache_dir=cpu_cache)
     assert info.value.line == 3 and "not supported by the CPU executor" in str(info.value)
 
 
@@ -188,9 +178,9 @@ def test_arguments_checked_before_the_launch(K):
         k(1, 1, np.zeros(4, np.float32))
 
 
-def test_unchecked_wild_write_is_a_fault_not_a_crash(cache, warp):
+def test_unchecked_wild_write_is_a_fault_not_a_crash(cpu_cache, warp):
     src = '#include <hip/hip_runtime.h>\nextern "C" __global__ void wild(float* o, long off) {\n    o[off] = 1.0f;\n}\n'
-    k = compile_kernel(src, "wild", arch="cpu", warp_size=warp, check=False, cache_dir=cache)
+    k = compile_kernel(src, "wild", arch="cpu", warp_size=warp, check=False, cache_dir=cpu_cache)
     with pytest.raises(rtc.KernelFaultError, match=r"kernel 'wild' at <source>\.hip:3, .*segmentation fault"):
         k(1, 1, np.zeros(4, np.float32), 1 << 40)
     out = np.zeros(4, np.float32)
