@@ -37,12 +37,14 @@ import os
 import socket
 import sys
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import filelock
 import pytest
 
 from pytest_gpuenv.model import Device, GpuEnv
+
+if TYPE_CHECKING:  # pragma: no cover
+    import filelock  # imported where a seat is claimed: every run names its host, few claim seats
 
 #: variables that can change what detection (or a GPU runtime it probes) sees: these prefixes ...
 _INPUT_PREFIXES = ("AMD_", "CUDA_", "GPU_", "GPUENV_", "HIP_", "HSA_", "NVIDIA_", "PYTORCH_", "ROCM_", "ROCR_",
@@ -119,6 +121,8 @@ def _seat_dir(host_key: str) -> str:
 
 
 def _take(directory: str, position: int, seat: int) -> Optional[filelock.BaseFileLock]:
+    import filelock
+
     lock = filelock.FileLock(os.path.join(directory, f"gpu{position}.{seat}.lock"), thread_local=False, mode=0o600)
     try:
         lock.acquire(timeout=0)

@@ -118,14 +118,15 @@ def get_settings(config: pytest.Config) -> Settings:
     return config.stash[SESSION_KEY].settings
 
 
-def start(config: pytest.Config, worker_env: Callable[[pytest.Config, Settings], Optional[GpuEnv]]) -> GpuenvSession:
+def start(config: pytest.Config,
+          worker_env: Callable[[pytest.Config, Settings, _hosts.Host], Optional[GpuEnv]]) -> GpuenvSession:
     """Resolve the options, detect (unless ``worker_env`` gives the model an xdist controller sent), store
     the session."""
     settings = _options.resolve(config)
-    host = _hosts.here(settings.root, settings.backend, settings.probe).name
-    env = worker_env(config, settings)
+    host = _hosts.here(settings.root, settings.backend, settings.probe)
+    env = worker_env(config, settings, host)
     env = env if env is not None else _detect(config, settings)
-    session = GpuenvSession(env, settings, host=host)
+    session = GpuenvSession(env, settings, host=host.name)
     config.stash[SESSION_KEY] = session
     if env.forced_backend == "cpu":
         from pytest_gpuenv.detect import hide_gpus_env

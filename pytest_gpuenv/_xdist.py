@@ -189,13 +189,13 @@ def _workerinput(config: pytest.Config) -> Optional[dict[str, Any]]:
     return (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY)
 
 
-def worker_env(config: pytest.Config, settings: Settings) -> Optional[GpuEnv]:
+def worker_env(config: pytest.Config, settings: Settings, host: _hosts.Host) -> Optional[GpuEnv]:
     """In an xdist worker on its controller's host with the controller's detection inputs, the model the
-    controller detected; None elsewhere (detect here). Call before this run sets any variable."""
+    controller detected; None elsewhere (detect here). ``host`` is this process's, taken before this run
+    set any variable."""
     data = _workerinput(config)
     if not data:
         return None
-    host = _hosts.here(settings.root, settings.backend, settings.probe)
     controller = data.get("host") or {}
     local = controller.get("inputs") == host.inputs
     config.stash[_WORKER] = _WorkerState(host, controller, local, bool(data.get("multihost")))
