@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -139,6 +140,29 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("gpuenv_baselines", BASELINES_DESC, default=None)
 
 
+def getini(config: pytest.Config, name: str) -> Any:
+    """``config.getini(name)``, or the value as the file holds it where pytest refuses its TOML type: pytest
+    9's native TOML table (``[tool.pytest]``) raises TypeError for a list or a number given to a string
+    option (``gpuenv_perf_max_time = 5``) and for a string given to a list option. Under
+    ``[tool.pytest.ini_options]`` a TOML array comes back as a list, a number as its text."""
+    try:
+        return config.getini(name)
+    except TypeError:
+        return config.inicfg.get(name)
+
+
+def ini_where(config: pytest.Config, name: str) -> str:
+    """``ini option NAME in FILE``, for messages."""
+    return f"ini option {name}" + (f" in {config.inipath.name}" if config.inipath is not None else "")
+
+
+def split_list(value: Any) -> list[str]:
+    """The items of a list-valued option: a TOML array (a list; an item may itself be comma-separated) or a
+    text separated by commas, semicolons, spaces or newlines (command line, variables, pytest.ini)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [part for item in items for part in str(item).replace(";", ",").replace(",", " ").split()]
+
+
 def _lookup(config: pytest.Config, name: str, env: str) -> tuple[Any, str]:
     """Return (value, where) for an option: command line, environment, ini, default."""
     cli = config.getoption(name, default=None)
@@ -146,10 +170,8 @@ def _lookup(config: pytest.Config, name: str, env: str) -> tuple[Any, str]:
         return cli, "command line (--" + name.replace("_", "-") + ")"
     if os.environ.get(env):  # an empty variable counts as unset, as everywhere in gpuenv
         return os.environ[env], f"environment variable {env}"
-    ini = config.getini(name)
-    where = f"ini option {name}"
-    if config.inipath is not None:
-        where += f" in {config.inipath.name}"
+    ini = getini(config, name)
+    where = ini_where(config, name)
     default = next(d for n, _e, _h, d in _SIMPLE if n == name)
     if ini is None or ini == default or ini == "":
         return default, "default"
@@ -193,19 +215,44 @@ def _worker_gpus(value: Any, where: str) -> str:
 def _json_path(value: str, where: str, invocation_dir: str, worker: bool) -> str:
     """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one.
     Checked where it is written, so not in an xdist worker (which may run on another host)."""
+    from pytest_gpuenv._paths import new_file_problem
     from pytest_gpuenv.perf.session import json_target_problem
 
-    path = os.path.join(invocation_dir, value)
-    problem = None if worker else json_target_problem(path)
+    path = os.path.join(invocation_dir, str(value))
+    problem = None if worker else json_target_problem(path) or new_file_problem(path)
     if problem:
         raise pytest.UsageError(f"gpuenv: --gpuenv-json {safe_repr(value, 200)} from {where}: {problem}")
     return path
 
 
-def parse_arch_list(value: str, where: str) -> list[str]:
+def _directory(value: Any, what: str, where: str, create: bool, base: str) -> str:
+    """An absolute folder path (relative to ``base``) that ``_paths.directory_problem`` accepts."""
+    from pytest_gpuenv._paths import directory_problem
+
+    path = os.path.join(base, os.path.expanduser(str(value)))
+    problem = directory_problem(path, create)
+    if problem:
+        fix = "; give a directory of your own" if create else ""
+        raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}{fix}")
+    return os.path.abspath(path)
+
+
+def _kernel_dirs(config: pytest.Config) -> list[str]:
+    """ini ``gpuenv_kernel_dirs`` (relative to the ini file), each an existing folder; default: 'kernels'
+    under the rootdir, which may be missing."""
+    dirs = getini(config, "gpuenv_kernel_dirs")
+    if not dirs:
+        return [str(config.rootpath / "kernels")]
+    base = str(config.inipath.parent) if config.inipath is not None else str(config.invocation_params.dir)
+    where = ini_where(config, "gpuenv_kernel_dirs")
+    items = shlex.split(dirs) if isinstance(dirs, str) else list(dirs)  # a string: pytest 9's [tool.pytest]
+    return [_directory(str(d), "kernel directory", where, False, base) for d in items]
+
+
+def parse_arch_list(value: Any, where: str) -> list[str]:
     from pytest_gpuenv.model import ArchPattern
 
-    archs = [a.strip() for a in str(value).replace(";", ",").split(",") if a.strip()]
+    archs = split_list(value)
     if not archs:
         raise pytest.UsageError(f"gpuenv: empty arch list {safe_repr(value)} from {where}")
     out = []
@@ -223,7 +270,7 @@ def parse_arch_list(value: str, where: str) -> list[str]:
 
 
 def _warp_sizes(value: Any, where: str) -> list[int]:
-    parts = [p.strip() for p in str(value).split(",") if p.strip()]
+    parts = split_list(value)
     if not parts or len(parts) > 2 or any(p not in ("32", "64") for p in parts) or len(set(parts)) != len(parts):
         raise pytest.UsageError(
             f"gpuenv: invalid gpuenv_cpu_warp_sizes {safe_repr(value)} from {where}; expected 64, 32 or 64,32"
@@ -256,7 +303,9 @@ def resolve(config: pytest.Config) -> Settings:
             raise pytest.UsageError(f"gpuenv: --gpuenv-root {safe_repr(v, 200)} from {w} is not a directory")
         s.root = os.path.abspath(v)
     v, w = _lookup(config, "gpuenv_cache_dir", "GPUENV_CACHE_DIR")
-    s.cache_dir = v or None
+    if v:  # checked where the run starts, as --gpuenv-json (an xdist worker may run on another host)
+        base = str(config.invocation_params.dir)
+        s.cache_dir = str(v) if hasattr(config, "workerinput") else _directory(v, "--gpuenv-cache-dir", w, True, base)
     v, w = _lookup(config, "gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS")
     if v:
         s.compile_archs = parse_arch_list(v, w)
@@ -268,9 +317,8 @@ def resolve(config: pytest.Config) -> Settings:
     v, w = _lookup(config, "gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES")
     s.cpu_warp_sizes = _warp_sizes(v, w)
 
-    dirs = config.getini("gpuenv_kernel_dirs")
-    s.kernel_dirs = [str(p) for p in dirs] if dirs else [str(config.rootpath / "kernels")]
-    base = config.getini("gpuenv_baselines")
+    s.kernel_dirs = _kernel_dirs(config)
+    base = getini(config, "gpuenv_baselines")
     s.baselines = str(config.rootpath / base) if base else str(config.rootpath / ".gpuenv" / "baselines.json")
     s.plan = bool(config.getoption("gpuenv_plan", default=False))
     s.plan_profiles = list(config.getoption("gpuenv_plan_profile", default=[]) or [])
