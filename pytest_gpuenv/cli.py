@@ -21,7 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _parser() -> argparse.ArgumentParser:
+    from pytest_gpuenv import __version__
+
     p = argparse.ArgumentParser(prog="gpuenv", description="GPU environment report for pytest-gpuenv")
+    p.add_argument("--version", action="version", version=f"pytest-gpuenv {__version__}")
     sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile}")
     for name, helptext in (
         ("info", "print the environment model"),
