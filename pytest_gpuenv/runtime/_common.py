@@ -28,13 +28,15 @@ class Function:
     max_shared: int = 0
 
 
-def launch_error(backend: str, code: str, message: str, what: str) -> KernelLaunchError:
+def launch_error(backend: str, code: str, message: str, what: str, sticky: Optional[bool] = None) -> KernelLaunchError:
     """The error for ``what`` (the call that failed) answered with ``code``; a sticky code is recorded.
 
     A sticky code seen while waiting for a kernel (``what`` starts with "kernel execution") names the
     running test as the culprit; seen by any other call it only says where the broken context was found.
+    ``sticky`` overrides the code's class where the caller knows better (a launch clr refused before it
+    ran answers hipErrorLaunchFailure, which is sticky when a kernel fails).
     """
-    sticky = _sticky.is_sticky(code)
+    sticky = _sticky.is_sticky(code) if sticky is None else sticky
     if sticky:
         _sticky.record(backend, code, culprit=what.startswith("kernel execution"))
     return KernelLaunchError(f"{what}: {code}: {message}", code=code, sticky=sticky)

@@ -4,13 +4,18 @@ A sticky error (an illegal address, a trap) makes every later call on that conte
 records the first one per backend with the test that was running (``running(nodeid)`` brackets a
 test's GPU use); the plugin asks ``poisoned()`` to skip later GPU tests with a reason naming the
 culprit instead of failing them cryptically.
+
+Where a fault kills the process instead (ROCm before 7, or with core dumps enabled: ROCr's
+``VMFaultHandler`` and clr's queue callback call ``abort()``), nothing here survives; the runtime calls
+``before_launch`` before each launch so that a hook set by the plugin (``set_launch_hook``) can record
+the running test on disk first.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
@@ -25,6 +30,8 @@ STICKY = frozenset({
     "CUDA_ERROR_LAUNCH_TIMEOUT",
     "CUDA_ERROR_TMA_FAILURE",
     "hipErrorIllegalAddress",
+    # sticky when a kernel failed; the same code answered by the launch call itself is clr refusing the
+    # launch before it ran (runtime/hip.py classifies that one as not sticky)
     "hipErrorLaunchFailure",
     "hipErrorAssert",
     "hipErrorIllegalState",
@@ -54,6 +61,21 @@ class Poison:
 
 _state: dict[str, Optional[str]] = {"test": None}
 _poisons: dict[str, Poison] = {}
+_launch_hook: list[Callable[[str], None]] = []
+
+
+def set_launch_hook(hook: Optional[Callable[[str], None]]) -> None:
+    """Call ``hook(backend)`` before each launch that may abort the process (None: no hook)."""
+    _launch_hook[:] = [hook] if hook is not None else []
+
+
+def before_launch(backend: str) -> None:
+    """Run the launch hook; a hook that cannot write its record does not stop the launch."""
+    for hook in _launch_hook:
+        try:
+            hook(backend)
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager

@@ -6,12 +6,20 @@ again, so a kernel runs on its device whatever the thread did in between. The sa
 an error into ``KernelLaunchError`` with the runtime's error name and message and the call that
 failed. Stream 0 is passed as None (the null stream). The binding is imported when the object is
 made: importing this module starts nothing.
+
+Two things differ from CUDA. Before ROCm 7 (and on ROCm 7 with core dumps enabled) a GPU fault aborts
+the process instead of coming back as an error, so ``launch`` first tells ``_sticky.before_launch``
+(the plugin records the running test durably). And ``hipErrorLaunchFailure`` answered by the launch
+call itself means clr refused the launch before anything ran (a block above the kernel's launch
+bounds, a cooperative launch the device cannot do): that error is not sticky unless a cheap call on
+the device fails too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from pytest_gpuenv.runtime import _sticky
 from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
 
 #: what hipGetErrorString answers for some codes where it only repeats the name (ROCm 5)
@@ -38,7 +46,7 @@ class HipRuntime:
     def _check(self, result: Any, what: str) -> Any:
         err = result[0] if isinstance(result, tuple) else result
         if int(err) != 0:
-            code = getattr(err, "name", None) or str(err)
+            code = _code(err)
             msg = self.hip.hipGetErrorString(err)
             msg = text(msg[-1] if isinstance(msg, tuple) else msg)
             raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what)
@@ -69,11 +77,34 @@ class HipRuntime:
         """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used."""
         h = self.stream(stream)
         self._select()
-        self._check(
-            self.hip.hipModuleLaunchKernel(func.handle, *grid, *block, shared_mem, h or None, args_address, None),
-            "hipModuleLaunchKernel",
-        )
+        _sticky.before_launch(self.backend)
+        result = self.hip.hipModuleLaunchKernel(func.handle, *grid, *block, shared_mem, h or None, args_address, None)
+        err = result[0] if isinstance(result, tuple) else result
+        if int(err) != 0 and _code(err) == "hipErrorLaunchFailure":
+            raise self._refused(func, block)
+        self._check(result, "hipModuleLaunchKernel")
         return h
+
+    def _refused(self, func: Function, block: tuple[int, int, int]) -> Exception:
+        """The error for hipErrorLaunchFailure answered by hipModuleLaunchKernel itself.
+
+        clr's launch validation (hipamd/src/hip_module.cpp, ``ihipLaunchKernel_validate``) returns it
+        before anything is enqueued for a block larger than the kernel's launch bounds and for a
+        cooperative launch the device does not support: nothing ran, the device is fine. A device
+        already in error answers every call with its error (clr ``HIP_INIT_API``), so a cheap call,
+        ``hipFuncGetAttribute``, tells the two apart: if it fails, that error is raised (and recorded).
+        """
+        attr = self.hip.hipFunction_attribute.HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        limit = int(self._check(self.hip.hipFuncGetAttribute(attr, func.handle),
+                                "hipFuncGetAttribute after hipErrorLaunchFailure"))
+        threads = block[0] * block[1] * block[2]
+        if limit and threads > limit:
+            why = (f"block {block[0]}x{block[1]}x{block[2]} ({threads} threads) is larger than the launch bounds "
+                   f"of kernel {func.name!r} ({limit} threads per block)")
+        else:
+            why = f"the runtime refused to launch kernel {func.name!r} before it ran"
+        return launch_error(self.backend, "hipErrorLaunchFailure", why + "; nothing ran, the device is still usable",
+                            "hipModuleLaunchKernel", sticky=False)
 
     def synchronize(self, stream: int = 0) -> None:
         """Wait for ``stream``; a fault of a kernel on it surfaces here (and names the running test)."""
@@ -127,3 +158,8 @@ class HipRuntime:
         attr = self.hip.hipDeviceAttribute_t.hipDeviceAttributeWallClockRate
         khz = int(self._check(self.hip.hipDeviceGetAttribute(attr, self.device), "hipDeviceGetAttribute"))
         return khz * 1e3 if khz > 0 else 100e6
+
+
+def _code(err: Any) -> str:
+    """The error's name (``hipErrorLaunchFailure``) from a hip-python enum member, else its text."""
+    return getattr(err, "name", None) or str(err)
