@@ -15,11 +15,11 @@ import pytest
 
 pytest.importorskip("hip")
 
-from _hip_standin import HipStandin  # noqa: E402
+from _hip_standin import HipStandin
 
-from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned  # noqa: E402
-from pytest_gpuenv.runtime._common import Function  # noqa: E402
-from pytest_gpuenv.runtime.hip import HipRuntime  # noqa: E402
+from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned
+from pytest_gpuenv.runtime._common import Function
+from pytest_gpuenv.runtime.hip import HipRuntime
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,8 @@ the real system: ``Fs(None)`` and ``os.environ``) look up homes, tools and libra
   (``nvidia/<package>/lib`` and ``include``).
 - Tools (hipcc, nvcc): PATH, then ``<home>/bin``. Libraries: hiprtc (libhiprtc, or ROCm 5's libamdhip64)
   and NVRTC by file name.
-- Native Windows: hipcc and hiprtc in the HIP SDK's ``bin``, nvcc and NVRTC in ``$CUDA_PATH\\bin``.
+- Native Windows: hipcc and hiprtc (``hiprtc<MM><mm>.dll``) in the HIP SDK's ``bin``, nvcc and NVRTC in
+  ``$CUDA_PATH\\bin``.
 - The host C++ compiler (the CPU executor's): ``$CXX``, then g++, clang++, c++ on PATH.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
@@ -27,6 +29,12 @@ _HIP_MAJORS = ("7", "6", "5", "8", "9")
 HIPRTC_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libhiprtc.so.8")
 #: the HIP runtime, which carries hiprtc in ROCm 5: loaded for hiprtc when no libhiprtc is found
 _HIPRTC_IN_AMDHIP = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
+#: native Windows hiprtc: clr's hipamd/src/hiprtc/CMakeLists.txt names it ``hiprtc${HIP_MAJOR_VERSION}${HIP_MINOR_VERSION}``
+#: (the major zero-padded to two digits, the minor prefixed with 0: ``hiprtc0602.dll`` for HIP 6.2), beside
+#: ``amdhip64_<major>.dll``; ``hiprtc-builtins0602.dll`` is its helper, not the API
+_HIPRTC_DLL = re.compile(r"^hiprtc(\d{2})(\d{2,3})\.dll$", re.IGNORECASE)
+#: this interpreter runs on native Windows (a module flag, so tests can take the Windows branch)
+NATIVE_WINDOWS = sys.platform == "win32"
 _NVRTC_NAMES = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11")
 _WHEEL_GLOBS = ("/opt/*/lib/python3*/site-packages/nvidia", "/usr/local/lib/python3*/*-packages/nvidia",
                 "/usr/lib/python3*/*-packages/nvidia")
@@ -175,7 +183,10 @@ def _debian_version(fs: Fs, ev: list[str]) -> Optional[str]:
 
 
 def hiprtc_library(fs: Fs, environ: Any) -> Optional[str]:
-    """The library to load hiprtc from: in the ROCm homes' ``lib``, LD_LIBRARY_PATH, the system folders."""
+    """The library to load hiprtc from: in the ROCm homes' ``lib``, LD_LIBRARY_PATH, the system folders
+    (native Windows: the newest ``hiprtc<MM><mm>.dll`` in ``%HIP_PATH%\\bin``, then on PATH)."""
+    if NATIVE_WINDOWS and not fs.root_mode:
+        return windows_hiprtc(fs, environ)
     dirs = [h + "/lib" for h in rocm_homes(fs, environ)]
     dirs += [d for d in environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
     dirs += _multiarch_dirs(fs) + ["/usr/lib", "/usr/local/lib"]
@@ -183,6 +194,28 @@ def hiprtc_library(fs: Fs, environ: Any) -> Optional[str]:
         for d in dirs:
             if fs.isfile(f"{d.rstrip('/')}/{name}"):
                 return f"{d.rstrip('/')}/{name}"
+    return None
+
+
+def hiprtc_dll(fs: Fs, bin_dir: str) -> Optional[str]:
+    """The name of the newest hiprtc DLL in ``bin_dir`` (``hiprtc0604.dll``), or None."""
+    found = [(int(m.group(1)), int(m.group(2)), n) for n in fs.listdir(bin_dir) for m in [_HIPRTC_DLL.match(n)] if m]
+    return max(found)[2] if found else None
+
+
+def windows_hiprtc(fs: Fs, environ: Any) -> Optional[str]:
+    """Native Windows: the hiprtc DLL in ``%HIP_PATH%\\bin`` (read under the root in root mode), else in a
+    folder on PATH."""
+    from pytest_gpuenv.detect._windows import winpath
+
+    sep = "/" if fs.root_mode else os.sep
+    dirs = [winpath(fs, environ["HIP_PATH"]).rstrip("/\\") + sep + "bin"] if environ.get("HIP_PATH") else []
+    if not fs.root_mode:
+        dirs += [d for d in environ.get("PATH", "").split(os.pathsep) if d]
+    for d in dirs:
+        name = hiprtc_dll(fs, d)
+        if name:
+            return d.rstrip("/\\") + sep + name
     return None
 
 
@@ -259,7 +292,7 @@ def hip_sdk_compilers(fs: Fs, bin_dir: str, sep: str) -> dict[str, Any]:
         if fs.exists(f"{bin_dir}{sep}{exe}"):
             out["hipcc"] = f"{bin_dir}{sep}{exe}"
             break
-    out["hiprtc"] = any(n.lower().startswith("hiprtc") and n.lower().endswith(".dll") for n in fs.listdir(bin_dir))
+    out["hiprtc"] = hiprtc_dll(fs, bin_dir) is not None
     return out
 
 

@@ -5,6 +5,10 @@ Why a child process: Debian's ROCm 5.2 hiprtc aborts the whole process (``munmap
 pointer``) for an arch it does not know, such as gfx942 or gfx1100, and hiprtc inside
 libamdhip64 may start the HIP runtime; neither may happen inside the pytest process.
 
+LIBRARY is a path: ``libhiprtc.so*`` / ``libamdhip64.so*`` on Linux, ``hiprtc<MM><mm>.dll`` on native
+Windows, whose folder (the HIP SDK's ``bin``, with amd_comgr and hiprtc-builtins) is added to the DLL
+search path first.
+
 Request: {"source": str, "name": str, "options": [str]}. Reply on stdout:
 {"result": int, "error": str, "log": str, "code": base64 str, "version": "M.m"}.
 """
@@ -12,11 +16,20 @@ Request: {"source": str, "name": str, "options": [str]}. Reply on stdout:
 import base64
 import ctypes
 import json
+import os
 import sys
 
 
+def load(path: str) -> ctypes.CDLL:
+    """hiprtc's library; on Windows its folder is searched for the DLLs it depends on."""
+    folder = os.path.dirname(path)
+    if folder and hasattr(os, "add_dll_directory"):  # Windows, Python >= 3.8
+        os.add_dll_directory(folder)
+    return ctypes.CDLL(path)
+
+
 def main() -> int:
-    lib = ctypes.CDLL(sys.argv[1])
+    lib = load(sys.argv[1])
     req = json.loads(sys.stdin.read())
     lib.hiprtcGetErrorString.restype = ctypes.c_char_p
     major, minor = ctypes.c_int(), ctypes.c_int()
