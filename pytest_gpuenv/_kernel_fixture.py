@@ -16,6 +16,9 @@ runs its test inside ``pytest_gpuenv.runtime.running(nodeid)``, so the runtime r
 did it; the failing test reports the runtime's error, and every later ``hip_kernel`` call in that
 process skips, naming that test (``runtime.poisoned()``; skip rather than fail: the fault is already
 one failure, and the later tests did not run). Tests that may fault belong in a subprocess.
+
+A compile error shows the compiler's log of each failing arch, once per run: a later test that meets the
+same log (the same kernel and arch) gives the error's first line and the test whose failure shows it.
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from pytest_gpuenv._session import get_session
 from pytest_gpuenv.fixtures import current_device
 from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.rtc import _compilers
+from pytest_gpuenv.rtc._attribute import LogOnce
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
 from pytest_gpuenv.runtime import poisoned
 
 __all__ = ["HipKernelFactory"]
+
+_LOGS = pytest.StashKey[LogOnce]()
 
 
 def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
@@ -92,9 +98,16 @@ class HipKernelFactory:
                 k = compile_kernel(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
                 return k
             return self._compile_check(path_or_source, name, arch, kw)
-        except (KernelCompileError, CacheDirError) as exc:
+        except KernelCompileError as exc:
+            message = f"hip_kernel: {self._log_text(exc)}"
+        except CacheDirError as exc:
             message = f"hip_kernel: {exc}"
-        pytest.fail(message, pytrace=False)  # outside the except: no "During handling ..." chain
+        pytest.fail(message, pytrace=False)
+
+    def _log_text(self, exc: KernelCompileError) -> str:
+        """``exc`` with its log, or, when an earlier test showed that log, where."""
+        logs = self.request.config.stash.setdefault(_LOGS, LogOnce())
+        return logs.text(exc, f"in the failure of {self.request.node.nodeid}")  # outside the except: no "During handling ..." chain
 
     def _compile_check(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict) -> Any:
         built, missing = self._compile_archs(path_or_source, name, arch, kw)
@@ -138,10 +151,10 @@ class HipKernelFactory:
             except KernelCompileError as exc:
                 errors.append((a, exc))
         if errors:
-            first = errors[0][1]
+            shown = "\n".join(self._log_text(exc) for _, exc in errors)  # each arch's log: compilers differ
             more = f"\n(also failed for {', '.join(a for a, _ in errors[1:])})" if len(errors) > 1 else ""
             ok = f"; built for {', '.join(built)}" if built else ""
-            pytest.fail(f"hip_kernel: {first}{more}{ok}", pytrace=False)
+            pytest.fail(f"hip_kernel: {shown}{more}{ok}", pytrace=False)
         if not built:
             pytest.skip(f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}; "
                         f"no compiler for {', '.join(missing)}")

@@ -133,7 +133,8 @@ def _check_own(cache: str, where: str, st: os.stat_result) -> None:
         mode = st.st_mode
         who = "group and others" if mode & 0o020 and mode & 0o002 else "group" if mode & 0o020 else "others"
         fix = "Use a directory of your own (--gpuenv-cache-dir PATH)"
-        if not mode & (stat.S_ISVTX | 0o002):  # never chmod 700 a shared folder such as /tmp
+        # never chmod 700 a shared folder: /tmp (sticky, world-writable) or a team's (setgid, group-writable)
+        if not mode & (stat.S_ISVTX | stat.S_ISGID | 0o002):
             fix += f", or, if this one is yours alone: chmod 700 {where}"
         raise _refuse(cache, f"{'it' if where == cache else where} is writable by {who} (mode "
                              f"{stat.S_IMODE(mode):o})", fix)

@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
 def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # type: ignore[no-untyped-def]
     """Run ``gpuenv compile``; returns the exit status (0: every kernel built for every arch)."""
     from pytest_gpuenv.rtc import _compilers
+    from pytest_gpuenv.rtc._attribute import LogOnce
     from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
     from pytest_gpuenv.rtc._source import find_kernels, load_source
     from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
@@ -57,6 +58,7 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
         k, _, v = d.partition("=")
         defines[k] = v or None
     failed = 0
+    logs = LogOnce()  # a source with several kernels fails each of them with the same log: print it once
     for name in names:
         for arch in archs:
             t = time.perf_counter()
@@ -66,7 +68,8 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
                                    use_cache=not args.no_cache)
             except (KernelCompileError, CacheDirError) as exc:
                 failed += 1
-                print(f"FAIL {name} {arch}: {exc}", file=out)
+                text = logs.text(exc, f"above, under {name} {arch}") if isinstance(exc, KernelCompileError) else exc
+                print(f"FAIL {name} {arch}: {text}", file=out)
                 continue
             took = time.perf_counter() - t
             how = f"cached, built in {k.compile_seconds:.2f} s" if k.cache_hit else f"{took:.2f} s"

@@ -13,9 +13,10 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _args, _compilers
+from pytest_gpuenv.rtc._attribute import attribute
 from pytest_gpuenv.rtc._cache import Cache, make_key, shared
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc._source import Param, Source, find_headers, kernel_decl, load_source
+from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, find_headers, kernel_decl, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -156,9 +157,25 @@ def compile_kernel(
 
     ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
     ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks.
+
+    Each error line of the log names the kernel whose source it is in (``[kernel 'bad']``), and the
+    message says so when that is another kernel of the same source (``rtc._attribute``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     decl = kernel_decl(src, name)
+    try:
+        return _compile(src, decl, arch, options, defines, include_dirs, cache_dir, compiler, device, sync,
+                        use_cache, warp_size, check)
+    except KernelCompileError as exc:
+        attribute(exc, src, name)
+        raise
+
+
+def _compile(src: Source, decl: KernelDecl, arch: Optional[str], options: Sequence[str],
+             defines: Optional[Mapping[str, Any]], include_dirs: Sequence[str], cache_dir: Optional[str],
+             compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool, warp_size: int,
+             check: bool) -> Kernel:
+    name = decl.name
     if arch == "cpu":
         from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
