@@ -89,6 +89,10 @@ class Device:
     unusable_reason: Optional[str] = None
     #: index in the runtime before masks (what the *_VISIBLE_DEVICES variables index into)
     physical_index: Optional[int] = None
+    #: bytes of the largest cache a cold timer must flush: the Infinity Cache (MALL) where the GPU has one,
+    #: else L2; from ROCm's GPU specification table (``detect._caches``); None where unknown (NVIDIA: the
+    #: timer reads the L2 size from the runtime)
+    last_level_cache_bytes: Optional[int] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Optional
 
-from pytest_gpuenv.model import GpuEnv, kind_label
+from pytest_gpuenv.model import GpuEnv, format_size, kind_label
 
 
 def _torch_text(env: GpuEnv) -> Optional[str]:
@@ -89,6 +89,8 @@ def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]]
                 extra.append(f"warp {d.warp_size}")
             if d.physical_arch and d.physical_arch != d.arch:
                 extra.append(f"physical {d.physical_arch}")
+            if d.last_level_cache_bytes:
+                extra.append(f"last-level cache {format_size(d.last_level_cache_bytes)}")
             if d.source:
                 extra.append(f"from {d.source}")
             state = "" if d.usable else f" NOT USABLE ({d.unusable_reason or 'see problems'})"

@@ -4,6 +4,10 @@ Platform first (``_platform``), then where the devices come from: native Linux h
 /proc/driver/nvidia plus NVML for NVIDIA), WSL in ``_wsl``, native Windows in ``_windows``. Then the
 runtime probe where files cannot count devices, the visible-devices masks, the checks of ``_checks``,
 and the conclusion (backend, usable).
+
+A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
+loaded, ``_probe`` when the probe runs, ``_windows`` on Windows): one detection on a machine without
+GPUs loads only what it reads.
 """
 
 from __future__ import annotations
@@ -11,13 +15,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _amd, _checks, _nvidia, _probe, _wsl
+from pytest_gpuenv.detect import _amd, _caches, _checks, _wsl
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
-from pytest_gpuenv.detect._windows import windows
 from pytest_gpuenv.model import Device, GpuEnv, family
 
 
@@ -30,6 +33,8 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
     if env.platform != "windows" or not fs.root_mode:
         env.torch = read_torch(fs, environ, ctx.ev)
     if env.platform == "windows":
+        from pytest_gpuenv.detect._windows import windows
+
         windows(ctx)
     elif env.platform == "linux":
         _linux(ctx)
@@ -38,8 +43,10 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
         ctx.ev.append(f"platform {env.platform}: no ROCm/CUDA support, CPU only")
     _maybe_probe(ctx)
     _masks(ctx)
+    _caches.fill([*env.devices, *env.hidden_devices])  # last-level cache sizes from ROCm's spec table
     _checks.arch_support(ctx)
     _checks.torch_problems(ctx)
+    _checks.rocm_runtime(ctx)
     _conclude(ctx)
     _unreadable(ctx)
 
@@ -141,6 +148,8 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
 
 def _nvidia_devices(ctx: Ctx) -> list[Device]:
     """/proc/driver/nvidia GPUs with usable device nodes, completed by NVML."""
+    from pytest_gpuenv.detect import _nvidia
+
     fs, env, ev = ctx.fs, ctx.env, ctx.ev
     env.cuda["driver_version"] = _nvidia.driver_version(fs)
     ev.append(f"/proc/driver/nvidia/version: {env.cuda['driver_version']}")
@@ -163,7 +172,7 @@ def _nvidia_devices(ctx: Ctx) -> list[Device]:
 def _no_gpu_found(ctx: Ctx, mod: dict[str, Any], topo: Optional[str], nv_loaded: bool) -> None:
     """No device: say why when a GPU is on the PCI bus without its driver, or ROCm is installed without one."""
     fs = ctx.fs
-    pci = _nvidia.pci_vendor_gpus(fs) if fs.isdir("/sys/bus/pci/devices") else {}
+    pci = pci_vendor_gpus(fs) if fs.isdir("/sys/bus/pci/devices") else {}
     if pci.get("nvidia") and not nv_loaded:
         ctx.add("nvidia-driver-not-loaded", f"NVIDIA GPU present (PCI {', '.join(pci['nvidia'][:4])}) but the "
                 "kernel driver is not loaded (/proc/driver/nvidia missing)",
@@ -189,6 +198,22 @@ def _no_gpu_found(ctx: Ctx, mod: dict[str, Any], topo: Optional[str], nv_loaded:
     )
 
 
+def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
+    """Display-class PCI functions by vendor ('amd', 'nvidia'), from /sys/bus/pci/devices (T1)."""
+    out: dict[str, list[str]] = {}
+    names = fs.listdir("/sys/bus/pci/devices")
+    if len(names) > 512:
+        return out
+    for bdf in names:
+        vendor = (fs.read(f"/sys/bus/pci/devices/{bdf}/vendor", 32) or "").strip().lower()
+        if vendor not in ("0x10de", "0x1002"):
+            continue
+        cls = (fs.read(f"/sys/bus/pci/devices/{bdf}/class", 32) or "").strip().lower()
+        if cls.startswith(("0x0300", "0x0302", "0x0380", "0x1200")):
+            out.setdefault("nvidia" if vendor == "0x10de" else "amd", []).append(bdf)
+    return out
+
+
 # ------------------------------------------------------------------------------------------ probe
 def _maybe_probe(ctx: Ctx) -> None:
     """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went."""
@@ -199,6 +224,8 @@ def _maybe_probe(ctx: Ctx) -> None:
         if ctx.probe_required:
             env.probe["error"] = "root mode: no process is started" if fs.root_mode else "probe disabled"
         return
+    from pytest_gpuenv.detect import _probe
+
     order = {"rocm": ["hip", "torch"], "cuda": ["cuda", "torch"]}.get(family(env.kind), ["hip", "cuda", "torch"])
     paths = [p for p in ((ctx.rocm.get("path") or "") + "/.info/version", (env.torch or {}).get("path")) if p]
     key = _probe.cache_key(fs, ctx.environ, env.kind, paths)
@@ -257,6 +284,8 @@ def _use_probe(ctx: Ctx, res: dict[str, Any], cached: bool) -> None:
 
 
 def _probe_device(i: int, d: dict[str, Any], fam: str) -> Device:
+    from pytest_gpuenv.detect import _probe
+
     vendor = d.get("vendor") if d.get("vendor") in ("amd", "nvidia") else ("amd" if fam == "rocm" else "nvidia")
     arch = d.get("arch") if isinstance(d.get("arch"), str) else None
     return Device(index=i, vendor=str(vendor), name=_s(d.get("name")), arch=arch, physical_arch=arch,

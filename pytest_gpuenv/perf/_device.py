@@ -1,10 +1,12 @@
-"""Device facts a measurement needs: identity, cache sizes (flush size), peak bandwidth table."""
+"""Device facts a measurement needs: identity, cache sizes (flush size, from the runtime's L2 and the table
+in ``detect._caches``), peak bandwidth table."""
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
+
+from pytest_gpuenv.detect._caches import last_level_cache
 
 MiB = 1 << 20
 
@@ -29,13 +31,6 @@ PEAK_BANDWIDTH = {
     "AMD Instinct MI210": 1.6384e12,
 }
 
-#: Last-level caches beyond L2 that a flush must also cover (arch glob -> bytes).
-LAST_LEVEL_CACHE = {
-    "gfx94*": 256 * MiB,  # MI300X/MI300A/MI325X Infinity Cache (MALL)
-    "gfx95*": 256 * MiB,  # MI350-class
-}
-
-
 def peak_bandwidth(name: Optional[str]) -> Optional[float]:
     if not name:
         return None
@@ -46,17 +41,32 @@ def peak_bandwidth(name: Optional[str]) -> Optional[float]:
     return PEAK_BANDWIDTH[max(hits, key=len)] if hits else None
 
 
-def flush_bytes(l2_bytes: Optional[int], arch: Optional[str]) -> int:
-    """At least twice the largest cache a kernel's data could be left in (L2, or Infinity Cache).
+def last_level_cache_bytes(l2_bytes: Optional[int], arch: Optional[str], name: Optional[str] = None) -> Optional[int]:
+    """The largest cache of the device: the runtime's L2 size or the table's last level (``detect._caches``:
+    Infinity Cache where the GPU has one, by name, else the largest for the arch), whichever is larger."""
+    vendor = "amd" if arch and arch.startswith("gfx") else "nvidia"
+    sizes = [int(s) for s in (l2_bytes, last_level_cache(vendor, arch, name)) if s]
+    return max(sizes) if sizes else None
 
-    Unknown L2: 256 MiB, Triton's choice. Rounded up to a whole MiB.
+
+def flush_bytes(l2_bytes: Optional[int], arch: Optional[str], name: Optional[str] = None) -> int:
+    """Twice the largest cache a kernel's data could be left in (``last_level_cache_bytes``), rounded up
+    to a whole MiB.
+
+    Unknown size: 256 MiB, Triton's choice. An AMD arch missing from the cache table gets at least that
+    too, since its L2 alone says nothing of an Infinity Cache (RDNA 2-4 have 32-128 MiB).
     """
-    largest = int(l2_bytes or 0)
-    for pattern, size in LAST_LEVEL_CACHE.items():
-        if arch and fnmatch.fnmatch(arch.split(":")[0], pattern):
-            largest = max(largest, size)
+    largest = last_level_cache_bytes(l2_bytes, arch, name)
     nbytes = 2 * largest if largest else 256 * MiB
+    if arch and arch.startswith("gfx") and last_level_cache("amd", arch, name) is None:
+        nbytes = max(nbytes, 256 * MiB)
     return -(-nbytes // MiB) * MiB
+
+
+def cache_facts(l2_bytes: Optional[int], arch: Optional[str], name: Optional[str]) -> dict[str, Any]:
+    """``DeviceInfo`` keywords for the caches: ``l2_bytes``, ``last_level_cache_bytes``, ``flush_bytes``."""
+    return {"l2_bytes": l2_bytes, "last_level_cache_bytes": last_level_cache_bytes(l2_bytes, arch, name),
+            "flush_bytes": flush_bytes(l2_bytes, arch, name)}
 
 
 @dataclass
@@ -70,6 +80,8 @@ class DeviceInfo:
     uuid: Optional[str] = None
     pci_bus_id: Optional[str] = None
     l2_bytes: Optional[int] = None
+    #: the L2 or Infinity Cache size the flush covers (``last_level_cache_bytes()``)
+    last_level_cache_bytes: Optional[int] = None
     flush_bytes: int = 256 * MiB
     #: runtime the timer uses, e.g. "torch 2.11.0+cu130 (cuda 13.0)" or "cuda driver 13.0"
     runtime: Optional[str] = None

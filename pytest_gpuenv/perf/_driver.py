@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from pytest_gpuenv.perf._device import DeviceInfo, flush_bytes, format_uuid
+from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
 from pytest_gpuenv.perf._engine import enqueue_samples
 from pytest_gpuenv.rtc import compile_kernel
 
@@ -62,8 +62,8 @@ class DriverBackend:
         self.name = "cuda" if rt.vendor == "nvidia" else "hip"
         self.info = DeviceInfo(
             name=d["name"], vendor=rt.vendor, arch=d["arch"], index=rt.device, uuid=format_uuid(d["uuid"]),
-            pci_bus_id=d["pci_bus_id"], l2_bytes=d["l2_bytes"], flush_bytes=flush_bytes(d["l2_bytes"], d["arch"]),
-            runtime=d["runtime"], timer=self.name,
+            pci_bus_id=d["pci_bus_id"], runtime=d["runtime"], timer=self.name,
+            **cache_facts(d["l2_bytes"], d["arch"], d["name"]),  # the runtime's L2 and the cache table
         )
         self.sm_count = int(d.get("sm_count") or 32)
         self.flush_mode = flush
