@@ -40,6 +40,7 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.perf)
         error = markers.check_marks(item.iter_markers())
+        markers.warn_small_sizes(item)
         if error:
             item.stash[_MARK_ERROR] = error
             continue

@@ -144,6 +144,20 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return None
 
 
+#: a bare number below this given to requires_memory is taken for a size meant in another unit (it is bytes)
+SMALL_SIZE = 2**20
+
+
+def warn_small_sizes(item: pytest.Item) -> None:
+    """A PytestWarning naming the test for ``requires_memory(16)``: a bare number under 1 MiB means bytes."""
+    for m in item.iter_markers():
+        size = m.args[0] if m.name.endswith("requires_memory") and len(m.args) == 1 and not m.kwargs else None
+        if isinstance(size, (int, float)) and not isinstance(size, bool) and 0 < size < SMALL_SIZE:
+            item.warn(pytest.PytestWarning(
+                f"{item.nodeid}: @{m.name}({size!r}) means {size!r} bytes; give a unit, e.g. "
+                f"@{m.name}('{size!r}GiB'), or an int of bytes of at least 1 MiB"))
+
+
 def check_marks(marks: Iterable[Any]) -> Optional[str]:
     """Validate every GPU marker on an item; return the first error message, or None."""
     for m in marks:
