@@ -13,7 +13,6 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Optional
 
-from pytest_gpuenv.perf import _stats
 from pytest_gpuenv.perf._device import DeviceInfo
 from pytest_gpuenv.perf._engine import Options, Sampler, event_floor
 from pytest_gpuenv.perf._lock import gpu_lock
@@ -23,6 +22,8 @@ from pytest_gpuenv.perf.session import PerfSession
 
 PERF_MODES = ("check", "strict", "warn", "off", "record")
 MEASURE_MODES = ("cold", "hot", "auto")
+#: ``timer=`` of a measurement: the profiler timer where it can time the callable, or one of the two
+TIMERS = ("auto", "cupti", "events")
 
 
 @dataclass
@@ -72,9 +73,7 @@ class GpuBench:
             if self.ctx.driver and not self._backend.info.driver:
                 self._backend.info.driver = self.ctx.driver
             self._monitor = self.ctx.monitor_factory(self._backend)
-            if getattr(self._backend, "floor_s", None) is None:
-                with self._lock()():
-                    self._backend.floor_s = event_floor(self._backend)
+            self._calibrate(self._backend)
             note = getattr(self._backend, "note", None)
             if note:
                 warnings.warn(GpuPerfWarning(note), stacklevel=3)
@@ -84,10 +83,40 @@ class GpuBench:
     def device(self) -> DeviceInfo:
         return self.backend.info
 
-    def _options(self, max_time: Optional[float]) -> Options:
+    def _calibrate(self, b: Any) -> None:
+        """Time an empty event pair once per event backend (the event timer's zero)."""
+        if getattr(b, "floor_s", None) is None:
+            with self._lock()():
+                b.floor_s = event_floor(b)
+
+    def _timer(self, fns: list[Callable[[], Any]], timer: Optional[str]) -> tuple[Any, Optional[str]]:
+        """(backend, why the event timer measures) for ``timer``: the profiler timer (CUPTI) when the
+        default backend has one and it sees device work from every callable, else the event timer."""
+        timer = "auto" if timer is None else str(timer).lower()
+        if timer not in TIMERS:
+            raise ValueError(f"invalid timer={timer!r}: expected one of {', '.join(TIMERS)}")
+        b = self.backend
+        events = getattr(b, "events", None)
+        if events is None:  # no profiler timer here: the backend says why
+            if timer == "cupti":
+                raise ValueError(f"timer='cupti' is not available: {getattr(b, 'timer_note', None) or b.name}")
+            return b, getattr(b, "timer_note", None)
+        why = None
+        if timer == "events":
+            why = "event timer requested (timer='events')"
+        elif timer == "auto" and not all(b.operations(f) for f in fns):
+            why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
+        if why is None:
+            return b, None
+        self._calibrate(events)
+        return events, why
+
+    def _options(self, max_time: Optional[float], backend: Any = None) -> Options:
         o = Options(**{k: getattr(self.ctx.options, k) for k in self.ctx.options.__dataclass_fields__})
         o.max_time = self.ctx.max_time if max_time is None else float(max_time)
-        o.event_floor_s = float(getattr(self.backend, "floor_s", 0.0) or 0.0)
+        b = self.backend if backend is None else backend
+        o.event_floor_s = float(getattr(b, "floor_s", 0.0) or 0.0)
+        o.empty_below_s = float(getattr(b, "empty_below_s", o.empty_below_s))
         if not o.max_time > 0:
             raise ValueError(f"invalid max_time={max_time!r}: expected seconds > 0")
         return o
@@ -107,15 +136,18 @@ class GpuBench:
             return n
         return self.ctx.test_name if self._count == 1 else f"{self.ctx.test_name}#{self._count}"
 
-    def _sampler(self, fns: list[Callable[[], Any]], mode: str, max_time: Optional[float], name: str) -> Sampler:
+    def _sampler(self, fns: list[Callable[[], Any]], mode: str, max_time: Optional[float], name: str,
+                 timer: Optional[str] = None) -> Sampler:
         if mode not in MEASURE_MODES:
             raise ValueError(f"invalid mode={mode!r}: expected one of {', '.join(MEASURE_MODES)}")
         kw: dict[str, Any] = {}
         if self.ctx.clock is not None:
             kw["clock"] = self.ctx.clock
-        b = self.backend
-        return Sampler(b, fns, mode=mode, options=self._options(max_time), monitor=self._monitor,
-                       lock=self._lock(), name=name, **kw)
+        b, why = self._timer(fns, timer)
+        s = Sampler(b, fns, mode=mode, options=self._options(max_time, b), monitor=self._monitor,
+                    lock=self._lock(), name=name, **kw)
+        s.timer_note = why
+        return s
 
     # ------------------------------------------------------------------ API
     def __call__(
@@ -127,6 +159,7 @@ class GpuBench:
         name: Optional[str] = None,
         mode: str = "cold",
         max_time: Optional[float] = None,
+        timer: Optional[str] = None,
     ) -> Measurement:
         """Time the device work ``fn`` enqueues on the current stream.
 
@@ -135,13 +168,15 @@ class GpuBench:
         :param mode: ``cold`` (L2 flushed before each sample; default), ``hot`` (back-to-back calls,
             warm caches), ``auto`` (cold, or hot for kernels under 5 us).
         :param max_time: cap in seconds (default ``--gpuenv-perf-max-time``, 2 s).
+        :param timer: ``auto`` (default: CUPTI's kernel durations where cupti-python is installed on
+            NVIDIA and the callable launches device work, else events), ``cupti`` or ``events``.
         """
         if not callable(fn):
             raise TypeError(f"gpu_bench needs a callable that enqueues GPU work, got {fn!r}")
         nbytes = check_count(bytes, "bytes")
         nflops = check_count(flops, "flops")
         label = self._name(fn, name)
-        s = self._sampler([fn], mode, max_time, label)
+        s = self._sampler([fn], mode, max_time, label, timer)
         s.run()
         m = Measurement(self, s, label, nbytes, nflops)
         m._emit_warnings()
@@ -157,6 +192,7 @@ class GpuBench:
         name: Optional[str] = None,
         mode: str = "cold",
         max_time: Optional[float] = None,
+        timer: Optional[str] = None,
     ) -> Comparison:
         """``time(fast_fn) / time(reference_fn) <= at_most``, the two interleaved ABBA in one loop and
         decided on the median of per-pair ratios with its order-statistic interval."""
@@ -167,29 +203,22 @@ class GpuBench:
                 raise TypeError(f"assert_ratio needs callables that enqueue GPU work, got {f!r}")
         label = self._name(fast_fn, name)
         ref_label = getattr(reference_fn, "__name__", "reference")
-        s = self._sampler([fast_fn, reference_fn], mode, max_time, label)
-        opts = s.opts
-
-        def verdict() -> Optional[str]:
-            if s.n < opts.min_verdict_samples:
-                return None
-            _m, lo, hi = _stats.summarize(s.ratios(), opts.confidence)
-            return _stats.decide(lo, hi, limit, upper=True, guard=opts.guard)
-
-        s.run(lambda _s: verdict() is not None or very_precise(s, s.ratios()))
+        s = self._sampler([fast_fn, reference_fn], mode, max_time, label, timer)
         c = Comparison(self, s, label, ref_label, limit)
+        decider = c.decider()
+        s.run(lambda _s: decider() is not None or very_precise(s, s.ratios()))
         c._emit_warnings()
-        c._conclude(verdict())
+        c._conclude(decider)
         return c
 
-    def copy_bandwidth(self, nbytes: float) -> float:
+    def copy_bandwidth(self, nbytes: float, timer: Optional[str] = None) -> float:
         """Bytes/s of an equal-bytes device copy (read nbytes/2, write nbytes/2), measured once per
-        device and size in this process."""
+        device, timer and size in this process."""
         info = self.backend.info
-        key = (info.lock_key, info.timer, int(nbytes))
+        key = (info.lock_key, info.timer, timer, int(nbytes))
         if key not in _COPY_CACHE:
             fn = self.backend.copy_fn(int(nbytes))
-            s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}")
+            s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}", timer)
             s.run()
             _COPY_CACHE[key] = nbytes / s.stats()[0]
             m = Measurement(self, s, s.name, float(nbytes), None)
@@ -198,9 +227,11 @@ class GpuBench:
 
 
 def select_backend(env: Any = None, device: Optional[int] = None, timer: Optional[str] = None) -> Any:
-    """torch's events when torch is in use, else the driver API of the environment's backend.
+    """The event timer (torch's events when torch is in use, else the driver API of the environment's
+    backend), inside CUPTI's kernel timer where that can run (``_cupti``).
 
-    ``timer`` (or ``$GPUENV_PERF_TIMER``): ``torch``, ``cuda``, ``hip`` or ``auto``.
+    ``timer`` (or ``$GPUENV_PERF_TIMER``): ``auto`` (CUPTI where available), ``events`` (never CUPTI),
+    or one event backend without CUPTI: ``torch``, ``cuda``, ``hip``.
     ``$GPUENV_PERF_FLUSH``: ``read`` (default), ``write``, ``both`` or ``none``.
     """
     timer = (timer or os.environ.get("GPUENV_PERF_TIMER") or "auto").lower()
@@ -208,7 +239,8 @@ def select_backend(env: Any = None, device: Optional[int] = None, timer: Optiona
     key = (timer, device, flush)
     if key in _BACKENDS:
         return _BACKENDS[key]
-    if timer == "auto":
+    requested, profile = timer, timer == "auto"
+    if timer in ("auto", "events"):
         torch = sys.modules.get("torch")
         if torch is not None and torch.cuda.is_available():
             timer = "torch"
@@ -220,20 +252,41 @@ def select_backend(env: Any = None, device: Optional[int] = None, timer: Optiona
 
         b: Any = TorchBackend(device, flush=flush)
         mon = default_monitor(b)
-        if mon is not None and mon.max_mhz:
-            b.cycles_per_s = mon.max_mhz * 1e6
+        b.use_max_clock(mon.max_mhz if mon is not None else None)  # the rate torch.cuda._sleep counts at
     elif timer in ("cuda", "hip"):
         from pytest_gpuenv.perf._driver import DriverBackend
 
         b = DriverBackend.for_backend("cuda" if timer == "cuda" else "rocm", device or 0, flush=flush)
     else:
-        raise ValueError(f"invalid timer {timer!r}: expected torch, cuda, hip or auto")
+        raise ValueError(f"invalid timer {timer!r}: expected auto, events, torch, cuda or hip")
     if b.info.vendor == "nvidia" and not b.info.driver:
         from pytest_gpuenv.runtime.nvml import driver_version
 
         b.info.driver = driver_version()
+    b = _with_profiler(b) if profile else b
+    if getattr(b, "events", None) is None and not getattr(b, "timer_note", None):
+        b.timer_note = f"event timer requested (GPUENV_PERF_TIMER={requested})"
     _BACKENDS[key] = b
     return b
+
+
+def _with_profiler(b: Any) -> Any:
+    """``b`` inside CUPTI's timer on NVIDIA when cupti-python works; else ``b`` with ``timer_note``
+    saying why the event timer measures."""
+    from pytest_gpuenv.perf import _cupti
+
+    if b.info.vendor != "nvidia":
+        b.timer_note = _cupti.AMD_NOTE if b.info.vendor == "amd" else f"{b.info.vendor}: event timer"
+        return b
+    mod, why = _cupti.load_cupti()
+    if mod is None:
+        b.timer_note = f"CUPTI timer unavailable: {why}"
+        return b
+    try:
+        return _cupti.CuptiBackend(b)
+    except Exception as exc:  # CUPTI refused (another profiler attached, no permission): events measure
+        b.timer_note = f"CUPTI timer unavailable: {type(exc).__name__}: {exc}"
+        return b
 
 
 _BACKENDS: dict[Any, Any] = {}
@@ -241,15 +294,19 @@ _MONITORS: dict[Any, Any] = {}
 
 
 def default_monitor(backend: Any) -> Any:
-    """The NVML clock and process monitor of the backend's device, one per device and process; None
-    off NVIDIA or without NVML."""
+    """The clock, throttle and process monitor of the backend's device (NVML on NVIDIA, amdsmi on AMD),
+    one per device and process; None for another vendor or where the library is unavailable. Guards
+    that are off, and why, are added to the backend's ``note`` (a GpuPerfWarning)."""
     info = backend.info
-    if info.vendor != "nvidia":
+    if info.vendor not in ("nvidia", "amd"):
         return None
     key = info.lock_key
     if key not in _MONITORS:
-        from pytest_gpuenv.runtime.nvml import Monitor
+        from pytest_gpuenv.runtime import amdsmi, nvml
 
-        m = Monitor(info.uuid, info.pci_bus_id)
-        _MONITORS[key] = m if m.available else None
-    return _MONITORS[key]
+        m = (nvml.Monitor if info.vendor == "nvidia" else amdsmi.Monitor)(info.uuid, info.pci_bus_id)
+        _MONITORS[key] = (m if m.available else None, m.note)
+    mon, note = _MONITORS[key]
+    if note and note not in (getattr(backend, "note", None) or ""):
+        backend.note = "; ".join(filter(None, [getattr(backend, "note", None), note]))
+    return mon

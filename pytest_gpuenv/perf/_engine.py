@@ -175,6 +175,10 @@ class Sampler:
         self.foreign: list[dict[str, Any]] = []
         self.problems = Problems()
         self.host_enqueue_s: Optional[float] = None
+        #: why the event timer measures where a profiler timer could have (set by the bench)
+        self.timer_note: Optional[str] = None
+        #: profiler timers only: (operations per call, uncovered gap per call in s) of kept samples of fns[0]
+        self.details: list[tuple[float, float]] = []
         self.warmup_medians: list[float] = []
         self.stop_reason: Optional[str] = None
         self._started = False
@@ -216,6 +220,18 @@ class Sampler:
         self.stop_reason = reason
         self._finish_problems()
         return reason
+
+    def fresh(self, scale: float = 2.0) -> Sampler:
+        """A new sampler of the same callables and settings with ``scale`` times the time cap and the
+        minimum sample counts: a second attempt, with its own warm-up and flushes."""
+        o = Options(**{k: getattr(self.opts, k) for k in self.opts.__dataclass_fields__})
+        o.max_time *= scale
+        o.min_samples = int(o.min_samples * scale)
+        o.min_verdict_samples = int(o.min_verdict_samples * scale)
+        s = Sampler(self.backend, self.fns, mode=self.requested_mode, options=o, monitor=self.monitor,
+                    lock=self._lock, clock=self._clock, name=self.name)
+        s.timer_note = self.timer_note
+        return s
 
     def precise(self, s: Sampler) -> bool:
         if self.n < self.opts.min_samples:
@@ -303,6 +319,10 @@ class Sampler:
         out: list[list[float]] = [[] for _ in range(k)]
         for idx, seconds in zip(schedule, raw):
             out[idx].append(max(seconds, 0.0) / repeat)
+        # a profiler timer (CUPTI) also says how many operations each sample held and the gaps between them
+        detail = getattr(self.backend, "last_detail", None)
+        if keep and detail:
+            self.details.extend((ops / repeat, gap / repeat) for idx, (ops, gap) in zip(schedule, detail) if idx == 0)
         if keep:
             self.batches += 1
             if mhz is not None:

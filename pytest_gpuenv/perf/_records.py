@@ -33,7 +33,7 @@ KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 #: fields written only when set (each belongs to some kinds only; ``host`` is set when the run ends)
 OPTIONAL = frozenset({
     "host", "message", "reference_Bps", "reference", "fraction", "baseline_path", "baseline_median_s", "ratio",
-    "ratio_ci", "reference_median_s", "reference_samples_s",
+    "ratio_ci", "reference_median_s", "reference_samples_s", "timer_note", "ops_per_call", "gap_s", "attempts",
 })
 #: fields of one measured callable, absent from ratio records
 PER_CALLABLE = frozenset({"bytes", "flops_count"})
@@ -72,7 +72,8 @@ class PerfRecord:
     #: the host that measured it (``_hosts.Host.name``: host name, plus root and masks where set), named
     #: when the run ends (``_xdist.finish_worker``); baselines stay keyed by ``device_key``
     host: Optional[str] = None
-    #: device name, architecture, baseline key (name | arch | driver | runtime), UUID, timer backend
+    #: device name, architecture, baseline key (name | arch | driver | runtime), UUID, and the timer:
+    #: "cupti" (kernel durations from CUPTI's activity records) or an event timer ("torch", "cuda", "hip")
     device: str = ""
     arch: Optional[str] = None
     device_key: str = ""
@@ -138,6 +139,15 @@ class PerfRecord:
     #: ratio: the reference callable's median time and samples, seconds
     reference_median_s: Optional[float] = None
     reference_samples_s: Optional[list[float]] = None
+    #: why an event timer measured where a profiler timer might have (AMD, no cupti-python, asked for)
+    timer_note: Optional[str] = None
+    #: profiler timer: median kernels/memcpys/memsets per call, and median time per call between the
+    #: first start and the last end that none of them covers (launch gaps), seconds
+    ops_per_call: Optional[float] = None
+    gap_s: Optional[float] = None
+    #: an INCONCLUSIVE verdict re-measured once with a larger sample: each attempt's summary
+    #: ({"attempt", "unit", "value", "ci_low", "ci_high", "n", "verdict", "problems", "stop_reason", "spent_s"})
+    attempts: Optional[list[dict[str, Any]]] = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--gpuenv-json`` "measurements" entry: plain JSON types."""
@@ -182,6 +192,7 @@ _TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "list[float]": _list_of(_num),
     "Optional[list[float]]": _optional(_list_of(_num)),
     "list[dict[str, Any]]": _list_of(lambda v: isinstance(v, dict)),
+    "Optional[list[dict[str, Any]]]": _optional(_list_of(lambda v: isinstance(v, dict))),
     "Clocks": lambda v: isinstance(v, dict),
 }
 

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import pytest
 
-from pytest_gpuenv.perf import _baseline, _stats
+from pytest_gpuenv.perf import _baseline, _retry, _stats
 from pytest_gpuenv.perf._device import DeviceInfo, peak_bandwidth
 from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._records import Clocks, PerfRecord
+from pytest_gpuenv.perf._retry import very_precise
 from pytest_gpuenv.perf._units import (
     check_unit_fraction,
     format_budget,
@@ -47,13 +48,7 @@ class GpuPerfWarning(UserWarning):
     __module__ = "pytest_gpuenv.perf"
 
 
-def very_precise(s: Sampler, xs: list[float]) -> bool:
-    """An undecided verdict whose interval is already a quarter of the precision target will not be
-    decided by more samples: the value sits inside the guard band."""
-    if len(xs) < s.opts.min_samples:
-        return False
-    med, lo, hi = _stats.summarize(xs, s.opts.confidence)
-    return _stats.precise_enough(med, lo, hi, s.opts.rel_precision / 4)
+__all__ = ["Comparison", "GpuPerfWarning", "Measurement", "very_precise"]
 
 
 class _Result:
@@ -62,6 +57,24 @@ class _Result:
     bench: GpuBench
     sampler: Sampler
     name: str
+    #: unit of the judged statistic ("s" for a measurement, "x" for a comparison)
+    _unit = "s"
+
+    def _init(self, bench: GpuBench, sampler: Sampler, name: str) -> None:
+        self.bench = bench
+        self.sampler = sampler
+        self.name = name
+        #: each attempt's summary when an INCONCLUSIVE verdict was measured again (``_retry.decide``)
+        self.attempts: list[dict[str, Any]] = []
+
+    def _xs(self) -> list[float]:
+        raise NotImplementedError
+
+    def _judged(self) -> tuple[float, float, float]:
+        raise NotImplementedError
+
+    def _decide(self, decider: Callable[[], Optional[str]]) -> tuple[str, list[str]]:
+        return _retry.decide(self, decider)
 
     @property
     def device(self) -> DeviceInfo:
@@ -91,12 +104,16 @@ class _Result:
         """A record of this result: how and where it was measured, plus ``fields``."""
         s = self.sampler
         info = self.device
+        spent = s.spent_s + sum(a["spent_s"] for a in self.attempts[:-1])
+        ops = _stats.median([d[0] for d in s.details]) if s.details else None
+        gap = _stats.median([d[1] for d in s.details]) if s.details else None
         return PerfRecord(
             kind=kind, nodeid=self.bench.ctx.nodeid, name=self.name, device=info.name, arch=info.arch,
             device_key=info.key, uuid=info.uuid, timer=info.timer, mode=s.mode, repeat=s.repeat,
             flush_bytes=info.flush_bytes if s.mode == "cold" else 0, n=s.n, clocks=self._clocks(),
             foreign_processes=list(s.foreign), problems=self.problems, warnings=self.notes,
-            stop_reason=s.stop_reason, spent_s=round(s.spent_s, 6), host_enqueue_s=s.host_enqueue_s, **fields,
+            stop_reason=s.stop_reason, spent_s=round(spent, 6), host_enqueue_s=s.host_enqueue_s,
+            timer_note=s.timer_note, ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, **fields,
         )
 
     def _act(self, verdict: Optional[str], fail_msg: str, why: list[str]) -> None:
@@ -136,9 +153,7 @@ class Measurement(_Result):
 
     def __init__(self, bench: GpuBench, sampler: Sampler, name: str, nbytes: Optional[float],
                  nflops: Optional[float]) -> None:
-        self.bench = bench
-        self.sampler = sampler
-        self.name = name
+        self._init(bench, sampler, name)
         self.bytes = nbytes
         self.flops = nflops
 
@@ -197,19 +212,20 @@ class Measurement(_Result):
     def _add(self, kind: str, **fields: Any) -> None:
         self.bench.ctx.session.add(self._record(kind, **fields))
 
-    def _refine(self, decider: Callable[[], Optional[str]]) -> Optional[str]:
-        s = self.sampler
-        if s.time_left() > 0 and decider() is None and not very_precise(s, s.samples[0]):
-            s.run(lambda _s: decider() is not None or very_precise(s, s.samples[0]))
-        return decider()
+    def _xs(self) -> list[float]:
+        return self.sampler.samples[0]
+
+    def _judged(self) -> tuple[float, float, float]:
+        return self.sampler.stats()
 
     def _decider(self, limit: float, lo_div: float = 1.0, hi_div: float = 1.0,
                       guard: Optional[float] = None) -> Callable[[], Optional[str]]:
         """Decider of ``median <= limit`` on the interval [lo / lo_div, hi / hi_div] (divisors: a
-        baseline's interval, for a conservative ratio now/baseline), once enough samples are in."""
-        o = self.sampler.opts
+        baseline's interval, for a conservative ratio now/baseline), once enough samples are in (of
+        whichever attempt is sampling)."""
 
         def decider() -> Optional[str]:
+            o = self.sampler.opts
             if self.n < o.min_verdict_samples:
                 return None
             _m, lo, hi = self.sampler.stats()
@@ -223,7 +239,7 @@ class Measurement(_Result):
         device missing from the dict skips the test). Returns the verdict."""
         __tracebackhide__ = True
         limit = self._budget_for_device(budget)
-        verdict, why = self._settle(self._refine(self._decider(limit)))
+        verdict, why = self._decide(self._decider(limit))
         med, lo, hi = self.sampler.stats()
         sign = ">" if verdict == _stats.FAIL or med > limit else "<="
         msg = (f"{self.name}: median {format_time(med)} {format_time_interval(lo, hi, like=med)} "
@@ -247,7 +263,8 @@ class Measurement(_Result):
     def _bandwidth_reference(self, nbytes: float, of: str) -> tuple[float, str]:
         """(bytes/s, what) of the reference bandwidth ``of``; skips when a peak is unknown."""
         if of == "copy":
-            return self.bench.copy_bandwidth(nbytes), "copy bandwidth"
+            timer = "events" if self.device.timer != "cupti" else None  # the copy timed like the kernel
+            return self.bench.copy_bandwidth(nbytes, timer=timer), "copy bandwidth"
         if of == "peak":
             ref = peak_bandwidth(self.device.name)
             if ref is None:
@@ -264,7 +281,7 @@ class Measurement(_Result):
             raise ValueError(f"{self.name}: assert_bandwidth needs bytes= given to gpu_bench(...)")
         ref, what = self._bandwidth_reference(self.bytes, of)
         need = frac * ref
-        verdict, why = self._settle(self._refine(self._decider(self.bytes / need)))
+        verdict, why = self._decide(self._decider(self.bytes / need))
         med, lo, hi = self.sampler.stats()
         bw, bw_lo, bw_hi = self.bytes / med, self.bytes / hi, self.bytes / lo
         sign = "<" if verdict == _stats.FAIL or bw < need else ">="
@@ -308,7 +325,7 @@ class Measurement(_Result):
         assert base is not None
         b_lo, b_hi, b_med = float(base["ci_low_s"]), float(base["ci_high_s"]), float(base["median_s"])
         # conservative interval of the ratio now/baseline
-        verdict, why = self._settle(self._refine(self._decider(1.0 + thr, b_hi, b_lo, guard=0.0)))
+        verdict, why = self._decide(self._decider(1.0 + thr, b_hi, b_lo, guard=0.0))
         med, lo, hi = self.sampler.stats()
         r, r_lo, r_hi = med / b_med, lo / b_hi, hi / b_lo
         sign = ">" if verdict == _stats.FAIL or r > 1 + thr else "<="
@@ -338,13 +355,31 @@ class Comparison(_Result):
 
     __module__ = "pytest_gpuenv.perf"
 
+    _unit = "x"
+
     def __init__(self, bench: GpuBench, sampler: Sampler, name: str, ref_name: str, limit: float) -> None:
-        self.bench = bench
-        self.sampler = sampler
-        self.name = name
+        self._init(bench, sampler, name)
         self.ref_name = ref_name
         self.limit = limit
         self.verdict: Optional[str] = None
+
+    def _xs(self) -> list[float]:
+        return self.sampler.ratios()
+
+    def _judged(self) -> tuple[float, float, float]:
+        return _stats.summarize(self.sampler.ratios(), self.sampler.opts.confidence)
+
+    def decider(self) -> Callable[[], Optional[str]]:
+        """Decider of ``ratio <= limit`` on the median per-pair ratio's interval (of the current attempt)."""
+
+        def decide() -> Optional[str]:
+            s = self.sampler
+            if s.n < s.opts.min_verdict_samples:
+                return None
+            _m, lo, hi = self._judged()
+            return _stats.decide(lo, hi, self.limit, upper=True, guard=s.opts.guard)
+
+        return decide
 
     @property
     def ratio(self) -> float:
@@ -362,9 +397,9 @@ class Comparison(_Result):
         lo, hi = self.ci
         return f"<Comparison {self.name}/{self.ref_name}: {self.ratio:.3f}x [{lo:.3f}, {hi:.3f}]>"
 
-    def _conclude(self, raw: Optional[str]) -> None:
+    def _conclude(self, decider: Callable[[], Optional[str]]) -> None:
         __tracebackhide__ = True
-        verdict, why = self._settle(raw, one_sided=True)
+        verdict, why = self._decide(decider)
         self.verdict = verdict
         r = self.ratio
         lo, hi = self.ci

@@ -32,13 +32,55 @@ def _test(r: PerfRecord) -> str:
     return short if r.name in ("", short) else f"{short}: {r.name}"
 
 
+def _timer(r: PerfRecord) -> str:
+    """"cupti" (kernel durations from CUPTI's records) or "<backend> events" (an event pair)."""
+    if not r.timer:
+        return "-"
+    return r.timer if r.timer == "cupti" else f"{r.timer} events"
+
+
+def _interval(unit: str, v: float, lo: float, hi: float) -> str:
+    if unit == "x":
+        return f"{v:.3f}x [{lo:.3f}, {hi:.3f}]"
+    return f"{format_time(v)} {format_time_interval(lo, hi, like=v)}"
+
+
+def _attempts(r: PerfRecord) -> str:
+    """Both attempts of a re-measured INCONCLUSIVE verdict, on one line."""
+    parts = []
+    for a in r.attempts or []:
+        why = f" ({a['stop_reason']})" if a.get("verdict") == "INCONCLUSIVE" and a.get("stop_reason") else ""
+        parts.append(f"attempt {a['attempt']}: {_interval(a['unit'], a['value'], a['ci_low'], a['ci_high'])} "
+                     f"n={a['n']} {a['verdict']}{why}")
+    return "; ".join(parts)
+
+
+def notes(records: Sequence[PerfRecord]) -> list[str]:
+    """Lines under the table: re-measured verdicts, operations and gaps a profiler timer saw, and why
+    an event timer measured (once per reason)."""
+    out: list[str] = []
+    for r in records:
+        if r.attempts:
+            out.append(f"  {_test(r)}: re-measured: {_attempts(r)}")
+        if r.ops_per_call is not None and r.ops_per_call > 1 and r.verdict:
+            gap = format_time(r.gap_s) if r.gap_s is not None else "-"
+            out.append(f"  {_test(r)}: cupti summed {r.ops_per_call:g} operations per call; gaps between them {gap}")
+    seen = []
+    for r in records:
+        if r.timer_note and (r.timer, r.timer_note) not in seen:
+            seen.append((r.timer, r.timer_note))
+    out.extend(f"  timer {_timer_name}: {note}" for _timer_name, note in
+               ((_timer(PerfRecord(timer=t)), n) for t, n in seen))
+    return out
+
+
 def _key(r: PerfRecord) -> tuple[Any, ...]:
     return (r.nodeid, r.name, r.unit, r.value, r.median_s, r.ci_low_s, r.ci_high_s, r.n)
 
 
 def summary_lines(records: Sequence[PerfRecord]) -> list[str]:
-    """One table row per assertion (and per measurement nothing asserted on): test, device, median,
-    interval, n, budget, verdict; then the problems of each INCONCLUSIVE row."""
+    """One table row per assertion (and per measurement nothing asserted on): test, device [timer],
+    median, interval, n, budget, verdict; then the problems of each INCONCLUSIVE row and ``notes``."""
     from tabulate import tabulate
 
     # a measurement that an assertion row repeats (same numbers, with its budget and verdict) is shown once
@@ -50,7 +92,7 @@ def summary_lines(records: Sequence[PerfRecord]) -> list[str]:
         value, interval = _value(r)
         verdict = r.verdict or ("recorded" if r.kind == "regression" else "-")
         rows.append([
-            _test(r), r.device or "-", value, interval, f"{r.n}{' hot' if r.mode == 'hot' else ''}",
+            _test(r), f"{r.device or '-'} [{_timer(r)}]", value, interval, f"{r.n}{' hot' if r.mode == 'hot' else ''}",
             r.budget or "-", verdict,
         ])
     if not rows:
@@ -59,4 +101,4 @@ def summary_lines(records: Sequence[PerfRecord]) -> list[str]:
     for r in records:
         if r.verdict == "INCONCLUSIVE":
             lines.extend(f"  {_test(r)}: {p}" for p in r.problems)
-    return lines
+    return lines + notes(records)

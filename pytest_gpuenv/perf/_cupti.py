@@ -1,0 +1,219 @@
+"""Timer backend on CUPTI's activity API (NVIDIA's ``cupti-python``, the optional extra ``cupti``).
+
+CUPTI records each kernel, memcpy and memset the device runs with its start and end timestamps (the
+records torch.profiler reads through Kineto). A sample is the sum of the durations of the operations
+the callable launched, so no event pair, launch latency or host time is in the figure; the time
+between the first start and the last end that no operation covers is the *gap*, kept per sample.
+
+Which operations belong to which sample: every call of the callable runs between a push and a pop of
+an external correlation id (``CUSTOM2``; Kineto uses ``CUSTOM0``/``CUSTOM1``), and CUPTI reports which
+API calls (correlation ids) ran under which external id. The flush and delay kernels run outside, and
+are not counted. The sample schedule (flush, delay, push, fn, pop) is the event timer's
+(``_engine.enqueue_samples``); the inner event backend flushes, delays and synchronises.
+
+``cupti`` is imported on first use, never at import time. CUPTI has one activity client per process:
+a torch.profiler session in the same process replaces ours (``Activity.ensure`` registers again).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any, Callable, Optional, Sequence
+
+from pytest_gpuenv.perf._engine import enqueue_samples
+
+#: shown where the event timer measures on AMD
+AMD_NOTE = ("AMD: event timer (CUPTI is NVIDIA's; rocprofiler-sdk, its ROCm counterpart, has no maintained "
+            "Python binding on PyPI this project can depend on)")
+INSTALL_HINT = "pip install 'pytest-gpuenv[cupti]'"
+
+_STATE: dict[str, Any] = {}
+
+
+def load_cupti() -> tuple[Any, Optional[str]]:
+    """(the ``cupti`` module, None), or (None, why not): imported once per process."""
+    if "module" not in _STATE:
+        try:
+            from cupti import cupti as mod  # type: ignore[import-not-found]
+
+            _STATE["module"], _STATE["why"] = mod, None
+        except ImportError as exc:
+            why = (f"cupti-python is not installed ({INSTALL_HINT})" if getattr(exc, "name", "") == "cupti"
+                   else f"cupti-python cannot be imported: {exc}")
+            _STATE["module"], _STATE["why"] = None, why
+        except Exception as exc:  # a broken CUPTI library: the event timer measures instead
+            _STATE["module"], _STATE["why"] = None, f"cupti-python failed to load: {type(exc).__name__}: {exc}"
+    return _STATE["module"], _STATE["why"]
+
+
+class Activity:
+    """The process's CUPTI activity client: kernel/memcpy/memset records and external correlations.
+
+    ``ops`` holds ``(correlation id, start ns, end ns)``; ``external`` maps correlation id to our
+    external id. CUPTI calls ``_completed`` from its own thread or from ``flush_all``; a lock guards both.
+    """
+
+    def __init__(self, cupti: Any) -> None:
+        self.cupti = cupti
+        K = cupti.ActivityKind
+        self.op_kinds = {int(K.CONCURRENT_KERNEL), int(K.MEMCPY), int(K.MEMSET)}
+        self.ext_kind_value = int(K.EXTERNAL_CORRELATION)
+        self.custom = int(cupti.ExternalCorrelationKind.CUSTOM2)
+        # external correlation records come with traced API calls: the runtime and driver API kinds
+        self.kinds = [K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
+        self.ops: list[tuple[int, int, int]] = []
+        self.external: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self.ensure()
+
+    def ensure(self) -> None:
+        """Enable the activity kinds and (re-)register the buffer callbacks."""
+        for k in self.kinds:
+            self.cupti.activity_enable(k)
+        self.cupti.activity_register_callbacks(self._requested, self._completed)
+
+    @staticmethod
+    def _requested() -> tuple[int, int]:
+        return 8 << 20, 0  # buffer bytes; 0: no limit on records per buffer
+
+    def _completed(self, activities: Sequence[Any]) -> None:
+        ops, ext = [], {}
+        for a in activities:
+            kind = int(a.kind)
+            if kind in self.op_kinds:
+                ops.append((int(a.correlation_id), int(a.start), int(a.end)))
+            elif kind == self.ext_kind_value and int(a.external_kind) == self.custom:
+                ext[int(a.correlation_id)] = int(a.external_id)
+        with self._lock:
+            self.ops.extend(ops)
+            self.external.update(ext)
+
+    def push(self, ext_id: int) -> None:
+        self.cupti.activity_push_external_correlation_id(self.custom, ext_id)
+
+    def pop(self) -> None:
+        self.cupti.activity_pop_external_correlation_id(self.custom)
+
+    def drain(self) -> tuple[list[tuple[int, int, int]], dict[int, int]]:
+        """Every record of work already finished (call after a device sync), handed over and cleared."""
+        self.cupti.activity_flush_all(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: incomplete buffers too
+        with self._lock:
+            ops, ext = self.ops, self.external
+            self.ops, self.external = [], {}
+        return ops, ext
+
+
+def activity() -> Activity:
+    """The process's ``Activity`` (created on first use); raises RuntimeError when CUPTI is unusable."""
+    if _STATE.get("activity") is None:
+        mod, why = load_cupti()
+        if mod is None:
+            raise RuntimeError(why)
+        _STATE["activity"] = Activity(mod)
+    return _STATE["activity"]
+
+
+def per_sample(ops: Sequence[tuple[int, int, int]], external: dict[int, int],
+               ids: Sequence[int]) -> list[tuple[float, int, float]]:
+    """(summed duration s, operations, uncovered gap s) for each external id in ``ids``.
+
+    The gap is the part of [first start, last end] that no operation covers (overlapping operations on
+    several streams are merged), so it is 0 for one kernel and never negative.
+    """
+    groups: dict[int, list[tuple[int, int]]] = {i: [] for i in ids}
+    for corr, start, end in ops:
+        ext = external.get(corr)
+        if ext in groups:
+            groups[ext].append((start, end))
+    out = []
+    for i in ids:
+        spans = sorted(groups[i])
+        total = sum(max(0, e - s) for s, e in spans)
+        covered, cur_s, cur_e = 0, None, None
+        for s, e in spans:
+            if cur_e is None or s > cur_e:
+                if cur_e is not None:
+                    covered += cur_e - cur_s  # type: ignore[operator]
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            covered += cur_e - cur_s  # type: ignore[operator]
+        gap = (spans[-1][1] - spans[0][0] - covered) if spans else 0
+        out.append((total * 1e-9, len(spans), max(0, gap) * 1e-9))
+    return out
+
+
+class CuptiBackend:
+    """Kernel durations from CUPTI; flush, delay and sync from the event backend ``events``.
+
+    ``last_detail`` holds (operations, gap seconds) per sample of the last ``collect``.
+    """
+
+    name = "cupti"
+    can_delay = True
+    #: CUPTI has no empty-pair offset: an empty callable reads 0
+    floor_s = 0.0
+    #: a sample with any operation in it is work; exactly 0 is "nothing enqueued"
+    empty_below_s = 1e-9
+
+    def __init__(self, events: Any, act: Optional[Activity] = None) -> None:
+        self.events = events
+        self.act = act or activity()
+        self.info = replace(events.info, timer="cupti")
+        self.note = getattr(events, "note", None)
+        self._next = 1
+        self.last_detail: list[tuple[int, float]] = []
+
+    def delay(self, seconds: float) -> None:
+        self.events.delay(seconds)
+
+    def sync(self) -> None:
+        self.events.sync()
+
+    def _ids(self, n: int) -> list[int]:
+        first = self._next
+        self._next += n
+        return list(range(first, first + n))
+
+    def enqueue(
+        self, fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *, flush: bool, delay_s: float,
+        head_delay_s: float, repeat: int,
+    ) -> Any:
+        ids = self._ids(len(schedule))
+
+        def record(marker: tuple[str, int]) -> None:
+            if marker[0] == "push":
+                self.act.push(marker[1])
+            else:
+                self.act.pop()
+
+        pairs = [(("push", i), ("pop", i)) for i in ids]
+        enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
+                        delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
+        return ids
+
+    def collect(self, ids: Any) -> list[float]:
+        self.events.sync()
+        ops, ext = self.act.drain()
+        rows = per_sample(ops, ext, ids)
+        self.last_detail = [(n, gap) for _t, n, gap in rows]
+        return [t for t, _n, _gap in rows]
+
+    def operations(self, fn: Callable[[], Any]) -> int:
+        """How many kernels, memcpys and memsets one call of ``fn`` makes the device run."""
+        self.events.sync()
+        self.act.drain()
+        (i,) = self._ids(1)
+        self.act.push(i)
+        try:
+            fn()
+        finally:
+            self.act.pop()
+        self.events.sync()
+        ops, ext = self.act.drain()
+        return per_sample(ops, ext, [i])[0][1]
+
+    def copy_fn(self, nbytes: int) -> Callable[[], Any]:
+        return self.events.copy_fn(nbytes)
