@@ -1,6 +1,10 @@
-"""Checks once the devices are known: gfx targets the build lacks, and the installed torch build."""
+"""Checks once the devices are known: gfx targets the build lacks, the installed torch build, and on ROCm
+what a GPU fault does to the process and which hip-python release matches the installed ROCm."""
 
 from __future__ import annotations
+
+import re
+from typing import Any, Optional
 
 from pytest_gpuenv.detect import _amd
 from pytest_gpuenv.detect._ctx import Ctx
@@ -91,3 +95,123 @@ def _pip_fix(ctx: Ctx, fam: str) -> str:
         except ValueError:
             pass
     return f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{tag}"
+
+
+# ------------------------------------------------------------------------------------------ ROCm runtime
+#: the variable clr reads to keep the process alive on a GPU fault (rocclr/utils/flags.hpp, default on since
+#: HIP 7.0: "Exceptions occurring during a kernel execution will not abort the process anymore but will
+#: return an error unless core dump is enabled", clr CHANGELOG.md, HIP 7.0)
+SKIP_ABORT_VAR = "HIP_SKIP_ABORT_ON_GPU_ERROR"
+#: the first hip-python release on PyPI (6.2.0.499.16) loads the unversioned libamdhip64.so/libhiprtc.so
+_FIRST_HIP_PYTHON = (6, 2)
+
+
+def rocm_runtime(ctx: Ctx) -> None:
+    """On ROCm: whether a GPU fault aborts the process, and the hip-python release for this ROCm."""
+    if family(ctx.env.kind) != "rocm" and not ctx.env.rocm.get("version"):
+        return
+    if family(ctx.env.kind) == "rocm" and ctx.env.platform == "linux":
+        _fault_policy(ctx)
+    _hip_python(ctx)
+
+
+def _vtuple(v: Any) -> Optional[tuple[int, ...]]:
+    nums = re.findall(r"\d+", str(v or ""))[:3]
+    return tuple(int(n) for n in nums) if len(nums) >= 2 else None
+
+
+def _core_limit(ctx: Ctx) -> Optional[int]:
+    """The soft RLIMIT_CORE of this process (None in root mode or where unknown; -1: unlimited)."""
+    if ctx.fs.root_mode:
+        return None
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_CORE)[0]
+        return -1 if soft == resource.RLIM_INFINITY else int(soft)
+    except (ImportError, OSError, ValueError):
+        return None
+
+
+def _fault_policy(ctx: Ctx) -> None:
+    """ROCr's VMFaultHandler and clr's queue callback call abort() on a GPU fault (ROCR-Runtime
+    runtime/hsa-runtime/core/runtime/runtime.cpp, clr rocclr/device/rocm/rocdevice.cpp ``callbackQueue``);
+    from HIP 7.0 clr returns an error instead unless HIP_SKIP_ABORT_ON_GPU_ERROR is 0 or core dumps are on
+    (clr ``Os::DumpCoreFile``: RLIMIT_CORE != 0)."""
+    version = ctx.env.rocm.get("version")
+    v = _vtuple(version)
+    setting = ctx.environ.get(SKIP_ABORT_VAR)
+    core = _core_limit(ctx)
+    recovery = ("run GPU tests under pytest-xdist (-n N): a crashed worker is replaced and its test is named; "
+                "pytest-gpuenv records the running test before each HIP launch, so the next run names it too")
+    if v is None or v[0] < 7:
+        why = (f"ROCm {version or '(version unknown)'} aborts the whole process on a GPU fault ('Memory access "
+               f"fault by GPU node-N'): {SKIP_ABORT_VAR} exists from ROCm 7.0")
+        return ctx.add("hip-fault-aborts", why, recovery + "; or upgrade to ROCm >= 7.0", "info", "driver")
+    if setting is not None and setting.strip().isdigit() and int(setting) == 0:
+        why = f"{SKIP_ABORT_VAR}={setting} is set: ROCm {version} aborts the whole process on a GPU fault"
+        return ctx.add("hip-fault-aborts", why, f"unset {SKIP_ABORT_VAR}, or " + recovery, "info", "driver")
+    if core is not None and core != 0:
+        limit = "unlimited" if core < 0 else str(core)
+        why = (f"core dumps are enabled (ulimit -c {limit}): ROCm {version} aborts the whole process on a GPU "
+               f"fault to write one, whatever {SKIP_ABORT_VAR} says")
+        return ctx.add("hip-fault-aborts", why, "`ulimit -c 0` before pytest, or " + recovery, "info", "driver")
+    ctx.add("hip-fault-returns-error", f"ROCm {version}: a GPU fault comes back as an error ({SKIP_ABORT_VAR} "
+            "in effect" + ("" if core is not None else "; it aborts after all when core dumps are enabled")
+            + "): the faulting test fails, later GPU tests in that process skip naming it",
+            "nothing to do; keep core dumps off (`ulimit -c 0`) for this to hold", "info", "driver")
+
+
+def hip_python_requirement(rocm_version: Any) -> str:
+    """The pip requirement of the hip-python release for a ROCm version. hip-python's releases on PyPI are
+    numbered after the ROCm release they were built for, then HIP's build numbers (6.4.1.552.39 for ROCm
+    6.4.1, 7.2.0.562.43 for 7.2.0); the first, 6.2.0.499.16, loads the unversioned libamdhip64.so and
+    libhiprtc.so and so is the one for ROCm before 6.3 as well."""
+    v = _vtuple(rocm_version)
+    if v is None or v[:2] < (6, 3):
+        return "hip-python==6.2.*"
+    return "hip-python==" + ".".join(str(n) for n in v) + ".*"
+
+
+def _installed_hip_python(ctx: Ctx) -> Optional[str]:
+    """The installed hip-python's version: package metadata (nothing imported), or a dist-info under the root."""
+    if not ctx.fs.root_mode:
+        try:
+            from importlib.metadata import version
+
+            return version("hip-python")
+        except Exception:  # PackageNotFoundError, a broken dist-info
+            return None
+    from pytest_gpuenv.detect._torch import _SITE_GLOBS
+
+    for pat in _SITE_GLOBS:
+        for path in ctx.fs.glob(pat + "/hip_python-*.dist-info"):
+            m = re.match(r"^hip_python-(.+)\.dist-info$", path.rsplit("/", 1)[-1])
+            if m:
+                return m.group(1)
+    return None
+
+
+def _hip_python(ctx: Ctx) -> None:
+    rocm = ctx.env.rocm.get("version")
+    req = hip_python_requirement(rocm)
+    fix = f'pip install "{req}"  (or: pip install "pytest-gpuenv[amd]" "{req}")'
+    installed = _installed_hip_python(ctx)
+    if installed is None:
+        if family(ctx.env.kind) == "rocm":
+            ctx.add("hip-python-missing", f"hip-python is not installed: hip_kernel and the driver timer need it "
+                    f"on ROCm {rocm or '?'}", fix, "info", "toolchain")
+        return
+    have, want = _vtuple(installed), _vtuple(rocm)
+    if have is None or want is None:
+        return
+    need = _FIRST_HIP_PYTHON if want[:2] < (6, 3) else want[:2]
+    if have[:2] != need:
+        ctx.add("hip-python-rocm-mismatch", f"hip-python {installed} does not match ROCm {rocm} (it needs the "
+                f"hip-python built for its ROCm release: {req})", fix, "warning", "toolchain")
+    elif need == _FIRST_HIP_PYTHON and ctx.rocm.get("lib_dirs") and not any(
+            ctx.fs.exists(f"{d}/libamdhip64.so") for d in ctx.rocm["lib_dirs"]):
+        ctx.add("hip-python-no-unversioned-lib", f"hip-python {installed} loads libamdhip64.so, which is not in "
+                f"{', '.join(ctx.rocm['lib_dirs'])} (only the versioned library of ROCm {rocm} is)",
+                "install ROCm's development package (hip-runtime-amd-dev, libamdhip64-dev) or link libamdhip64.so "
+                "to the versioned library", "warning", "toolchain")

@@ -1,0 +1,143 @@
+"""Detection's ROCm runtime checks: does a GPU fault abort the process, and which hip-python fits.
+
+Fault policy (issue 10 item 1), following:
+- ROCR-Runtime runtime/hsa-runtime/core/runtime/runtime.cpp ``Runtime::VMFaultHandler``: ``std::abort()``
+  unless a registered system event handler returns HSA_STATUS_SUCCESS (ROCm/rocm-systems
+  projects/rocr-runtime, commit 1b1610fc, lines 1826-1942);
+- clr rocclr/device/rocm/rocdevice.cpp ``callbackQueue`` (tag rocm-6.2.0, line 2981-3004): ``abort()``;
+- clr CHANGELOG.md, "HIP 7.0 for ROCm 7.0": exceptions during a kernel no longer abort the process
+  unless core dump is enabled; clr rocclr/utils/flags.hpp ``HIP_SKIP_ABORT_ON_GPU_ERROR`` (default true);
+  clr rocclr/os/os_posix.cpp ``Os::DumpCoreFile``: ``getrlimit(RLIMIT_CORE)`` soft limit != 0.
+hip-python (item 11): `pip index versions hip-python` lists 6.2.0.499.16 (the first), 6.3.0.540.30 ...
+6.4.1.552.39 ... 7.2.0.562.43: numbered after the ROCm release; 6.2 loads the unversioned
+libamdhip64.so / libhiprtc.so (its chip/chiprtc extension modules name exactly those).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuenv.detect import _checks
+from pytest_gpuenv.detect._ctx import Ctx
+from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.model import GpuEnv
+
+
+def _ctx(root, version, environ=None, kind="rocm", lib_dirs=None):
+    env = GpuEnv(kind=kind, backend="rocm" if kind == "rocm" else "cpu")
+    env.rocm["version"] = version
+    ctx = Ctx(env, Fs(str(root)), environ or {}, "never", 1.0, None)
+    ctx.rocm = {"lib_dirs": lib_dirs or []}
+    return ctx
+
+
+def _site(root, dist):
+    d = root / "usr/local/lib/python3.11/site-packages" / dist
+    d.mkdir(parents=True)
+
+
+@pytest.mark.parametrize("version", ["5.2.3", "6.4.1", None])
+def test_before_rocm7_a_fault_aborts(tmp_path, version):
+    ctx = _ctx(tmp_path, version)
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-aborts")
+    assert p is not None and "aborts the whole process" in p.message and "ROCm 7.0" in p.message
+    assert "-n N" in p.fix and p.severity == "info"
+    assert ctx.env.problem("hip-fault-returns-error") is None
+
+
+def test_rocm7_returns_an_error(tmp_path):
+    ctx = _ctx(tmp_path, "7.2.0")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-returns-error")
+    assert p is not None and "HIP_SKIP_ABORT_ON_GPU_ERROR in effect" in p.message
+    # root mode: the core-dump limit of that machine is not known, and the message says what it would do
+    assert "aborts after all when core dumps are enabled" in p.message
+    assert ctx.env.problem("hip-fault-aborts") is None
+
+
+def test_rocm7_user_turned_the_opt_out_off(tmp_path):
+    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": "0"})
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-aborts")
+    assert p is not None and "HIP_SKIP_ABORT_ON_GPU_ERROR=0 is set" in p.message
+
+
+@pytest.mark.parametrize("limit,text", [(-1, "ulimit -c unlimited"), (4096, "ulimit -c 4096")])
+def test_rocm7_with_core_dumps_aborts(tmp_path, monkeypatch, limit, text):
+    monkeypatch.setattr(_checks, "_core_limit", lambda ctx: limit)
+    ctx = _ctx(tmp_path, "7.1.1")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-aborts")
+    assert p is not None and text in p.message and "`ulimit -c 0`" in p.fix
+
+
+def test_rocm7_core_dumps_off_is_in_effect(tmp_path, monkeypatch):
+    monkeypatch.setattr(_checks, "_core_limit", lambda ctx: 0)
+    ctx = _ctx(tmp_path, "7.1.1")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-returns-error")
+    assert p is not None and "aborts after all" not in p.message
+
+
+def test_no_fault_policy_without_amd_gpu(tmp_path):
+    ctx = _ctx(tmp_path, "7.2.0", kind="cpu")
+    _checks.rocm_runtime(ctx)
+    assert ctx.env.problem("hip-fault-aborts") is None and ctx.env.problem("hip-fault-returns-error") is None
+
+
+@pytest.mark.parametrize("rocm,req", [("5.2.3", "hip-python==6.2.*"), ("6.2.4", "hip-python==6.2.*"),
+                                      ("6.3", "hip-python==6.3.*"), ("6.4.1", "hip-python==6.4.1.*"),
+                                      ("7.2.0", "hip-python==7.2.0.*"), (None, "hip-python==6.2.*")])
+def test_requirement_follows_the_pypi_scheme(rocm, req):
+    assert _checks.hip_python_requirement(rocm) == req
+
+
+def test_hip_python_mismatch_names_the_release(tmp_path):
+    _site(tmp_path, "hip_python-6.2.0.499.16.dist-info")
+    ctx = _ctx(tmp_path, "7.2.0")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-python-rocm-mismatch")
+    assert p is not None and p.severity == "warning"
+    assert "hip-python 6.2.0.499.16 does not match ROCm 7.2.0" in p.message
+    assert 'pip install "hip-python==7.2.0.*"' in p.fix
+
+
+def test_hip_python_matching_minor_is_fine(tmp_path):
+    _site(tmp_path, "hip_python-6.4.2.555.40.dist-info")
+    ctx = _ctx(tmp_path, "6.4.1")
+    _checks.rocm_runtime(ctx)
+    assert not [p for p in ctx.env.problems if p.code.startswith("hip-python")]
+
+
+def test_hip_python_62_needs_the_unversioned_library(tmp_path):
+    _site(tmp_path, "hip_python-6.2.0.499.16.dist-info")
+    lib = tmp_path / "opt/rocm-6.2.4/lib"
+    lib.mkdir(parents=True)
+    (lib / "libamdhip64.so.6").write_bytes(b"")
+    ctx = _ctx(tmp_path, "6.2.4", lib_dirs=["/opt/rocm-6.2.4/lib"])
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-python-no-unversioned-lib")
+    assert p is not None and "loads libamdhip64.so" in p.message
+    (lib / "libamdhip64.so").write_bytes(b"")
+    ctx = _ctx(tmp_path, "6.2.4", lib_dirs=["/opt/rocm-6.2.4/lib"])
+    _checks.rocm_runtime(ctx)
+    assert ctx.env.problem("hip-python-no-unversioned-lib") is None
+
+
+def test_hip_python_missing_on_an_amd_machine(tmp_path):
+    ctx = _ctx(tmp_path, "6.4.1")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-python-missing")
+    assert p is not None and p.severity == "info" and 'pip install "hip-python==6.4.1.*"' in p.fix
+
+
+def test_real_system_rocm52_with_hip_python_62_is_fine():
+    # this machine: Debian's ROCm 5.2.3 (libamdhip64.so -> .so.5 in the multiarch dir) and hip-python 6.2
+    pytest.importorskip("hip")
+    from pytest_gpuenv.detect import detect
+
+    env = detect(probe="never")
+    if env.rocm.get("version") is None or not env.rocm["version"].startswith("5."):
+        pytest.skip("not the Debian ROCm 5 machine")
+    assert not [p.code for p in env.problems if p.code.startswith("hip-python")]
