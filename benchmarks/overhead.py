@@ -1,24 +1,41 @@
-"""Collection overhead of pytest-gpuenv and the cost of one detection.
+"""What pytest-gpuenv costs a run, and where that time goes.
 
-Generates a suite of 2,000 tests (a quarter with gpuenv markers), then times
-``pytest --collect-only -q`` with the plugin and without it (``-p no:gpuenv``), interleaved, and
-prints the median of the per-pair ratios. Then times ``detect()`` in-process and checks that loading
-the plugin and detecting imported no torch. Goals (2-core CI machine): ratio <= 1.05, detection
-<= 10 ms, no torch import.
+Generates 2,000 trivial tests (``--marked 0.25`` puts a gpuenv marker on a quarter of them), then times
+whole pytest processes in interleaved pairs (the order alternates pair by pair) and prints, per setting,
+each side's median and the median, min and max of the per-pair ratios (wall and CPU time):
 
-    python benchmarks/overhead.py [--tests 2000] [--rounds 7]
+- **strict**: plugin autoloading off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``), ``-p gpuenv`` vs bare pytest;
+- **autoload**: every installed plugin loaded, with gpuenv vs ``-p no:gpuenv`` (the other plugins dilute
+  the fixed cost);
+
+each for ``--collect-only -q`` and for running the tests (``-q``). Then the phases inside one process
+(strict setting): importing the plugin, ``pytest_configure`` (of which detection), collection hooks
+(``pytest_generate_tests``, marker checks in ``pytest_collection_modifyitems``), per-test hooks (marker
+evaluation at setup, the report hooks), header and summary; the plugin's slowest imports
+(``python -X importtime``); and one detection as the plugin and ``gpuenv info`` run it (first call in a
+fresh process, its imports included), with the heavy modules it imported (goal: none).
+
+The modules are timed with their bytecode cached (as a pip install leaves them: this script points
+``PYTHONPYCACHEPREFIX`` at a temporary folder); ``--no-bytecode`` compiles every source each run instead.
+Goals (2-core CI machine): strict ratio <= 1.05, detection <= 10 ms. The machine is shared: quote ratios.
+
+    python benchmarks/overhead.py [--tests 2000] [--pairs 5] [--marked 0.25] [--quick] [--no-bytecode]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKS = [
     "@pytest.mark.requires_gpu",
     "@pytest.mark.requires_cuda",
@@ -28,14 +45,16 @@ MARKS = [
     "@pytest.mark.requires_devices(2)",
     '@pytest.mark.skip_on("wsl")',
 ]
+HEAVY = ("torch", "hip", "cuda", "cupy", "triton", "numpy")
 
 
-def make_suite(path: str, n_tests: int, per_file: int = 50) -> None:
-    for f in range(n_tests // per_file):
+def make_suite(path: str, n_tests: int, marked: float, per_file: int = 50) -> None:
+    every = round(1 / marked) if marked > 0 else 0
+    for f in range(max(1, n_tests // per_file)):
         lines = ["import pytest", ""]
         for t in range(per_file):
             i = f * per_file + t
-            if i % 4 == 0:
+            if every and i % every == 0:
                 lines.append(MARKS[i % len(MARKS)])
             lines.append(f"def test_{i}():\n    assert True\n")
         with open(os.path.join(path, f"test_gen_{f:03d}.py"), "w") as fh:
@@ -44,58 +63,240 @@ def make_suite(path: str, n_tests: int, per_file: int = 50) -> None:
         fh.write("[pytest]\n")
 
 
-def collect_time(path: str, extra: list[str]) -> float:
-    cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", *extra]
+def base_env(pycache: Optional[str], autoload: bool) -> dict[str, str]:
+    """The checkout first on sys.path (the entry point names the module), bytecode cached or not."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    env.pop("PYTEST_ADDOPTS", None)
+    if pycache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if autoload:
+        env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    else:
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def plugin_arg() -> str:
+    """``gpuenv`` (the entry point, as users write it) when installed, else the module."""
+    from importlib.metadata import entry_points
+
+    try:
+        found = list(entry_points(group="pytest11", name="gpuenv"))
+    except TypeError:  # Python 3.9
+        found = [e for e in entry_points().get("pytest11", ()) if e.name == "gpuenv"]
+    return "gpuenv" if found else "pytest_gpuenv.plugin"
+
+
+def run_once(cmd: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one whole process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, cwd=path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-    dt = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"collection failed ({' '.join(extra)}):\n{r.stdout.decode()[-2000:]}")
-    return dt
+    r = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode not in (0, 5):
+        raise SystemExit(f"failed ({' '.join(cmd)}):\n{r.stdout.decode(errors='replace')[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def pairs(a: list[str], b: list[str], cwd: str, env: dict[str, str], n: int) -> dict[str, list[float]]:
+    """n interleaved pairs after one warm-up of each; the order within a pair alternates."""
+    run_once(a, cwd, env)
+    run_once(b, cwd, env)
+    out: dict[str, list[float]] = {"a_wall": [], "b_wall": [], "a_cpu": [], "b_cpu": []}
+    for i in range(n):
+        order = [("a", a), ("b", b)] if i % 2 == 0 else [("b", b), ("a", a)]
+        for side, cmd in order:
+            wall, cpu = run_once(cmd, cwd, env)
+            out[f"{side}_wall"].append(wall)
+            out[f"{side}_cpu"].append(cpu)
+    return out
+
+
+def ratio_text(t: dict[str, list[float]], kind: str) -> str:
+    r = [x / y for x, y in zip(t[f"a_{kind}"], t[f"b_{kind}"])]
+    return f"{statistics.median(r):.3f} [{min(r):.3f}-{max(r):.3f}]"
+
+
+def settings(cwd: str, pycache: Optional[str], n: int, quick: bool) -> list[tuple[str, dict[str, list[float]]]]:
+    py = [sys.executable, "-m", "pytest", "-q"]
+    p = plugin_arg()
+    rows = []
+    for autoload in (False, True):
+        env = base_env(pycache, autoload)
+        for mode in (["--collect-only"], []) if not quick else (["--collect-only"],):
+            if autoload:
+                a, b = [*py, *mode, "-p", "no:randomly"], [*py, *mode, "-p", "no:randomly", "-p", "no:gpuenv"]
+                name = "autoload on, with vs -p no:gpuenv"
+            else:
+                a, b = [*py, *mode, "-p", p], [*py, *mode]
+                name = f"autoload off, -p {p} vs bare"
+            rows.append((f"{name}, {'collect-only' if mode else 'run'}", pairs(a, b, cwd, env, n)))
+    return rows
+
+
+PHASES_SNIPPET = r"""
+import functools, inspect, json, sys, time
+import pytest
+t0 = time.perf_counter()
+import pytest_gpuenv.plugin as P
+imported = time.perf_counter() - t0
+acc = {}
+def timed(key, f):
+    if inspect.isgeneratorfunction(f):
+        @functools.wraps(f)
+        def g(*a):
+            gen = f(*a); t = time.perf_counter(); v = next(gen); acc[key] = acc.get(key, 0) + time.perf_counter() - t
+            res = yield v
+            t = time.perf_counter()
+            try:
+                gen.send(res)
+            except StopIteration as e:
+                return e.value
+            finally:
+                acc[key] = acc.get(key, 0) + time.perf_counter() - t
+        return g
+    @functools.wraps(f)
+    def w(*a):
+        t = time.perf_counter()
+        try:
+            return f(*a)
+        finally:
+            acc[key] = acc.get(key, 0) + time.perf_counter() - t
+    return w
+for name in dir(P):
+    if name.startswith("pytest_") and callable(getattr(P, name)):
+        setattr(P, name, timed(name, getattr(P, name)))
+P._SkipCollector.pytest_runtest_logreport = timed("pytest_runtest_logreport", P._SkipCollector.pytest_runtest_logreport)
+seen = {}
+class Spy:
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config):
+        seen["detect"] = P.get_env(config).detect_seconds
+t = time.perf_counter()
+pytest.main(sys.argv[1:] + ["-p", "pytest_gpuenv.plugin"], plugins=[Spy()])
+acc["total_main"] = time.perf_counter() - t
+print(json.dumps({"import": imported, "detect": seen.get("detect"), **acc}))
+"""
+
+PHASE_GROUPS = [
+    ("import pytest_gpuenv.plugin", ("import",)),
+    ("pytest_configure (options, host, detection, markers)", ("pytest_configure",)),
+    ("  of which detection (GpuEnv.detect_seconds)", ("detect",)),
+    ("pytest_addoption", ("pytest_addoption",)),
+    ("collection: pytest_generate_tests (all functions)", ("pytest_generate_tests",)),
+    ("collection: marker checks (pytest_collection_modifyitems)", ("pytest_collection_modifyitems",)),
+    ("per test: marker evaluation (pytest_runtest_setup)", ("pytest_runtest_setup",)),
+    ("per test: reports (makereport, logreport)", ("pytest_runtest_makereport", "pytest_runtest_logreport")),
+    ("header and summary (report_header, terminal_summary)", ("pytest_report_header", "pytest_terminal_summary")),
+    ("the rest (markeval namespace, unconfigure, sessionfinish)",
+     ("pytest_markeval_namespace", "pytest_unconfigure", "pytest_sessionfinish")),
+]
+
+
+def phases(cwd: str, pycache: Optional[str], repeat: int) -> None:
+    env = base_env(pycache, autoload=False)
+    for label, args in (("collect-only", ["--collect-only", "-q"]), ("run", ["-q"])):
+        runs = []
+        for _ in range(repeat + 1):  # the first writes the bytecode
+            r = subprocess.run([sys.executable, "-c", PHASES_SNIPPET, *args], cwd=cwd, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+            runs.append(json.loads(r.stdout.decode().strip().splitlines()[-1]))
+        runs = runs[1:]
+        print(f"\nwhere the plugin's time goes, strict setting, {label} (median of {repeat} processes, ms):")
+        for name, keys in PHASE_GROUPS:
+            vals = [sum((x.get(k) or 0.0) for k in keys) * 1e3 for x in runs]
+            print(f"  {name:<60} {statistics.median(vals):8.2f}")
+        total = statistics.median(x["total_main"] for x in runs) * 1e3
+        print(f"  {'(the whole pytest.main, for scale)':<60} {total:8.2f}")
+
+
+def slowest_imports(pycache: Optional[str], top: int = 8) -> None:
+    code = "import pytest; import pytest_gpuenv.plugin; from pytest_gpuenv.detect import detect; detect()"
+    env = base_env(pycache, autoload=False)
+    subprocess.run([sys.executable, "-c", code], env=env, timeout=120, check=True)  # bytecode
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=120, check=True)
+    rows, ours = [], False
+    for line in r.stderr.decode().splitlines():
+        parts = line.split("|")
+        if len(parts) != 3 or not parts[0].startswith("import time:") or "self [us]" in line:
+            continue
+        name = parts[2].strip()
+        if name == "pytest_gpuenv" or name.startswith("pytest_gpuenv."):
+            ours = True  # modules imported after the plugin's first: its own and what they pulled in
+        if ours:
+            rows.append((int(parts[0].split(":")[1]), name))
+    print(f"\nmodules imported by the plugin and one detect() ({len(rows)}, {sum(r[0] for r in rows) / 1e3:.1f} ms "
+          f"self under -X importtime; slowest {top}):")
+    for us, name in sorted(rows, reverse=True)[:top]:
+        print(f"  {us / 1e3:6.2f} ms  {name}")
 
 
 DETECT_SNIPPET = r"""
-import sys, time, statistics, json
-import pytest_gpuenv.plugin
+import json, statistics, sys, time
+import pytest, pytest_gpuenv.plugin
 from pytest_gpuenv.detect import detect
+t0 = time.perf_counter(); env = detect(); first = time.perf_counter() - t0
 t = []
-for _ in range(50):
-    t0 = time.perf_counter(); env = detect(probe="never"); t.append(time.perf_counter() - t0)
-t0 = time.perf_counter(); env2 = detect(); first_auto = time.perf_counter() - t0
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in {"torch", "hip", "cuda", "cupy", "triton", "numpy"})
-print(json.dumps({"median_s": statistics.median(t), "min_s": min(t), "auto_s": first_auto,
-                  "backend": env2.backend, "devices": len(env2.devices), "heavy": heavy}))
+for _ in range(20):
+    t0 = time.perf_counter(); detect(); t.append(time.perf_counter() - t0)
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+print(json.dumps({"first": first, "again": statistics.median(t), "backend": env.backend,
+                  "devices": len(env.devices), "heavy": heavy}))
 """
 
 
+def detection(pycache: Optional[str], repeat: int) -> None:
+    env = base_env(pycache, autoload=False)
+    code = DETECT_SNIPPET.replace("HEAVY", repr(HEAVY))
+    plugin, cli = [], []
+    for i in range(repeat + 1):
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, timeout=120, check=True)
+        c = subprocess.run([sys.executable, "-m", "pytest_gpuenv", "info", "--json"], env=env,
+                           stdout=subprocess.PIPE, timeout=120)
+        if i:
+            plugin.append(json.loads(r.stdout.decode().strip().splitlines()[-1]))
+            cli.append(json.loads(c.stdout.decode())["detect_seconds"])
+    first = [x["first"] * 1e3 for x in plugin]
+    print(f"\ndetection (median of {repeat} fresh processes; goal <= 10 ms):")
+    print(f"  first detect() after loading the plugin: {statistics.median(first):.2f} ms "
+          f"[{min(first):.2f}-{max(first):.2f}]; again in the same process "
+          f"{statistics.median(x['again'] for x in plugin) * 1e3:.2f} ms")
+    print(f"  `gpuenv info` (its detect_seconds): {statistics.median(cli) * 1e3:.2f} ms "
+          f"[{min(cli) * 1e3:.2f}-{max(cli) * 1e3:.2f}]")
+    last = plugin[-1]
+    print(f"  -> backend {last['backend']}, {last['devices']} device(s); heavy modules imported: "
+          f"{last['heavy'] or 'none'} (goal: none)")
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tests", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--pairs", "--rounds", type=int, default=5, help="interleaved pairs per setting")
+    ap.add_argument("--marked", type=float, default=0.0, help="fraction of tests with a gpuenv marker")
+    ap.add_argument("--quick", action="store_true", help="collect-only timings, fewer profile runs")
+    ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source each run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        make_suite(d, args.tests)
-        collect_time(d, [])  # warm the file cache and bytecode
-        collect_time(d, ["-p", "no:gpuenv"])
-        with_, without, ratios = [], [], []
-        for _ in range(args.rounds):
-            a = collect_time(d, ["-p", "no:gpuenv"])
-            b = collect_time(d, [])
-            without.append(a)
-            with_.append(b)
-            ratios.append(b / a)
-    import json
-
-    out = subprocess.run([sys.executable, "-c", DETECT_SNIPPET], stdout=subprocess.PIPE, timeout=120, check=True)
-    det = json.loads(out.stdout.decode().strip().splitlines()[-1])
-    print(f"suite: {args.tests} tests, {args.tests // 4} with gpuenv markers; {args.rounds} interleaved rounds")
-    print(f"collect-only without plugin: median {statistics.median(without):.3f} s")
-    print(f"collect-only with plugin:    median {statistics.median(with_):.3f} s")
-    print(f"ratio with/without (median of pairs): {statistics.median(ratios):.3f}   (goal <= 1.05)")
-    print(f"detect(probe='never'): median {det['median_s'] * 1e3:.2f} ms, min {det['min_s'] * 1e3:.2f} ms   (goal <= 10 ms)")
-    print(f"detect() as the plugin runs it (probe=auto): {det['auto_s'] * 1e3:.2f} ms -> backend {det['backend']}, "
-          f"{det['devices']} device(s)")
-    print(f"heavy modules imported by plugin + detection: {det['heavy'] or 'none'}   (goal: none)")
+        suite, pycache = os.path.join(d, "suite"), None if args.no_bytecode else os.path.join(d, "pyc")
+        os.mkdir(suite)
+        make_suite(suite, args.tests, args.marked)
+        print(f"suite: {args.tests} trivial tests, {args.marked:.0%} with a gpuenv marker; "
+              f"bytecode {'compiled each run' if args.no_bytecode else 'cached'}; {args.pairs} interleaved pairs")
+        print(f"{'setting':<62} {'A median s':>10} {'B median s':>10}  {'A/B wall [min-max]':>22}  "
+              f"{'A/B cpu [min-max]':>22}")
+        for name, t in settings(suite, pycache, args.pairs, args.quick):
+            print(f"{name:<62} {statistics.median(t['a_wall']):10.3f} {statistics.median(t['b_wall']):10.3f}  "
+                  f"{ratio_text(t, 'wall'):>22}  {ratio_text(t, 'cpu'):>22}")
+        print("goal: autoload off ratio <= 1.05")
+        phases(suite, pycache, 2 if args.quick else 5)
+        slowest_imports(pycache)
+        detection(pycache, 3 if args.quick else 5)
 
 
 if __name__ == "__main__":

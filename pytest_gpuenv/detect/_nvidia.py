@@ -1,7 +1,8 @@
-"""NVIDIA: /proc/driver/nvidia, device nodes, PCI functions, and the merge of NVML's answer.
+"""NVIDIA: /proc/driver/nvidia, device nodes, and the merge of NVML's answer.
 
-NVML (T2, ``pytest_gpuenv.runtime.nvml``) creates no CUDA context; it is asked only on a real system
-(never in root mode) and only when the probe mode allows it. Everything else is files and ``os.access``.
+NVML (T2, ``pytest_gpuenv.runtime.nvml``, imported when asked) creates no CUDA context; it is asked only
+on a real system (never in root mode) and only when the probe mode allows it. Everything else is files
+and ``os.access``. (The PCI scan that finds a GPU without its driver is ``_core``'s: vendor-neutral.)
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ import os
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _probe
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem
-from pytest_gpuenv.runtime import nvml
 
 _DRIVER_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
@@ -154,22 +153,6 @@ def _permission_problem(fs: Fs, denied: list[str]) -> Problem:
     )
 
 
-def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
-    """Display-class PCI functions by vendor ('amd', 'nvidia'), from /sys/bus/pci/devices (T1)."""
-    out: dict[str, list[str]] = {}
-    names = fs.listdir("/sys/bus/pci/devices")
-    if len(names) > 512:
-        return out
-    for bdf in names:
-        vendor = (fs.read(f"/sys/bus/pci/devices/{bdf}/vendor", 32) or "").strip().lower()
-        if vendor not in ("0x10de", "0x1002"):
-            continue
-        cls = (fs.read(f"/sys/bus/pci/devices/{bdf}/class", 32) or "").strip().lower()
-        if cls.startswith(("0x0300", "0x0302", "0x0380", "0x1200")):
-            out.setdefault("nvidia" if vendor == "0x10de" else "amd", []).append(bdf)
-    return out
-
-
 # ------------------------------------------------------------------------------------------ NVML
 def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[dict[str, Any]]:
     """T2: NVML's answer merged into ``devices`` (the list is filled when empty); cached like the probe.
@@ -179,6 +162,9 @@ def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[di
     """
     if ctx.fs.root_mode or ctx.probe_mode == "never":
         return None
+    from pytest_gpuenv.detect import _probe
+    from pytest_gpuenv.runtime import nvml
+
     key = _probe.cache_key(ctx.fs, ctx.environ, "nvml", ["/proc/driver/nvidia/version"]).replace("probe", "nvml")
     data = _probe.cache_get(ctx.cache, key)
     if data is None:
@@ -196,6 +182,8 @@ def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[di
 
 def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> list[Device]:
     """Fill arch, memory and names from NVML; NVML devices become the list when files had none."""
+    from pytest_gpuenv.detect._probe import count
+
     by_uuid = {d.get("uuid"): d for d in nvml.get("devices", []) if d.get("uuid")}
     if not devices:
         for n in nvml.get("devices", []):
@@ -211,7 +199,7 @@ def merge_nvml(devices: list[Device], nvml: dict[str, Any], ev: list[str]) -> li
             continue
         d.arch = d.arch or n.get("arch")
         d.physical_arch = d.physical_arch or n.get("arch")
-        d.memory_bytes = d.memory_bytes or _probe.count(n.get("memory_bytes"))
+        d.memory_bytes = d.memory_bytes or count(n.get("memory_bytes"))
         d.name = d.name or n.get("name")
         ev.append(f"NVML device {n.get('nvml_index')}: {n.get('name')}, {n.get('arch')}, {n.get('memory_bytes')} B")
     return devices

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _nvidia
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device
@@ -62,9 +61,11 @@ def _cuda(ctx: Ctx, libcuda: str, dxg: bool) -> None:
                 "call /usr/lib/wsl/lib/nvidia-smi, or add /usr/lib/wsl/lib to PATH", "warning", "wsl")
     if not dxg:
         _no_gpu_pv(ctx)
+    from pytest_gpuenv.detect._nvidia import ask_nvml
+
     nvml_lib = f"{WSL_LIB}/libnvidia-ml.so.1"
     devices: list[Device] = []
-    data = _nvidia.ask_nvml(ctx, devices, nvml_lib if fs.exists(nvml_lib) else None)
+    data = ask_nvml(ctx, devices, nvml_lib if fs.exists(nvml_lib) else None)
     if data is not None and devices:
         for d in devices:
             d.source = "nvml"
