@@ -7,8 +7,40 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
-from pytest_gpuenv.perf._device import DeviceInfo, flush_bytes, format_uuid
+from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
 from pytest_gpuenv.perf._engine import enqueue_samples
+
+#: ticks per second of AMD's ``wall_clock64()`` (hipDeviceAttributeWallClockRate, read by ROCr from
+#: amdgpu's GPU counter): the 100 MHz reference clock (``soc21_get_xclk`` in amdgpu's soc21.c; 99.81 MHz
+#: on APUs, where 100 MHz makes a delay 0.2 % longer, never shorter)
+WALL_CLOCK_HZ = 100e6
+#: the counter rate assumed when nothing says the device's maximum clock
+FALLBACK_CLOCK_HZ = 2.0e9
+
+
+def sleep_counter(hip: bool, arch: Optional[str]) -> str:
+    """What ``torch.cuda._sleep(n)`` counts n of: PyTorch's ``aten/src/ATen/cuda/Sleep.cu`` spins on
+    ``wall_clock64()`` where ``__GFX11__`` is defined (every gfx11 target) and on ``clock64()`` elsewhere,
+    which counts core clock cycles (clr's ``amd_device_functions.h``: "GPU core cycle count"; NVIDIA: SM
+    cycles). Returns "wall clock" or "core clock"."""
+    return "wall clock" if hip and (arch or "").startswith("gfx11") else "core clock"
+
+
+def sleep_rate(hip: bool, arch: Optional[str], props: Any, max_mhz: Optional[float] = None) -> float:
+    """Ticks per second of the counter ``torch.cuda._sleep`` spins on (``sleep_counter``).
+
+    Core clock: the highest of the device properties' ``clock_rate`` (kHz; HIP's and CUDA's peak clock) and
+    the monitor's maximum clock (NVML, amdsmi), so a delay is never shorter than asked (at a lower clock a
+    cycle lasts longer); 2 GHz when neither is known. Wall clock: ``WALL_CLOCK_HZ``.
+    """
+    if sleep_counter(hip, arch) == "wall clock":
+        return WALL_CLOCK_HZ
+    try:
+        khz = float(getattr(props, "clock_rate", 0) or 0)
+    except (TypeError, ValueError):
+        khz = 0.0
+    rates = [r for r in (khz * 1e3, float(max_mhz or 0) * 1e6) if r > 0]
+    return max(rates) if rates else FALLBACK_CLOCK_HZ
 
 
 class TorchBackend:
@@ -25,25 +57,33 @@ class TorchBackend:
         self.device = torch.device("cuda", idx)
         props = torch.cuda.get_device_properties(idx)
         hip = getattr(torch.version, "hip", None)
-        arch = (getattr(props, "gcnArchName", None) or None) if hip else f"sm_{props.major}{props.minor}"
+        # gcnArchName carries target features ("gfx942:sramecc+:xnack-"): the arch is the part before them,
+        # as in HIP's describe() and the detection probe
+        arch = (str(getattr(props, "gcnArchName", "") or "").split(":")[0] or None) if hip else \
+            f"sm_{props.major}{props.minor}"
         l2 = int(getattr(props, "L2_cache_size", 0) or 0) or None
         pci = None
         if hasattr(props, "pci_bus_id"):
             pci = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{getattr(props, 'pci_device_id', 0):02x}.0"
         runtime = f"torch {torch.__version__} ({'hip ' + hip if hip else 'cuda ' + str(torch.version.cuda)})"
+        name = torch.cuda.get_device_name(idx)
         self.info = DeviceInfo(
-            name=torch.cuda.get_device_name(idx), vendor="amd" if hip else "nvidia", arch=arch, index=idx,
-            uuid=format_uuid(getattr(props, "uuid", None)), pci_bus_id=pci, l2_bytes=l2,
-            flush_bytes=flush_bytes(l2, arch), runtime=runtime, timer="torch",
+            name=name, vendor="amd" if hip else "nvidia", arch=arch, index=idx,
+            uuid=format_uuid(getattr(props, "uuid", None)), pci_bus_id=pci, runtime=runtime, timer="torch",
+            **cache_facts(l2, arch, name),
         )
         self.flush_mode = flush
         with torch.cuda.device(idx):
             self._buf = torch.zeros(self.info.flush_bytes // 4, dtype=torch.float32, device=self.device)
             self._scratch = torch.zeros((), dtype=torch.float32, device=self.device)
-        # torch.cuda._sleep spins for clock cycles; at the maximum clock a cycle is shortest, so using
-        # it never makes a delay shorter than asked
-        self.cycles_per_s = float(sm_hz or 2.0e9)
+        self._hip, self._props = bool(hip), props
+        #: ticks per second of the counter torch.cuda._sleep spins on (``sleep_rate``)
+        self.cycles_per_s = float(sm_hz) if sm_hz else sleep_rate(self._hip, arch, props)
         self._events: list[Any] = []
+
+    def use_max_clock(self, max_mhz: Optional[float]) -> None:
+        """Take the monitor's maximum clock (MHz) into the delay's rate where ``_sleep`` counts core cycles."""
+        self.cycles_per_s = sleep_rate(self._hip, self.info.arch, self._props, max_mhz)
 
     # ------------------------------------------------------------------ primitives
     def _flush(self) -> None:

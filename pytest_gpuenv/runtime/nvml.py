@@ -7,7 +7,8 @@ fails, the answer is ``None`` (``[]`` for lists of foreign processes): nothing h
 - ``query(lib_path)``: driver version, newest CUDA the driver supports, and each device's name, UUID,
   memory and arch, between one ``nvmlInit``/``nvmlShutdown`` pair (detection, DETECTION.md T2).
 - ``Monitor``: one device's SM clock, clock event reasons and compute processes, with NVML initialised
-  once for the process and left so (perf); ``driver_version()``; ``foreign_of``/``related_pids``.
+  once for the process and left so (perf), and which of those guards are off and why (``unavailable``,
+  ``note``); ``driver_version()``; ``foreign_of``/``related_pids`` (shared with ``runtime.amdsmi``).
 
 pynvml keeps one library per process in the module global ``pynvml.nvmlLib`` and loads
 ``libnvidia-ml.so.1`` (``nvml.dll``) only while that is None. To read a given file (WSL 2's
@@ -24,6 +25,11 @@ from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 NVML_CLOCK_SM = 1  # pynvml.NVML_CLOCK_SM
+_GUARDS = ("clocks", "throttling", "processes")
+#: nvmlClocksEventReason* bits (nvml.h) that mean the clocks are held down; GpuIdle (0x1) and
+#: ApplicationsClocksSetting (0x2) do not
+_REASONS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x10: "sync boost", 0x20: "SW thermal slowdown",
+            0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown", 0x100: "display clock setting"}
 _MAX_DEVICES = 64
 
 _state: dict[str, Any] = {}  # "nvml": pynvml initialised for Monitor/driver_version (None: unavailable)
@@ -118,15 +124,18 @@ def _read(nv: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ perf
 def _initialised() -> Any:
-    """pynvml after one ``nvmlInit`` for this process (never shut down: handles stay valid), or None."""
+    """pynvml after one ``nvmlInit`` for this process (never shut down: handles stay valid), or None
+    (``_state["why"]`` says why)."""
     if "nvml" not in _state:
-        nv = _pynvml()
+        nv, why = _pynvml(), None
         try:
             if nv is not None:
                 nv.nvmlInit()
-        except Exception:
-            nv = None
-        _state["nvml"] = nv
+            else:
+                why = "nvidia-ml-py is not installed (pip install 'pytest-gpuenv[nvidia]')"
+        except Exception as exc:
+            nv, why = None, f"nvmlInit failed: {type(exc).__name__}: {exc}"[:200]
+        _state.update(nvml=nv, why=why)
     return _state["nvml"]
 
 
@@ -140,26 +149,46 @@ class Monitor:
     """NVML view of one device, found by UUID (preferred) or PCI bus id.
 
     :param nvml: a pynvml-like module, already initialised (tests); default: pynvml, initialised once.
+    ``unavailable`` maps each guard that is off ("clocks", "throttling", "processes") to why; ``note``
+    says it in one line (``runtime.amdsmi.Monitor`` has the same interface).
     """
+
+    source = "nvml"
 
     def __init__(self, uuid: Optional[str] = None, pci_bus_id: Optional[str] = None, nvml: Any = None) -> None:
         self.nvml = nvml if nvml is not None else _initialised()
         self.handle: Any = None
         self.max_mhz: Optional[float] = None
+        self.unavailable: dict[str, str] = {}
         if self.nvml is None:
+            self.unavailable = dict.fromkeys(_GUARDS, _state.get("why") or "NVML unavailable")
             return
         if uuid:
             u = uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
             self.handle = _call(self.nvml.nvmlDeviceGetHandleByUUID, u)
         if self.handle is None and pci_bus_id:
             self.handle = _call(self.nvml.nvmlDeviceGetHandleByPciBusId, pci_bus_id)
-        if self.handle is not None:
-            mhz = _call(self.nvml.nvmlDeviceGetMaxClockInfo, self.handle, NVML_CLOCK_SM)
-            self.max_mhz = float(mhz) if mhz is not None else None
+        if self.handle is None:
+            self.unavailable = dict.fromkeys(_GUARDS, f"NVML finds no GPU with UUID {uuid} or PCI bus id {pci_bus_id}")
+            return
+        mhz = _call(self.nvml.nvmlDeviceGetMaxClockInfo, self.handle, NVML_CLOCK_SM)
+        self.max_mhz = float(mhz) if mhz is not None else None
+        for guard, ok in (("clocks", self.max_mhz), ("throttling", self.event_reasons() is not None),
+                          ("processes", self.processes() is not None)):
+            if not ok:
+                self.unavailable[guard] = "the NVML call failed (not supported on this GPU or driver)"
 
     @property
     def available(self) -> bool:
         return self.handle is not None
+
+    @property
+    def note(self) -> Optional[str]:
+        """One line naming the guards that are off and why, or None."""
+        by_why: dict[str, list[str]] = {}
+        for guard, why in self.unavailable.items():
+            by_why.setdefault(why, []).append(guard)
+        return "; ".join(f"NVML guards off ({', '.join(g)}): {w}" for w, g in by_why.items()) or None
 
     def sm_mhz(self) -> Optional[float]:
         if self.handle is None:
@@ -177,6 +206,13 @@ class Monitor:
             if value is not None:
                 return int(value)
         return None
+
+    def throttle_reasons(self) -> Optional[list[str]]:
+        """The active clock event reasons other than idle and application clocks ([] for none), or None."""
+        mask = self.event_reasons()
+        if mask is None:
+            return None
+        return [name for bit, name in _REASONS.items() if mask & bit]
 
     def processes(self) -> Optional[list[int]]:
         """PIDs of compute processes on the device, or None when NVML cannot say."""

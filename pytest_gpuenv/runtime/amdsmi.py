@@ -1,0 +1,204 @@
+"""AMD SMI through AMD's Python binding (``import amdsmi``): the timer's three guards on an AMD GPU.
+
+The same interface as ``runtime.nvml.Monitor`` (``available``, ``max_mhz``, ``sm_mhz()``,
+``throttle_reasons()``, ``processes()``, ``foreign_processes()``, ``unavailable``, ``note``), so the
+sampler discards batches run below the clock floor, and names other processes on the GPU, on AMD too.
+It reads the driver's state through ``libamd_smi.so`` (ROCm 6 and newer), creates no HIP context and
+changes nothing.
+
+``amdsmi`` is optional (the ``amd`` extra) and imported lazily, once per process, followed by one
+``amdsmi_init(AmdSmiInitFlags.INIT_AMD_GPUS)`` that is never shut down (handles stay valid). Nothing here
+raises: where the binding is missing, cannot load ``libamd_smi.so`` (the binding prints why and raises
+``KeyError`` at import; the print is kept as the reason), fails to initialise, or one call fails, that
+guard is off and ``unavailable`` says which and why.
+
+Calls, from amdsmi's ``amdsmi_interface.py`` (amdsmi 7.0.2 on PyPI): ``amdsmi_get_processor_handles``,
+``amdsmi_get_gpu_device_bdf``, ``amdsmi_get_gpu_device_uuid``, ``amdsmi_get_clock_info(h, AmdSmiClkType.GFX)``
+(``clk``, ``max_clk`` in MHz, "N/A" where unknown; ``cur_clk`` before ROCm 6.2),
+``amdsmi_get_violation_status`` (``active_*`` flags, MI300 and newer), ``amdsmi_get_gpu_metrics_info``
+(``throttle_status``/``indep_throttle_status``, as bools) and ``amdsmi_get_gpu_process_list`` (dicts with
+``pid`` and ``name``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from typing import Any, Callable, Optional
+
+from pytest_gpuenv.runtime.nvml import _ppid, _process_name, foreign_of, related_pids
+
+INSTALL_HINT = "pip install 'pytest-gpuenv[amd]' (amdsmi; it needs ROCm 6 or newer for libamd_smi.so)"
+GUARDS = ("clocks", "throttling", "processes")
+#: amdsmi_get_violation_status's ``active_*`` flags and what each names
+_VIOLATIONS = {
+    "active_ppt_pwr": "power (PPT)",
+    "active_socket_thrm": "socket thermal",
+    "active_prochot_thrm": "PROCHOT thermal",
+    "active_vr_thrm": "VR thermal",
+    "active_hbm_thrm": "HBM thermal",
+}
+
+_state: dict[str, Any] = {}  # "smi": amdsmi initialised (None: unavailable), "why": the reason
+
+
+def load(importer: Optional[Callable[[], Any]] = None) -> tuple[Any, Optional[str]]:
+    """``(amdsmi, None)`` after one ``amdsmi_init`` for this process, or ``(None, why)``.
+
+    :param importer: returns the module (tests); default ``import amdsmi``.
+    """
+    if "smi" not in _state:
+        smi, why = _import(importer)
+        if smi is not None:
+            try:
+                smi.amdsmi_init(smi.AmdSmiInitFlags.INIT_AMD_GPUS)
+            except Exception as exc:  # AmdSmiLibraryException: no driver, no permission, no GPU
+                smi, why = None, f"amdsmi_init failed: {_short(exc)}"
+        _state.update(smi=smi, why=why)
+    return _state["smi"], _state["why"]
+
+
+def _import(importer: Optional[Callable[[], Any]]) -> tuple[Any, Optional[str]]:
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            if importer is not None:
+                return importer(), None
+            import amdsmi
+
+            return amdsmi, None
+    except ModuleNotFoundError as exc:
+        if exc.name == "amdsmi":
+            return None, f"amdsmi is not installed ({INSTALL_HINT})"
+        return None, f"importing amdsmi failed: {_short(exc)}"
+    except Exception as exc:  # the binding raises KeyError('libamd_smi.so') when the library is absent
+        said = next((line for line in printed.getvalue().splitlines() if line.strip()), "")
+        return None, f"amdsmi could not load libamd_smi.so: {said or _short(exc)} ({INSTALL_HINT})"
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+
+def _call(fn: Callable[..., Any], *args: Any) -> tuple[Any, Optional[str]]:
+    try:
+        return fn(*args), None
+    except Exception as exc:
+        return None, f"{getattr(fn, '__name__', 'call')} failed: {_short(exc)}"
+
+
+def _bdf(text: Optional[str]) -> Optional[str]:
+    """``dddd:bb:dd.f`` (domain cut to 4 digits: torch writes 8) from a PCI bus id, lower case."""
+    m = re.match(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])\s*$", text or "")
+    if not m:
+        return None
+    dom, bus, dev, fn = m.groups()
+    return f"{int(dom or '0', 16) & 0xFFFF:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
+
+
+def _mhz(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+class Monitor:
+    """amdsmi's view of one AMD GPU, found by PCI bus id (preferred) or UUID.
+
+    :param smi: an amdsmi-like module, already initialised (tests); default: ``load()``.
+    """
+
+    source = "amdsmi"
+
+    def __init__(self, uuid: Optional[str] = None, pci_bus_id: Optional[str] = None, smi: Any = None) -> None:
+        why: Optional[str] = None
+        self.smi = smi
+        if smi is None:
+            self.smi, why = load()
+        self.handle: Any = None
+        self.max_mhz: Optional[float] = None
+        #: guard -> why it is off ("clocks", "throttling", "processes")
+        self.unavailable: dict[str, str] = {}
+        if self.smi is not None:
+            self.handle, why = self._find(uuid, pci_bus_id)
+        if self.handle is None:
+            self.unavailable = {g: why or "amdsmi unavailable" for g in GUARDS}
+            return
+        info, err = _call(self.smi.amdsmi_get_clock_info, self.handle, self.smi.AmdSmiClkType.GFX)
+        self.max_mhz = _mhz((info or {}).get("max_clk"))
+        if self.max_mhz is None:
+            self.unavailable["clocks"] = err or "amdsmi_get_clock_info gave no maximum graphics clock"
+        if self.throttle_reasons() is None:
+            self.unavailable["throttling"] = "neither amdsmi_get_violation_status nor gpu metrics give it"
+        if self.processes() is None:
+            self.unavailable["processes"] = self._proc_err or "amdsmi_get_gpu_process_list failed"
+
+    def _find(self, uuid: Optional[str], pci_bus_id: Optional[str]) -> tuple[Any, Optional[str]]:
+        handles, err = _call(self.smi.amdsmi_get_processor_handles)
+        want_bdf, want_uuid = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-")
+        for h in handles or []:
+            bdf, _e = _call(self.smi.amdsmi_get_gpu_device_bdf, h)
+            if want_bdf and _bdf(bdf) == want_bdf:
+                return h, None
+            u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h) if want_uuid else (None, None)
+            if want_uuid and isinstance(u, str) and u.lower().removeprefix("gpu-") == want_uuid:
+                return h, None
+        return None, err or f"amdsmi lists no GPU with PCI bus id {pci_bus_id} or UUID {uuid}"
+
+    @property
+    def available(self) -> bool:
+        return self.handle is not None
+
+    @property
+    def note(self) -> Optional[str]:
+        """One line naming the guards that are off and why, or None."""
+        if not self.unavailable:
+            return None
+        by_why: dict[str, list[str]] = {}
+        for guard, why in self.unavailable.items():
+            by_why.setdefault(why, []).append(guard)
+        return "; ".join(f"amdsmi guards off ({', '.join(g)}): {w}" for w, g in by_why.items())
+
+    def sm_mhz(self) -> Optional[float]:
+        """The current graphics clock, MHz (``clk``; ``cur_clk`` before ROCm 6.2)."""
+        if self.handle is None:
+            return None
+        info, _e = _call(self.smi.amdsmi_get_clock_info, self.handle, self.smi.AmdSmiClkType.GFX)
+        info = info if isinstance(info, dict) else {}
+        return _mhz(info.get("clk", info.get("cur_clk")))
+
+    def throttle_reasons(self) -> Optional[list[str]]:
+        """What holds the clocks down now ([] for nothing), or None when amdsmi cannot say."""
+        if self.handle is None:
+            return None
+        viol, _e = _call(getattr(self.smi, "amdsmi_get_violation_status", None) or _missing, self.handle)
+        if isinstance(viol, dict) and any(isinstance(viol.get(k), bool) for k in _VIOLATIONS):
+            return [name for key, name in _VIOLATIONS.items() if viol.get(key) is True]
+        metrics, _e = _call(self.smi.amdsmi_get_gpu_metrics_info, self.handle)
+        for key in ("indep_throttle_status", "throttle_status"):
+            value = (metrics or {}).get(key) if isinstance(metrics, dict) else None
+            if isinstance(value, bool):
+                return [key] if value else []
+        return None
+
+    _proc_err: Optional[str] = None
+
+    def processes(self) -> Optional[list[int]]:
+        """PIDs of processes using the device, or None when amdsmi cannot say."""
+        if self.handle is None:
+            return None
+        procs, self._proc_err = _call(self.smi.amdsmi_get_gpu_process_list, self.handle)
+        if not isinstance(procs, list):
+            return None
+        pids = [p.get("pid") if isinstance(p, dict) else getattr(p, "pid", None) for p in procs]
+        return [int(p) for p in pids if isinstance(p, int) and p > 0]
+
+    def foreign_processes(self) -> list[dict[str, Any]]:
+        pids = self.processes()
+        if not pids:
+            return []
+        return foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid)
+
+
+def _missing(_handle: Any) -> Any:
+    raise AttributeError("this amdsmi has no amdsmi_get_violation_status")
