@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 import pytest
 
+from pytest_gpuenv import _hide, _skip_patterns
 from pytest_gpuenv.model import BACKEND_CHOICES, MAX_DEVICES, safe_repr
 
 BACKEND_DESC = (
@@ -56,6 +57,19 @@ PLAN_PROFILE_DESC = (
     "add a runner profile to --gpuenv-plan: a root folder, or a spec such as rocm:gfx90a:4x64GiB, "
     "cuda:sm_90:1x141GB, cpu (repeatable)."
 )
+REQUIRE_DESC = (
+    "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
+    "rocm; off (default). Not checked with --collect-only."
+)
+SKIP_PATTERNS_DESC = (
+    "regular expressions (one per line) that mark a skip reason of the suite's own as a hardware skip, "
+    "besides the built-in table (GPU, CUDA, ROCm, HIP, accelerator, device count, GPU memory ...)."
+)
+HIDE_MODULES_DESC = (
+    "more GPU-only packages that --gpuenv-backend=cpu hides from imports (besides cupy, cupyx, pycuda, "
+    "the RAPIDS packages ...)."
+)
+REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
 
 KERNELS_DESC = (
     "what hip_kernel does without a usable GPU: run (on the CPU executor, the default where a C++ compiler "
@@ -92,6 +106,9 @@ class Settings:
     plan_profiles: list[str] = field(default_factory=list)
     kernels: str = "run"
     cpu_warp_sizes: list[int] = field(default_factory=lambda: [64, 32])
+    require: str = "off"
+    skip_patterns: list[str] = field(default_factory=list)
+    hide_modules: list[str] = field(default_factory=list)
 
 
 #: the options with a plain value: (name, environment variable, help, default); ``name`` is both the
@@ -110,6 +127,7 @@ _SIMPLE = [
     ("gpuenv_worker_gpus", "GPUENV_WORKER_GPUS", WORKER_GPUS_DESC, "auto"),
     ("gpuenv_kernels", "GPUENV_KERNELS", KERNELS_DESC, "run"),
     ("gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES", CPU_WARP_SIZES_DESC, "64,32"),
+    ("gpuenv_require", "GPUENV_REQUIRE", REQUIRE_DESC, "off"),
 ]
 
 
@@ -129,6 +147,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuenv-perf-max-time", dest="gpuenv_perf_max_time", metavar="SECONDS", help=PERF_MAX_TIME_DESC)
     group.addoption("--gpuenv-worker-gpus", dest="gpuenv_worker_gpus", metavar="auto|off|N", help=WORKER_GPUS_DESC)
     group.addoption("--gpuenv-kernels", dest="gpuenv_kernels", metavar="run|compile|off", help=KERNELS_DESC)
+    group.addoption("--gpuenv-require", dest="gpuenv_require", metavar="gpu|cuda|rocm|off", help=REQUIRE_DESC)
     group.addoption("--gpuenv-plan", dest="gpuenv_plan", action="store_true", default=False, help=PLAN_DESC)
     group.addoption(
         "--gpuenv-plan-profile", dest="gpuenv_plan_profile", action="append", default=[], metavar="SPEC",
@@ -138,6 +157,8 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(name, desc, default=default)
     parser.addini("gpuenv_kernel_dirs", KERNEL_DIRS_DESC, type="paths", default=[])
     parser.addini("gpuenv_baselines", BASELINES_DESC, default=None)
+    parser.addini("gpuenv_skip_patterns", SKIP_PATTERNS_DESC, type="linelist", default=[])
+    parser.addini("gpuenv_hide_modules", HIDE_MODULES_DESC, type="linelist", default=[])
 
 
 def getini(config: pytest.Config, name: str) -> Any:
@@ -316,6 +337,11 @@ def resolve(config: pytest.Config) -> Settings:
     s.kernels = _choice(v, KERNEL_MODES, "--gpuenv-kernels value", w)
     v, w = _lookup(config, "gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES")
     s.cpu_warp_sizes = _warp_sizes(v, w)
+    v, w = _lookup(config, "gpuenv_require", "GPUENV_REQUIRE")
+    s.require = _choice(v, REQUIRE_MODES, "--gpuenv-require value", w)
+    s.skip_patterns = _skip_patterns.parse_extra(getini(config, "gpuenv_skip_patterns"),
+                                                 ini_where(config, "gpuenv_skip_patterns"))
+    s.hide_modules = _hide.parse_names(getini(config, "gpuenv_hide_modules"), ini_where(config, "gpuenv_hide_modules"))
 
     s.kernel_dirs = _kernel_dirs(config)
     base = getini(config, "gpuenv_baselines")

@@ -1,12 +1,14 @@
 """What the plugin does to each test: its marks at collection, its gate at setup, its report.
 
-``modify_items``: ``gpu_bench`` users get the ``perf`` mark, a bad marker argument is kept to fail
+``modify_items``: ``gpu_bench`` users get the ``gpuenv_perf`` mark (and ``perf`` where that name is the
+plugin's), a bad marker argument is kept to fail
 that test alone, ``xfail_on`` becomes an ``xfail`` mark, ``--gpuenv-perf=off`` skips perf tests,
 and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` against this process's host
 (or a skip naming the test that poisoned the GPU context, asked of ``pytest_gpuenv.runtime.poisoned``).
 ``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
-back, on the xdist controller too) and points at the test rather than at this plugin; a failure after
-a GPU fault says so.
+back, on the xdist controller too) and points at the test rather than at this plugin; a skip the suite
+wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
+after a GPU fault says so. The plugin's marks are those ``_marknames.plugin_marks`` gives.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from typing import Optional
 
 import pytest
 
-from pytest_gpuenv import _skipping, markers
+from pytest_gpuenv import _marknames, _skip_patterns, _skipping, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv._skipping import Skip
+from pytest_gpuenv.report import summary
 from pytest_gpuenv.runtime import poisoned
 
 _SKIP_INFO = pytest.StashKey[Skip]()
@@ -38,16 +41,19 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     perf_off = session.settings.perf == "off"
     for item in items:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.perf)
-        error = markers.check_marks(item.iter_markers())
-        markers.warn_small_sizes(item)
+            item.add_marker(pytest.mark.gpuenv_perf)
+            if _marknames.owns(item.config, "perf"):
+                item.add_marker(pytest.mark.perf)
+        marks = _marknames.plugin_marks(item)
+        error = markers.check_marks(marks)
+        markers.warn_small_sizes(item, marks)
         if error:
             item.stash[_MARK_ERROR] = error
             continue
-        xf = _skipping.xfail_for(item.iter_markers(), session.env)
+        xf = _skipping.xfail_for(marks, session.env)
         if xf is not None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
-        if perf_off and item.get_closest_marker("perf") is not None:
+        if perf_off and any(m.name == "perf" for m in marks):
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
 
 
@@ -58,7 +64,7 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     error = item.stash.get(_MARK_ERROR, None)
     if error:
         pytest.fail(error, pytrace=False)
-    skip = _skipping.evaluate(item.iter_markers(), session.env)
+    skip = _skipping.evaluate(_marknames.plugin_marks(item), session.env)
     poison = poisoned()
     if skip is None and poison is not None and _uses_gpu(item):
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
@@ -73,7 +79,7 @@ def _host_note(session: GpuenvSession) -> str:
 
 
 def _uses_gpu(item: pytest.Item) -> bool:
-    if any(item.get_closest_marker(n) is not None for n in markers.GPU_MARKERS):
+    if any(m.name in markers.GPU_MARKERS for m in _marknames.plugin_marks(item)):
         return True
     return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
 
@@ -91,10 +97,39 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
         path, line = item.reportinfo()[:2]
         if line is not None:
             rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
+    elif rep.skipped and not hasattr(rep, "wasxfail"):
+        cause = suite_skip_cause(rep.longrepr, get_session(item.config))
+        if cause is not None:
+            rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
     if rep.failed and rep.when == "call":
         poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
             rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+
+
+def suite_skip_cause(longrepr: object, session: GpuenvSession) -> Optional[str]:
+    """The summary cause of a skip the suite wrote itself (``pytest.skip("CUDA not available")``, a
+    ``skipif``, ``unittest.skipUnless``) when its reason is a hardware one (``_skip_patterns``), else None."""
+    reason = _skip_patterns.reason_of(longrepr)
+    if reason is None or not _skip_patterns.is_hardware_reason(reason, session.settings.skip_patterns):
+        return None
+    return _skip_patterns.cause_of(reason)
+
+
+def collect_skip(report: pytest.CollectReport, session: GpuenvSession) -> Optional[HardwareSkip]:
+    """A module (or class) the suite skipped at collection for a hardware reason, as a hardware skip."""
+    cause = suite_skip_cause(report.longrepr, session) if report.skipped else None
+    return HardwareSkip(report.nodeid, "suite", cause, session.host) if cause is not None else None
+
+
+def check_required(config: pytest.Config, session: GpuenvSession) -> None:
+    """``--gpuenv-require``: a ``pytest.UsageError`` (exit code 4) before any test when the backend is not
+    usable, saying what was found, each problem and its fix. Not with ``--collect-only`` (nothing runs)."""
+    if config.option.collectonly:
+        return
+    failure = _skipping.require_failure(session.env, session.settings.require, summary(session.env))
+    if failure is not None:
+        raise pytest.UsageError(failure)
 
 
 def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:

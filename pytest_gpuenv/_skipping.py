@@ -3,8 +3,9 @@
 ``evaluate(marks, env)`` returns the first ``Skip`` (what was required, what was found, the fix, and
 a category and cause that group it in the summary) or ``None``; ``xfail_for(marks, env)`` returns
 ``(reason, strict)`` when an ``xfail_on`` condition holds. ``evaluate_mark`` checks one marker: each
-marker has one ``_check_*`` function in ``_CHECKS``. Pure functions of the marks and the model, so
-``--gpuenv-plan`` runs them against profiles of other machines.
+marker has one ``_check_*`` function in ``_CHECKS``; ``require_failure`` is ``--gpuenv-require``'s check.
+Pure functions of the marks and the model, so ``--gpuenv-plan`` runs them against profiles of other
+machines.
 """
 
 from __future__ import annotations
@@ -241,3 +242,25 @@ def xfail_for(marks: Iterable[Any], env: GpuEnv) -> Optional[tuple[str, bool]]:
                     text += f": {why}"
                 return text, bool(m.kwargs.get("strict", False))
     return None
+
+
+#: ``--gpuenv-require`` value -> the marker whose check it is, and the backend's name for people
+_REQUIRED = {"gpu": ("requires_gpu", "a GPU"), "cuda": ("requires_cuda", "CUDA"), "rocm": ("requires_rocm", "ROCm")}
+
+
+def require_failure(env: GpuEnv, want: str, summary: str) -> Optional[str]:
+    """``--gpuenv-require``: None when ``want`` (``gpu``, ``cuda``, ``rocm``; ``off``) is usable, else the
+    message that stops the run: what was found (``summary``: the header's text), why not, each problem and
+    its fix."""
+    if want not in _REQUIRED:
+        return None
+    marker, label = _REQUIRED[want]
+    skip = evaluate_mark(marker, (), {}, env)
+    if skip is None:
+        return None
+    lines = [f"gpuenv: --gpuenv-require={want}: {label} is not usable here, so no test was run.",
+             f"  found: {summary}", f"  {skip.reason}"]
+    for p in env.problems:
+        if p.severity != "info":
+            lines.append(f"  [{p.code}] {p.message}" + (f"; fix: {p.fix}" if p.fix else ""))
+    return "\n".join(lines)

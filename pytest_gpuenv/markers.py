@@ -1,7 +1,7 @@
-"""The GPU markers: their table, their registration and the checks of their arguments.
+"""The GPU markers: their table and the checks of their arguments.
 
-``register(config)`` adds each marker's signature line (what ``pytest --markers`` prints);
-``validate(name, args, kwargs)`` parses one marker's arguments or raises ``MarkerArgumentError``
+``MARKERS`` holds each marker's signature line (what ``pytest --markers`` prints; ``_marknames`` registers
+them, with their ``gpuenv_`` aliases); ``validate(name, args, kwargs)`` parses one marker's arguments or raises ``MarkerArgumentError``
 naming the marker and the value; ``check_marks(marks)`` returns the first such error of a test (the
 plugin makes it an error for that test alone). Evaluation against the environment: ``_skipping``.
 """
@@ -53,12 +53,6 @@ MARKER_NAMES = tuple(n for n, _ in MARKERS)
 GPU_MARKERS = ("requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_devices")
 #: the words skip_on/xfail_on accept besides arch patterns
 CONDITIONS = ("rocm", "cuda", "cpu", "wsl", "windows")
-
-
-def register(config: pytest.Config) -> None:
-    """Register every marker with its signature line, so ``--strict-markers`` suites accept them."""
-    for _name, line in MARKERS:
-        config.addinivalue_line("markers", line)
 
 
 class MarkerArgumentError(ValueError):
@@ -148,10 +142,11 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 SMALL_SIZE = 2**20
 
 
-def warn_small_sizes(item: pytest.Item) -> None:
-    """A PytestWarning naming the test for ``requires_memory(16)``: a bare number under 1 MiB means bytes."""
-    for m in item.iter_markers():
-        size = m.args[0] if m.name.endswith("requires_memory") and len(m.args) == 1 and not m.kwargs else None
+def warn_small_sizes(item: pytest.Item, marks: Iterable[Any]) -> None:
+    """A PytestWarning naming the test for ``requires_memory(16)``: a bare number under 1 MiB means bytes.
+    ``marks``: the item's plugin marks (``_marknames.plugin_marks``)."""
+    for m in marks:
+        size = m.args[0] if m.name == "requires_memory" and len(m.args) == 1 and not m.kwargs else None
         if isinstance(size, (int, float)) and not isinstance(size, bool) and 0 < size < SMALL_SIZE:
             item.warn(pytest.PytestWarning(
                 f"{item.nodeid}: @{m.name}({size!r}) means {size!r} bytes; give a unit, e.g. "
@@ -159,7 +154,7 @@ def warn_small_sizes(item: pytest.Item) -> None:
 
 
 def check_marks(marks: Iterable[Any]) -> Optional[str]:
-    """Validate every GPU marker on an item; return the first error message, or None."""
+    """Validate every GPU marker on an item (``_marknames.plugin_marks``); return the first error, or None."""
     for m in marks:
         if m.name in MARKER_NAMES:
             try:

@@ -15,25 +15,36 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuenv import _options, _runtest, _session, _xdist, fixtures, markers, report
+from pytest_gpuenv import _hide, _marknames, _options, _runtest, _session, _xdist, fixtures, report
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
+    pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    markers.register(config)
+    _marknames.register_aliases(config)
     session = _session.start(config, _xdist.worker_env)
+    if session.settings.backend == "cpu":
+        _hide.install(config, session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
     if config.pluginmanager.hasplugin("xdist"):
         _xdist.configure(config, session)
 
 
+class _LastConfigure:
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """After the ini file and the conftests loaded at start have registered their markers."""
+        _marknames.register_unprefixed(config)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _hide.uninstall(config)
     session = config.stash.get(_session.SESSION_KEY, None)
     if session is not None:
         session.restore_environ()
@@ -41,7 +52,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
-    return report.header_lines(session.env, verbose=config.get_verbosity(), worker=session.worker_gpu)
+    lines = report.header_lines(session.env, verbose=config.get_verbosity(), worker=session.worker_gpu)
+    return lines + [x for x in (_marknames.header_line(config), _hide.header_line(config)) if x]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _runtest.check_required(session.config, get_session(session.config))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -64,6 +81,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    _marknames.refresh(config)
     _runtest.modify_items(items, get_session(config))
 
 
@@ -80,13 +98,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _SkipCollector:
-    """Gathers hardware skips from test reports, which reach the controller under xdist as well."""
+    """Gathers hardware skips from test reports, which reach the controller under xdist as well, and from
+    modules the suite skips for a GPU reason (``pytest.skip("CUDA not available", allow_module_level=True)``)."""
 
     def __init__(self, session: GpuenvSession) -> None:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         skip = _runtest.hardware_skip(report)
+        if skip is not None:
+            self.session.skips.append(skip)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        skip = _runtest.collect_skip(report, self.session)
         if skip is not None:
             self.session.skips.append(skip)
 
@@ -97,6 +121,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     sections = [
         ("gpuenv: plan", session.plan_lines),
+        ("gpuenv: markers", _marknames.late_lines(config)),
         ("gpuenv: hosts", report.host_lines(session.hosts)),
         ("gpuenv: hardware skips", report.skip_summary_lines(
             ((s.category, s.cause, s.host) for s in session.skips), session.hosts)),
