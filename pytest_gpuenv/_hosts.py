@@ -25,8 +25,10 @@ least-loaded positions; workers the controller assigned hold seats on their posi
 other gateways on the same host see them.
 
 **Assignment** indexes into the visible set the user already chose: with ``CUDA_VISIBLE_DEVICES=2,3``
-a worker gets ``2`` or ``3``, never a GPU outside the list; on AMD ``HIP_VISIBLE_DEVICES`` indexes
-into what ``ROCR_VISIBLE_DEVICES`` left, as HIP itself does.
+a worker gets ``2`` or ``3``, never a GPU outside the list. On AMD the worker keeps
+``ROCR_VISIBLE_DEVICES`` and sets ``HIP_VISIBLE_DEVICES`` (which HIP reads before
+``CUDA_VISIBLE_DEVICES``) to its GPUs' indices in what ROCr surfaces (``_visible.amd_worker_masks``), so
+``CUDA_VISIBLE_DEVICES=2,3 pytest -n 2`` on a 4-GPU AMD machine gives its workers physical GPUs 2 and 3.
 """
 
 from __future__ import annotations
@@ -230,17 +232,10 @@ def visible_value(env: GpuEnv, positions: list[int]) -> dict[str, str]:
         else:
             picked = [str(d.physical_index if d.physical_index is not None else d.index) for d in devs]
         return {"CUDA_VISIBLE_DEVICES": ",".join(picked)}
-    # AMD: HIP indexes into the ROCr-visible set
-    hip = vis.get("HIP_VISIBLE_DEVICES")
-    if hip is not None and hip.strip():
-        tokens = _split(hip)
-        picked = [tokens[d.index] if d.index < len(tokens) else str(d.index) for d in devs]
-    else:
-        picked = [str(d.index) for d in devs]
-    out = {"HIP_VISIBLE_DEVICES": ",".join(picked)}
-    if "CUDA_VISIBLE_DEVICES" in vis and "ROCR_VISIBLE_DEVICES" not in vis and hip is None:
-        out["CUDA_VISIBLE_DEVICES"] = ",".join(picked)
-    return out
+    # AMD: composed with the masks in force, as ROCr and HIP read them
+    from pytest_gpuenv.detect._visible import amd_worker_masks
+
+    return amd_worker_masks([*env.devices, *env.hidden_devices], vis, env.platform, devs)
 
 
 def narrow(env: GpuEnv, positions: list[int]) -> GpuEnv:

@@ -113,7 +113,8 @@ def test_probe_devices_become_the_list_and_masks_apply(monkeypatch):
     assert env.kind == "rocm" and env.backend == "rocm" and env.usable is True
     assert [(d.index, d.physical_index, d.arch, d.source) for d in env.devices] == [(0, 1, "gfx1100", "probe")]
     assert len(env.hidden_devices) == 1
-    env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": ""})
+    # an index past the end hides all (an empty HIP_VISIBLE_DEVICES counts as unset: clr rocdevice.cpp Device::init)
+    env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": "5"})
     assert env.backend == "cpu" and "visible-devices-hide-all" in env.problem_codes
 
 

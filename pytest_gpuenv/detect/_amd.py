@@ -14,9 +14,12 @@ from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
 
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
-#: ``major.minor.stepping`` in ASCII digits, as libhsakmt's ``sscanf("%u.%u.%u%c")`` takes it
-_OVERRIDE_RE = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
+#: one ``%u`` of libhsakmt's ``sscanf("%u.%u.%u%c")``: C-locale space, a sign, ASCII digits
+_SCANF_U = r"[ \t\n\v\f\r]*([+-]?)([0-9]+)"
+_OVERRIDE_RE = re.compile(r"\.".join([_SCANF_U] * 3))
 _OVERRIDE_MAX = (63, 255, 255)  # libhsakmt rejects larger parts
+#: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology
+_RENDER_MINORS = (128, 255)
 _U64 = 2**64  # KFD properties are printed as u64 (libhsakmt reads them with %llu)
 
 #: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
@@ -162,7 +165,7 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
     uid = props.get("unique_id")
     uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
     minor = props.get("drm_render_minor", 0)
-    render = f"/dev/dri/renderD{minor}" if 0 < minor < 2**20 else None
+    render = f"/dev/dri/renderD{minor}" if _RENDER_MINORS[0] <= minor <= _RENDER_MINORS[1] else None
     vram = 0
     for bank in fs.listdir(base + "/mem_banks"):
         bp = _props(fs.read(f"{base}/mem_banks/{bank}/properties", 4096))
@@ -188,100 +191,153 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
                   physical_index=index)
 
 
+def _scanf_u(sign: str, digits: str) -> int:
+    """glibc's ``%u``: ``strtoul`` (clamped to ULONG_MAX, a ``-`` negates modulo 2**64), cast to 32 bits."""
+    value = min(int(digits), _U64 - 1) if len(digits.lstrip("0")) <= 20 else _U64 - 1
+    if sign == "-" and value != _U64 - 1:
+        value = -value % _U64
+    return value & 0xFFFFFFFF
+
+
 def parse_override(value: str) -> Optional[tuple[int, int, int]]:
-    """(major, minor, stepping) of an HSA_OVERRIDE_GFX_VERSION value, or None where ROCr rejects it."""
-    m = _OVERRIDE_RE.match(value.strip())
+    """(major, minor, stepping) of an HSA_OVERRIDE_GFX_VERSION value, or None where libhsakmt rejects it.
+
+    libhsakmt ``topology.c`` (``topology_sysfs_get_node_props``): ``sscanf(v, "%u.%u.%u%c", ...)`` must
+    return exactly 3 (nothing may follow the stepping, not even a space; space and a sign may precede
+    each number) and major <= 63, minor and stepping <= 255.
+    """
+    m = _OVERRIDE_RE.fullmatch(value)
     if not m:
         return None
-    major, minor, step = (number(x, top + 1) for x, top in zip(m.groups(), _OVERRIDE_MAX))
-    if major is None or minor is None or step is None:
+    g = m.groups()
+    parts = tuple(_scanf_u(g[i], g[i + 1]) for i in (0, 2, 4))
+    if any(p > top for p, top in zip(parts, _OVERRIDE_MAX)):
         return None
-    return major, minor, step
+    return parts[0], parts[1], parts[2]
 
 
-def apply_override(devices: list[Device], environ: Any, platform: str, ev: list[str]) -> list[Problem]:
-    """HSA_OVERRIDE_GFX_VERSION (and the per-node HSA_OVERRIDE_GFX_VERSION_<node>) -> effective arch."""
-    problems: list[Problem] = []
-    value = environ.get("HSA_OVERRIDE_GFX_VERSION")
-    if platform == "windows":
-        return problems
-    if value is not None and parse_override(value) is None:
-        shown = value if len(value) <= 64 else value[:60] + "..."
-        problems.append(
-            Problem(
-                "hsa-override-invalid",
-                f"HSA_OVERRIDE_GFX_VERSION='{shown}' is invalid (expected major.minor.stepping in ASCII decimal "
-                "digits, major <= 63, minor and stepping <= 255); ROCr topology init will fail, so no AMD GPU "
-                "can be used.",
-                fix="unset HSA_OVERRIDE_GFX_VERSION, or set it like `HSA_OVERRIDE_GFX_VERSION=10.3.0` "
-                "(RDNA2) or `11.0.0` (RDNA3)",
-                severity="error",
-                category="arch",
-            )
-        )
-        for d in devices:
-            d.usable = False
-            d.unusable_reason = f"HSA_OVERRIDE_GFX_VERSION='{shown}' is invalid"
-        return problems
+def user_node_ids(fs: Fs, topo: str, devices: list[Device]) -> dict[int, int]:
+    """libhsakmt's node id of each device's KFD node: its rank among the nodes libhsakmt keeps (CPU nodes,
+    and GPU nodes whose render node opens), as ``map_user_to_sysfs_node_id`` in ``topology.c`` numbers them."""
+    kept = {d.node for d in devices}
+    out: dict[int, int] = {}
+    rank = 0
+    for n in sorted(int(n) for n in fs.listdir(topo + "/nodes") if number(n, 2**31) is not None):
+        if n in kept:
+            out[n] = rank
+        elif number((fs.read(f"{topo}/nodes/{n}/gpu_id", 64) or "").strip()) != 0:
+            continue  # a GPU node libhsakmt skipped (device cgroup) or one it never reads
+        rank += 1
+    return out
+
+
+def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: list[str]) -> list[Problem]:
+    """HSA_OVERRIDE_GFX_VERSION_<node>, else HSA_OVERRIDE_GFX_VERSION -> each device's effective arch.
+
+    As libhsakmt's ``topology_sysfs_get_node_props``: ``<node>`` is libhsakmt's node id (after the nodes
+    it skipped, see ``user_node_ids``), not the KFD sysfs number; the per-node variable, when set, is read
+    instead of the global one; a value ``parse_override`` rejects fails the whole topology (no GPU at all).
+    Call it with the devices ``check_access`` kept.
+    """
+    ids = user_node_ids(fs, topo, devices)
+    chosen = []
     for d in devices:
-        own = environ.get(f"HSA_OVERRIDE_GFX_VERSION_{d.node}")
-        v = own if own is not None else value
-        if v is None:
-            continue
-        parsed = parse_override(v)
-        if parsed is None:
-            continue
-        major, minor, step = parsed
+        node = ids.get(d.node or 0, d.node)
+        name = next((n for n in (f"HSA_OVERRIDE_GFX_VERSION_{node}", "HSA_OVERRIDE_GFX_VERSION") if n in environ), "")
+        if name:
+            chosen.append((d, name, str(environ[name]), node, parse_override(str(environ[name]))))
+    bad = next(((name, value) for _d, name, value, _n, parsed in chosen if parsed is None), None)
+    if bad is not None:
+        return [_override_problem(devices, *bad)]
+    for d, name, value, node, parsed in chosen:
+        major, minor, step = parsed or (0, 0, 0)
         eff = gfx_name(major * 10000 + minor * 100 + step)
         if eff and eff != d.arch:
-            ev.append(f"HSA_OVERRIDE_GFX_VERSION={v}: device {d.physical_index} {d.physical_arch} runs as {eff}")
+            ev.append(f"{name}={value}: device {d.physical_index} (KFD node {d.node}, libhsakmt node {node}) "
+                      f"{d.physical_arch} runs as {eff}")
             d.arch = eff
-    return problems
+    return []
+
+
+def _override_problem(devices: list[Device], name: str, value: str) -> Problem:
+    shown = value if len(value) <= 64 else value[:60] + "..."
+    for d in devices:
+        d.usable, d.unusable_reason = False, f"{name}='{shown}' is invalid"
+    return Problem(
+        "hsa-override-invalid",
+        f"{name}='{shown}' is invalid (expected major.minor.stepping in ASCII decimal digits, major <= 63, "
+        "minor and stepping <= 255); libhsakmt's topology init fails, so no AMD GPU can be used.",
+        fix=f"unset {name}, or set it like `{name}=10.3.0` (RDNA2) or `11.0.0` (RDNA3)", severity="error",
+        category="arch")
 
 
 def check_access(
     fs: Fs, devices: list[Device], container: bool, ev: list[str]
 ) -> tuple[list[Device], list[Problem]]:
-    """/dev/kfd and renderD access (stat/os.access only). Returns (devices kept, problems)."""
+    """/dev/kfd and renderD access (stat/os.access only), as libhsakmt opens them. Returns (devices kept, problems).
+
+    libhsakmt (``topology.c`` ``topology_sysfs_check_node_supported``, ``fmm.c``
+    ``hsakmt_open_drm_render_device``) skips a GPU node whose render node is missing (ENOENT; the device
+    cgroup's EPERM likewise), and fails its whole topology, so that no GPU is visible at all, for
+    ``drm_render_minor`` 0 or outside 128-255 and for any other open error, EACCES included.
+    """
     if not devices:
         return devices, []
     kfd = _kfd_problem(fs, devices, container, ev)
     if kfd is not None:
         return devices, [kfd]
     ev.append("/dev/kfd: readable+writable")
-    problems: list[Problem] = []
-    kept = []
-    denied = []
+    kept: list[Device] = []
+    denied: list[Device] = []
+    no_minor: list[Device] = []
     for d in devices:
         if d.render_node is None:
-            d.usable, d.unusable_reason = False, "no DRM render node (drm_render_minor 0)"
-            kept.append(d)
-            continue
-        if not fs.exists(d.render_node):
+            no_minor.append(d)
+        elif not fs.exists(d.render_node):
             ev.append(f"{d.render_node}: missing (KFD node {d.node} hidden by the device cgroup)")
             continue
-        if not fs.access(d.render_node, os.R_OK | os.W_OK):
-            d.usable, d.unusable_reason = False, f"{d.render_node} not accessible"
+        elif not fs.access(d.render_node, os.R_OK | os.W_OK):
             denied.append(d)
         kept.append(d)
-    if denied:
-        owner, group = _owner(fs.stat(denied[0].render_node or ""))
-        user = _user()
-        problems.append(
-            Problem(
-                "render-permission-denied",
-                f"{', '.join(d.render_node or '' for d in denied)} not accessible to user '{user}' "
-                f"(group '{group}')",
-                fix=f"`sudo usermod -aG render,video {user}` then log out and in",
-                severity="error",
-                category="permission",
-            )
-        )
-    # re-number HIP ordinals over the nodes that remain
-    for i, d in enumerate(kept):
+    for i, d in enumerate(kept):  # HIP ordinals over the nodes that remain
         d.physical_index = i
         d.index = i
+    problems = ([_no_minor_problem(kept, no_minor, ev)] if no_minor else []) + (
+        [_denied_problem(fs, kept, denied, ev)] if denied else [])
     return kept, problems
+
+
+def _topology_failed(kept: list[Device], own: list[Device], own_reason: str, ev: list[str]) -> None:
+    """Every device unusable: libhsakmt's topology failed on ``own``."""
+    ev.append(f"libhsakmt topology fails: {own_reason}")
+    for d in kept:
+        if d.usable or d.unusable_reason is None:
+            d.usable = False
+            d.unusable_reason = own_reason if d in own else f"ROCm sees no GPU: {own_reason}"
+
+
+def _no_minor_problem(kept: list[Device], no_minor: list[Device], ev: list[str]) -> Problem:
+    nodes = ", ".join(str(d.node) for d in no_minor)
+    _topology_failed(kept, no_minor, f"KFD node {nodes}: no DRM render node (drm_render_minor 0 or outside 128-255)",
+                     ev)
+    return Problem(
+        "render-minor-invalid",
+        f"KFD node(s) {nodes} report no DRM render node (drm_render_minor 0 or outside 128-255); libhsakmt "
+        f"then fails its whole topology, so ROCm sees none of the {len(kept)} AMD GPU(s)",
+        fix="check `dmesg | grep amdgpu` (the driver did not register the GPU's render node) and update the "
+        "kernel/amdgpu driver", severity="error", category="driver")
+
+
+def _denied_problem(fs: Fs, kept: list[Device], denied: list[Device], ev: list[str]) -> Problem:
+    paths = ", ".join(d.render_node or "" for d in denied)
+    _topology_failed(kept, denied, f"{paths} not accessible (EACCES)", ev)
+    _owner_name, group = _owner(fs.stat(denied[0].render_node or ""))
+    user = _user()
+    return Problem(
+        "render-permission-denied",
+        f"{paths} not accessible to user '{user}' (group '{group}'); libhsakmt fails its whole topology on "
+        f"EACCES, so ROCm sees none of the {len(kept)} AMD GPU(s), not only these",
+        fix=f"`sudo usermod -aG render,video {user}` then log out and in", severity="error", category="permission")
 
 
 def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) -> Optional[Problem]:
@@ -291,10 +347,8 @@ def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) 
         if container:
             code = "kfd-missing-in-container"
             msg = f"AMD GPU(s) visible in /sys/class/kfd ({archs}) but /dev/kfd is missing in this container"
-            fix = (
-                "start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
-                "host's render and video GIDs when not running as root)"
-            )
+            fix = ("start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
+                   "host's render and video GIDs when not running as root)")
         else:
             code, msg = ("kfd-missing", f"AMD GPU(s) in /sys/class/kfd ({archs}) but /dev/kfd does not exist")
             fix = "reload the driver (`sudo modprobe amdgpu`) or check udev; /dev/kfd is created by amdgpu"
@@ -315,10 +369,8 @@ def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) 
         "kfd-permission-denied",
         f"AMD GPU(s) detected ({archs}) but /dev/kfd is not accessible (mode {mode} {owner}:{group}; "
         f"user '{user}' not in '{group}')",
-        fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)",
-        severity="error",
-        category="permission",
-    )
+        fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)", severity="error",
+        category="permission")
 
 
 def _owner(st: Optional[os.stat_result]) -> tuple[str, str]:

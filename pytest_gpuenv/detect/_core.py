@@ -134,10 +134,11 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
             d.usable, d.unusable_reason = False, "amdgpu module not live"
     if not amd:
         return amd
-    ctx.problems.extend(_amd.apply_override(amd, ctx.environ, "linux", ev))
     found = len(amd)
     amd, probs = _amd.check_access(fs, amd, ctx.env.container, ev)
     ctx.problems.extend(probs)
+    # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
+    ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev))
     if found and not amd:
         ctx.add("render-nodes-missing", f"/dev/kfd is present but none of the {found} AMD GPU(s)' "
                 "/dev/dri/renderD* nodes are, so ROCm sees no GPU",

@@ -1,13 +1,25 @@
-"""Visible-devices variables, parsed the way the frameworks parse them (DETECTION.md section 5).
+"""Visible-devices variables, parsed the way each runtime parses them (DETECTION.md section 5).
 
-``parse_visible`` follows torch's ``_parse_visible_devices`` / ``_transform_uuid_to_ordinals``:
-an empty string means no device; entries are indices or ``GPU-``/``MIG-`` UUID prefixes; the first
-invalid, negative or out-of-range entry ends the list; a repeated device empties it; an ambiguous
-UUID prefix empties it.
+Three parsers, one per reader:
+
+* ``parse_visible``: torch's ``_parse_visible_devices`` / ``_transform_uuid_to_ordinals``. It is how
+  CUDA's ``CUDA_VISIBLE_DEVICES`` is read on NVIDIA, and on ROCm it is what ``torch.cuda.device_count()``
+  answers before HIP starts: an empty string means no device; entries are indices or ``GPU-``/``MIG-``
+  UUID prefixes; the first invalid, negative or out-of-range entry ends the list; a repeated device or
+  an ambiguous UUID prefix empties it.
+* ``parse_rocr``: ROCr's ``RvdFilter`` (ROCR-Runtime ``core/runtime/amd_filter_device.cpp``) for
+  ``ROCR_VISIBLE_DEVICES``.
+* ``parse_hip``: clr's ``Device::init`` (``rocclr/device/rocm/rocdevice.cpp``; ``pal/paldevice.cpp`` on
+  Windows) for ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset or empty. HIP
+  indexes into what ROCr left. ``GPU_DEVICE_ORDINAL`` is read by OpenCL only, never by HIP.
+
+On AMD the model follows the runtime (ROCr, then HIP); where torch's parser counts differently, a
+``visible-devices-torch-differs`` problem names both readings.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
@@ -23,6 +35,10 @@ VARS = (
     "HSA_OVERRIDE_GFX_VERSION",
 )
 MASK_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+
+_C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
+_HIP_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")  # what clr accepts: str_id == std::to_string(atoi(str_id))
+_STRTOL = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
 
 
 def _strtoul(s: str) -> int:
@@ -41,30 +57,27 @@ def _strtoul(s: str) -> int:
         return -1
 
 
-def _uuid_of(d: Any) -> Optional[str]:
-    if isinstance(d, str):
-        return d
-    return getattr(d, "uuid", None)
+def _devices(devices: Union[Sequence[Any], int]) -> list[Optional[str]]:
+    """The UUIDs of ``devices`` (Device or str; None where unknown), or that many Nones for a count."""
+    if isinstance(devices, int):
+        return [None] * max(devices, 0)
+    return [d if isinstance(d, str) else getattr(d, "uuid", None) for d in devices]
 
 
 def parse_visible(
     value: Optional[str], devices: Union[Sequence[Any], int], mixed: bool = False
 ) -> Optional[list[int]]:
-    """Positions in ``devices`` that a visible-devices value selects, in the order given.
+    """Positions in ``devices`` that a visible-devices value selects as torch reads it, in the order given.
 
     ``devices`` is a sequence of :class:`Device` (or UUID strings), or a device count when only
     indices matter. ``None`` (variable unset) returns ``None``: no mask. As in torch, the first entry
     decides whether the list holds UUIDs or indices (an entry of the other kind ends it);
-    ``mixed=True`` accepts both in one list, as ROCR_VISIBLE_DEVICES does.
+    ``mixed=True`` accepts both in one list.
     """
     if value is None:
         return None
-    uuids: list[Optional[str]]
-    if isinstance(devices, int):
-        count, uuids = devices, [None] * max(devices, 0)
-    else:
-        uuids = [_uuid_of(d) for d in devices]
-        count = len(uuids)
+    uuids = _devices(devices)
+    count = len(uuids)
     text = value.strip()
     if text == "":
         return []
@@ -106,6 +119,138 @@ def _match_uuid(elem: str, uuids: list[Optional[str]]) -> int:
     return hits[0] if hits else -1
 
 
+# ------------------------------------------------------------------------------------------ ROCr
+def _c_upper(s: str) -> str:
+    """``toupper`` in the C locale: ASCII letters only."""
+    return "".join(chr(ord(c) - 32) if "a" <= c <= "z" else c for c in s)
+
+
+def _getline_split(value: str) -> list[str]:
+    """``std::getline(stream, token, ',')`` tokens: a trailing separator makes no empty last token."""
+    tokens = value.split(",")
+    return tokens[:-1] if len(tokens) > 1 and tokens[-1] == "" else tokens
+
+
+def _strtol0(token: str) -> Optional[int]:
+    """``(int32_t)strtol(token, &end, 0)`` where the whole token is consumed, else None."""
+    m = _STRTOL.fullmatch(token.lstrip(_C_SPACE))
+    if m is None:
+        return None
+    sign, digits = m.groups()
+    if len(digits.lstrip("0xX")) > 40:  # far past LONG_MAX: strtol clamps (and int() would refuse)
+        value = 2**63
+    else:
+        value = int(digits, 16) if digits[:2] in ("0x", "0X") else int(digits, 8 if digits[0] == "0" else 10)
+    value = min(value, 2**63 - 1) if sign != "-" else -min(value, 2**63)  # LONG_MAX / LONG_MIN
+    value &= 0xFFFFFFFF  # the int32_t devIdx
+    return value - 2**32 if value >= 2**31 else value
+
+
+def _rocr_uuid(u: Optional[str]) -> str:
+    """ROCr's ``BuildDeviceUuidList`` string: ``GPU-<16 hex>`` upper-cased, ``Invalid-UUID`` for id 0."""
+    return "Invalid-UUID" if not u or u == "GPU-XX" else _c_upper(u)
+
+
+def parse_rocr(value: Optional[str], devices: Union[Sequence[Any], int]) -> Optional[list[int]]:
+    """Positions in ``devices`` (ROCr's GPU order) that ``ROCR_VISIBLE_DEVICES`` surfaces, in its order.
+
+    Follows ROCR-Runtime ``amd_filter_device.cpp``: an empty value selects no device
+    (``SelectZeroDevices``); tokens are upper-cased and trimmed (``BuildRvdTokenList``); only the first
+    ``len(devices)`` tokens are read; a token starting with ``G`` is a UUID prefix of 5-20 characters
+    that must match exactly one device (``ProcessUuidToken``), any other is ``strtol(token, &end, 0)``
+    that must consume the whole token (``0x1`` is device 1, ``010`` device 8); the first invalid,
+    out-of-range, repeated or ambiguous token ends the list and the devices already chosen stay
+    (``BuildUsrDeviceList``). An empty token makes ``token.at(0)`` throw, so ``hsa_init`` fails: no device.
+    """
+    if value is None:
+        return None
+    if value == "":
+        return []
+    uuids = [_rocr_uuid(u) for u in _devices(devices)]
+    out: list[int] = []
+    for raw in _getline_split(value)[: len(uuids)]:
+        token = _c_upper(raw).strip(_C_SPACE)
+        if token == "":
+            return []
+        if token[0] == "G":
+            hits = [i for i, u in enumerate(uuids) if 5 <= len(token) <= 20 and u.startswith(token)]
+            idx: Optional[int] = hits[0] if len(hits) == 1 else None
+        else:
+            idx = _strtol0(token)
+        if idx is None or not 0 <= idx < len(uuids) or idx in out:
+            break
+        out.append(idx)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- HIP
+def parse_hip(value: str, devices: Union[Sequence[Any], int], windows: bool = False) -> list[int]:
+    """Positions in ``devices`` (what ROCr left) that a HIP-level mask selects, as clr reads it.
+
+    Linux, clr ``rocclr/device/rocm/rocdevice.cpp`` ``Device::init``: tokens split at ``,``; a token
+    holding ``GPU-`` becomes the index of the first device whose UUID contains it (case-sensitive); a
+    token must then be exactly a decimal index (``str_id == std::to_string(atoi(str_id))``: no sign,
+    space or leading zero) below the device count, else it ends the list and the devices already chosen
+    stay; a repeated index is skipped. Windows, clr ``rocclr/device/pal/paldevice.cpp``
+    ``parseRequestedDeviceList``: empty tokens are skipped (``strtok``), a token must be ASCII digits,
+    and the chosen devices come in physical order, not the order given.
+    """
+    uuids = _devices(devices)
+    tokens = [t for t in value.split(",") if t] if windows else _getline_split(value)
+    out: list[int] = []
+    for token in tokens:
+        if "GPU-" in token:
+            hit = next((i for i, u in enumerate(uuids) if u and (u == token if windows else token in u)), None)
+            token = token if hit is None else str(hit)
+        valid = re.fullmatch(r"[0-9]{1,10}" if windows else _HIP_INDEX, token) is not None
+        if not valid or int(token) >= len(uuids):
+            break
+        if int(token) not in out:
+            out.append(int(token))
+    return sorted(out) if windows else out
+
+
+def hip_mask_source(environ: Any) -> Optional[tuple[str, str]]:
+    """The (variable, value) HIP reads: ``HIP_VISIBLE_DEVICES`` if non-empty, else ``CUDA_VISIBLE_DEVICES``
+    if non-empty (clr ``rocdevice.cpp``: an empty value is the flag's default, so it counts as unset)."""
+    for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = environ.get(name)
+        if value:
+            return name, value
+    return None
+
+
+def _torch_count(environ: Any, devices: list[Device]) -> Optional[int]:
+    """What ``torch.cuda.device_count()`` of a ROCm build answers before HIP starts (torch/cuda/__init__.py
+    ``_parse_visible_devices`` and ``_device_count_amdsmi``); None where torch raises."""
+    rocr, hip, cuda = (environ.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+    if rocr is not None and hip is None:
+        return min(len(rocr.split(",")), len(devices))
+    if rocr is not None and hip is not None and len(hip.split(",")) > len(rocr.split(",")):
+        return None
+    var = hip if hip is not None else cuda
+    return len(devices) if var is None else len(parse_visible(var, devices) or [])
+
+
+def _torch_reading(environ: Any) -> str:
+    rocr, hip, cuda = (environ.get(k) for k in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+    if rocr is not None and hip is None:
+        return f"only the number of entries in ROCR_VISIBLE_DEVICES={rocr!r}"
+    if hip is not None:
+        return f"HIP_VISIBLE_DEVICES={hip!r}"
+    return "no variable" if cuda is None else f"CUDA_VISIBLE_DEVICES={cuda!r}"
+
+
+def _hip_reading(environ: Any, source: Optional[tuple[str, str]], rocr_applied: bool) -> str:
+    hip = environ.get("HIP_VISIBLE_DEVICES")
+    text = "HIP_VISIBLE_DEVICES='' as unset, so " if hip == "" else ""
+    text += "no HIP-level mask" if source is None else f"{source[0]}={source[1]!r}"
+    if rocr_applied:
+        text += f" within ROCR_VISIBLE_DEVICES={environ.get('ROCR_VISIBLE_DEVICES')!r}"
+    return text
+
+
+# ----------------------------------------------------------------------------------- the masks
 def visible_vars(environ: Any) -> dict[str, str]:
     return {k: environ[k] for k in VARS if k in environ}
 
@@ -145,15 +290,10 @@ def apply_masks(
             hidden.append(d)
     if not visible:
         name, value = culprit[0] if culprit else used[-1]
-        problems.append(
-            Problem(
-                "visible-devices-hide-all",
-                f"0 GPUs visible: {name}='{value}' hides all {len(devices)} detected device(s)",
-                fix=f"unset {name} or list a device index (e.g. {name}=0)",
-                severity="error",
-                category="visibility",
-            )
-        )
+        problems.append(Problem("visible-devices-hide-all",
+                                f"0 GPUs visible: {name}='{value}' hides all {len(devices)} detected device(s)",
+                                fix=f"unset {name} or list a device index (e.g. {name}=0)", severity="error",
+                                category="visibility"))
     return visible, hidden, problems, evidence
 
 
@@ -173,61 +313,85 @@ def _cuda_mask(devices: list[Device], environ: Any, evidence: list[str]) -> _Mas
 
 def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: list[Problem],
                evidence: list[str]) -> _Masks:
-    """ROCr's mask (not on Windows), then HIP's, which indexes into what ROCr left."""
+    """ROCr's mask (not on Windows, where there is no ROCr), then HIP's, which indexes into what ROCr left."""
     order = list(range(len(devices)))
     used: list[tuple[str, str]] = []
     culprit: list[tuple[str, str]] = []  # the first variable that left no device
     rocr = environ.get("ROCR_VISIBLE_DEVICES")
-    if rocr is not None and platform != "windows":
-        sel = parse_visible(rocr, devices, mixed=True)
-        order = [order[i] for i in sel or []]
+    rocr_applied = rocr is not None and platform != "windows"
+    if rocr is not None and rocr_applied:
+        order = parse_rocr(rocr, devices) or []
         used.append(("ROCR_VISIBLE_DEVICES", rocr))
         if not order:
             culprit.append(used[-1])
-        evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr sees physical {order}")
-    second = _hip_mask(environ, rocr, platform, problems)
-    if second is not None:
-        name, value = second
+        evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr surfaces physical {order}")
+    source = hip_mask_source(environ)
+    if source is not None:
         subset = [devices[i] for i in order]
-        sel = parse_visible(value, subset)
-        order = [order[i] for i in sel or []]
-        used.append((name, value))
+        order = [order[i] for i in parse_hip(source[1], subset, windows=platform == "windows")]
+        used.append(source)
         if not order and not culprit:
-            culprit.append(used[-1])
-        evidence.append(f"{name}={value!r}: indexes into {len(subset)} device(s) -> physical {order}")
+            culprit.append(source)
+        evidence.append(f"{source[0]}={source[1]!r}: HIP indexes into {len(subset)} device(s) -> physical {order}")
+    if environ.get("HIP_VISIBLE_DEVICES") == "":
+        evidence.append("HIP_VISIBLE_DEVICES='': empty counts as unset for HIP, which reads CUDA_VISIBLE_DEVICES")
+    if "GPU_DEVICE_ORDINAL" in environ:
+        evidence.append(f"GPU_DEVICE_ORDINAL={environ['GPU_DEVICE_ORDINAL']!r}: read by OpenCL only, not by HIP")
+    problems.extend(_amd_problems(environ, devices, source, rocr_applied, len(order)))
     return order, used, culprit
 
 
-def _hip_mask(environ: Any, rocr: Optional[str], platform: str, problems: list[Problem]) -> Optional[tuple[str, str]]:
-    """HIP's mask: HIP_VISIBLE_DEVICES, else CUDA_VISIBLE_DEVICES (without ROCr's), else GPU_DEVICE_ORDINAL."""
-    hip = environ.get("HIP_VISIBLE_DEVICES")
-    cuda = environ.get("CUDA_VISIBLE_DEVICES")
-    if hip is not None:
-        if rocr is not None and platform != "windows" and len(hip.split(",")) > len(rocr.split(",")):
-            problems.append(
-                Problem(
-                    "hip-visible-exceeds-rocr",
-                    f"HIP_VISIBLE_DEVICES={hip!r} lists more devices than ROCR_VISIBLE_DEVICES={rocr!r}; "
-                    "HIP indexes into the ROCr-visible set, and torch.cuda.device_count() raises "
-                    "'HIP_VISIBLE_DEVICES contains more devices than ROCR_VISIBLE_DEVICES'.",
-                    fix="set only one of the two, or make HIP_VISIBLE_DEVICES index into ROCR's list "
-                    "(e.g. ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=0)",
-                    severity="warning",
-                    category="visibility",
-                )
-            )
-        return "HIP_VISIBLE_DEVICES", hip
-    if cuda is not None and rocr is None:
-        problems.append(
-            Problem(
-                "cuda-visible-devices-on-rocm",
-                f"CUDA_VISIBLE_DEVICES={cuda!r} is used to select AMD GPUs; HIP honours it in ROCm 6.x, "
-                "but newer HIP documentation no longer lists it.",
-                fix="use HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) to select AMD GPUs",
-                severity="warning",
-                category="visibility",
-            )
-        )
-        return "CUDA_VISIBLE_DEVICES", cuda
-    gdo = environ.get("GPU_DEVICE_ORDINAL")
-    return None if gdo is None else ("GPU_DEVICE_ORDINAL", gdo)
+def _amd_problems(environ: Any, devices: list[Device], source: Optional[tuple[str, str]], rocr_applied: bool,
+                  seen: int) -> list[Problem]:
+    """Warnings about the AMD masks: torch reads them differently; CUDA_VISIBLE_DEVICES selects AMD GPUs."""
+    out = []
+    rocr, hip = environ.get("ROCR_VISIBLE_DEVICES"), environ.get("HIP_VISIBLE_DEVICES")
+    if rocr_applied and rocr is not None and hip is not None and len(hip.split(",")) > len(rocr.split(",")):
+        out.append(Problem(
+            "hip-visible-exceeds-rocr",
+            f"HIP_VISIBLE_DEVICES={hip!r} lists more devices than ROCR_VISIBLE_DEVICES={rocr!r}; HIP indexes into "
+            "the ROCr-visible set, and torch.cuda.device_count() raises 'HIP_VISIBLE_DEVICES contains more "
+            "devices than ROCR_VISIBLE_DEVICES'.",
+            fix="set only one of the two, or make HIP_VISIBLE_DEVICES index into ROCR's list "
+            "(e.g. ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=0)", severity="warning", category="visibility"))
+    if source is not None and source[0] == "CUDA_VISIBLE_DEVICES":
+        out.append(Problem(
+            "cuda-visible-devices-on-rocm",
+            f"CUDA_VISIBLE_DEVICES={source[1]!r} is used to select AMD GPUs; HIP reads it when "
+            "HIP_VISIBLE_DEVICES is unset or empty, but newer HIP documentation no longer lists it.",
+            fix="use HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) to select AMD GPUs", severity="warning",
+            category="visibility"))
+    torch = _torch_count(environ, devices)
+    if torch is not None and torch != seen:
+        out.append(Problem(
+            "visible-devices-torch-differs",
+            f"HIP reads {_hip_reading(environ, source, rocr_applied)} and sees {seen} GPU(s); torch's parser "
+            f"(torch.cuda.device_count() before HIP starts) reads {_torch_reading(environ)} and counts {torch}. "
+            "pytest-gpuenv follows HIP.",
+            fix="give HIP_VISIBLE_DEVICES a non-empty list of distinct indices, or unset it and use "
+            "ROCR_VISIBLE_DEVICES alone", severity="warning", category="visibility"))
+    return out
+
+
+def amd_worker_masks(devices: Sequence[Device], visible: dict[str, str], platform: str,
+                     picked: Sequence[Device]) -> dict[str, str]:
+    """The variables an xdist worker sets so that HIP, with the masks in force, sees exactly ``picked``.
+
+    ``devices``: every AMD device of the model (visible and hidden, with ``physical_index``); ``visible``:
+    the masks in force (``GpuEnv.visible``). The worker keeps ``ROCR_VISIBLE_DEVICES`` and sets
+    ``HIP_VISIBLE_DEVICES`` (which HIP reads first) to the picked devices' indices in what ROCr surfaces;
+    where ``CUDA_VISIBLE_DEVICES`` was set it gets the same value, so that no reader sees the user's wider list.
+    """
+    phys = sorted({d.physical_index: d for d in devices if d.physical_index is not None}.items())
+    rocr = visible.get("ROCR_VISIBLE_DEVICES")
+    if rocr is not None and platform != "windows":
+        sel = parse_rocr(rocr, [d for _p, d in phys]) or []
+        rank = {phys[p][0]: r for r, p in enumerate(sel)}
+    else:
+        rank = {p: p for p, _d in phys}
+    value = ",".join(str(rank.get(d.physical_index, d.index) if d.physical_index is not None else d.index)
+                     for d in picked)
+    out = {"HIP_VISIBLE_DEVICES": value}
+    if "CUDA_VISIBLE_DEVICES" in visible:
+        out["CUDA_VISIBLE_DEVICES"] = value
+    return out
