@@ -115,6 +115,9 @@ class HipKernelFactory:
         why = ""
         if self.settings.kernels == "run" and not self.env.compilers.get("cxx"):
             why = "; no C++ compiler to run it on the CPU executor (install g++)"
+        from pytest_gpuenv._outputs import mark_compile_only
+
+        mark_compile_only(self.request.node, built)  # the --gpuenv-json report lists compile-only tests
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
 
     def _compile_archs(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict

@@ -5,7 +5,8 @@ takes the model an xdist controller sent down), sets the variables the run needs
 session; hooks and fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The
 session holds the hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the hosts of
 the run, the variables to restore at the end and the run's ``PerfSession`` (created on first use, so
-loading the plugin does not import the timer).
+loading the plugin does not import the timer). ``start`` also registers the run's ``_outputs.Outputs``
+(the JSON report's run fields, JUnit properties).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pytest_gpuenv._options import Settings
 from pytest_gpuenv.model import GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._outputs import Outputs
     from pytest_gpuenv.perf.session import PerfSession
 
 
@@ -59,6 +61,8 @@ class GpuenvSession:
     plan_lines: list[str] = field(default_factory=list)
     #: variables this session set, with the values pytest_unconfigure puts back (None: was unset)
     saved_environ: dict[str, Optional[str]] = field(default_factory=dict)
+    #: the JSON report's run fields and the JUnit properties (registered as a plugin by ``start``)
+    outputs: Optional[Outputs] = None
     _perf: Optional[PerfSession] = None
 
     @property
@@ -90,13 +94,16 @@ class GpuenvSession:
 
     def write_json(self, invocation_dir: str) -> None:
         """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked; the options
-        made it absolute and checked it). A failed write ends the run with one line saying why."""
+        made it absolute and checked it): the run's fields (``gpuenv_version``, ``timestamp``, ``outcomes``,
+        ``compile_only``), then environment, measurements and hardware skips. A failed write ends the run
+        with one line saying why."""
         path = self.settings.json_path
         if not path:
             return
         target = os.path.join(invocation_dir, path)
+        run = self.outputs.run_fields() if self.outputs is not None else None
         try:
-            self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips])
+            self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:
             pytest.exit(f"gpuenv: cannot write --gpuenv-json {target}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
@@ -128,6 +135,10 @@ def start(config: pytest.Config,
     env = env if env is not None else _detect(config, settings)
     session = GpuenvSession(env, settings, host=host.name)
     config.stash[SESSION_KEY] = session
+    from pytest_gpuenv._outputs import Outputs
+
+    session.outputs = Outputs(config, session)
+    config.pluginmanager.register(session.outputs, "gpuenv-outputs")
     if env.forced_backend == "cpu":
         from pytest_gpuenv.detect import hide_gpus_env
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -69,9 +70,14 @@ def _env(args: argparse.Namespace) -> GpuEnv:
 
 
 def info_text(env: GpuEnv) -> str:
-    """The readable form of ``gpuenv info``."""
-    out = report.header_lines(env, verbose=1)
+    """The readable form of ``gpuenv info``: informational notes (severity "info", such as ROCm installed on
+    a machine without an AMD GPU) on a ``notes:`` line of their own, not among the problems."""
+    problems = [p for p in env.problems if p.severity != "info"]
+    notes = [p for p in env.problems if p.severity == "info"]
+    out = report.header_lines(dataclasses.replace(env, problems=problems), verbose=1)
     out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
+    if notes:
+        out.insert(2 if problems else 1, "notes: " + "; ".join(f"{p.code}: {p.message}" for p in notes))
     return "\n".join(out)
 
 

@@ -55,13 +55,15 @@ class PerfSession:
         """The ``"measurements"`` of the ``--gpuenv-json`` report: one plain dict per record."""
         return [r.to_dict() for r in self._records]
 
-    def write_json(self, path: str, environment: dict[str, Any], skips: list[dict[str, Any]]) -> None:
-        """Write the ``--gpuenv-json`` report ``{"environment", "measurements", "skips"}`` to ``path``
-        (already resolved by the caller), creating its directory. Atomic and never through a link: the
+    def write_json(self, path: str, environment: dict[str, Any], skips: list[dict[str, Any]],
+                   run: Optional[dict[str, Any]] = None) -> None:
+        """Write the ``--gpuenv-json`` report ``{**run, "environment", "measurements", "skips"}`` to ``path``
+        (already resolved by the caller), creating its directory; ``run``: the run's own fields (version,
+        timestamp, outcomes: ``_outputs.Outputs.run_fields``). Atomic and never through a link: the
         data goes to a new temporary file of the same directory (``mkstemp``: ``O_CREAT|O_EXCL``, a
         random name), which is renamed over ``path``. A ``path`` that is a symbolic link is replaced by
         the file, its target left alone; one that is not a regular file raises ``OSError``."""
-        data = {"environment": environment, "measurements": self.measurements(), "skips": skips}
+        data = {**(run or {}), "environment": environment, "measurements": self.measurements(), "skips": skips}
         directory = os.path.dirname(path) or "."
         os.makedirs(directory, exist_ok=True)
         problem = json_target_problem(path, allow_link=True)

@@ -1,0 +1,196 @@
+"""Issue 11 item 6, outputs: compile logs attributed to their kernel and shown once per (kernel, arch); the
+``requires_memory(16)`` warning; notes apart from problems in ``gpuenv info``; the JSON report's run fields;
+environment and perf verdicts as JUnit properties; no ``chmod 700`` advice for a shared folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from pytest_gpuenv import cli
+from pytest_gpuenv.model import GpuEnv, Problem
+from pytest_gpuenv.rtc import _compilers
+from pytest_gpuenv.rtc._attribute import LogOnce, attribute, kernel_spans
+from pytest_gpuenv.rtc._cache import Cache
+from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
+from pytest_gpuenv.rtc._source import Source
+
+TWO = """#include <hip/hip_runtime.h>
+// __global__ void commented_out(float* x) { }
+extern "C" __global__ void good(float* x);   // a prototype first
+extern "C" __global__ void good(float* x) {
+  if (x) { x[0] = 1; }
+}
+
+__device__ float helper() { return missing_a; }
+
+extern "C" __global__ void bad(float* x) {
+  x[0] = undefined_thing;
+}
+"""
+
+
+def test_kernel_spans_skip_prototypes_and_comments():
+    assert kernel_spans(TWO) == [(4, 6, "good"), (10, 12, "bad")]
+
+
+@pytest.mark.parametrize("style", ["clang", "edg"])
+def test_each_error_line_names_its_kernel(style):
+    src = Source(text=TWO, path="/k/two.hip", display="/k/two.hip")
+    loc = (lambda n: f"/k/two.hip:{n}:10: error:") if style == "clang" else (lambda n: f"/k/two.hip({n}): error:")
+    log = f"{loc(11)} use of undeclared identifier 'undefined_thing'\n  x[0] = undefined_thing;\n" \
+          f"{loc(8)} use of undeclared identifier 'missing_a'\n/other.h:11:1: error: elsewhere\n"
+    exc = KernelCompileError("/k/two.hip:11: use of undeclared identifier 'undefined_thing' (compiling kernel "
+                             "'good' for gfx90a with hiprtc)", log=log, file="/k/two.hip", line=11, arch="gfx90a")
+    attribute(exc, src, "good")
+    lines = exc.log.splitlines()
+    assert lines[0].endswith("'undefined_thing'  [kernel 'bad']") and lines[1] == "  x[0] = undefined_thing;"
+    assert lines[2].endswith("'missing_a'") and lines[3].endswith("elsewhere")  # a helper; another file
+    assert exc.kernels == ["bad"]
+    assert str(exc).startswith("/k/two.hip:11: use of undeclared identifier 'undefined_thing' in kernel 'bad' "
+                               "(compiling kernel 'good' for gfx90a")
+    exc2 = KernelCompileError("/k/two.hip:11: x (compiling kernel 'bad' for gfx90a with hiprtc)", log=log,
+                              file="/k/two.hip", line=11)
+    assert "in kernel" not in attribute(exc2, src, "bad").message  # its own kernel: nothing to add
+
+
+def test_log_once_per_arch_and_compiler():
+    logs = LogOnce()
+    a = KernelCompileError("head", log="the log", arch="gfx90a", compiler="hiprtc")
+    b = KernelCompileError("head", log="the log", arch="sm_90", compiler="nvrtc")
+    assert "the log" in logs.text(a, "in the failure of t1") and "the log" in logs.text(b, "in the failure of t1")
+    assert logs.text(a, "in the failure of t2") == "head (the hiprtc log is shown in the failure of t1)"
+
+
+def _any_compiler() -> bool:
+    return any(_compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc"))
+
+
+def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
+    if not _any_compiler():
+        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+    pytester.mkdir("kernels")
+    (pytester.path / "kernels" / "two.hip").write_text(TWO.replace("missing_a", "1.0f"))
+    pytester.makepyfile(test_k="""
+        def test_good(hip_kernel):
+            hip_kernel("two.hip", "good")
+
+        def test_bad(hip_kernel):
+            hip_kernel("two.hip", "bad")
+    """)
+    result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=compile",
+                                           f"--gpuenv-cache-dir={tmp_path}/cache")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    tagged = [line for line in result.outlines if "error" in line and "[kernel 'bad']" in line]
+    archs = out.count("(compiling kernel 'good' for ")
+    assert archs >= 1 and len(tagged) == archs, out  # each arch's log once, in test_good's failure
+    assert "in kernel 'bad' (compiling kernel 'good'" in out
+    assert "log is shown in the failure of test_k.py::test_good" in out
+
+
+def test_requires_memory_bare_small_number_warns(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.requires_memory(16)
+        def test_sixteen(): pass
+
+        @pytest.mark.requires_memory("16GiB")
+        def test_unit(): pass
+
+        @pytest.mark.requires_memory(2**30)
+        def test_bytes(): pass
+    """)
+    result = pytester.runpytest("--gpuenv-backend=cpu", "-rs")
+    result.stdout.fnmatch_lines(["*PytestWarning: test_requires_memory_bare_small_number_warns.py::test_sixteen: "
+                                 "@requires_memory(16) means 16 bytes; give a unit, e.g. @requires_memory('16GiB')*"])
+    assert result.stdout.str().count("means") == 1
+
+
+def test_gpuenv_info_shows_notes_apart_from_problems():
+    env = GpuEnv(problems=[Problem("rocm-installed-no-gpu", "ROCm is installed, no AMD GPU", severity="info"),
+                           Problem("torch-cpu-build", "torch is a CPU build")])
+    lines = cli.info_text(env).splitlines()
+    assert "problems: torch-cpu-build: torch is a CPU build" in lines
+    assert "notes: rocm-installed-no-gpu: ROCm is installed, no AMD GPU" in lines
+    assert not any("problems:" in line and "rocm-installed" in line for line in lines)
+    only_notes = cli.info_text(GpuEnv(problems=env.problems[:1])).splitlines()
+    assert only_notes[1].startswith("notes: ") and not any(x.startswith("problems:") for x in only_notes)
+
+
+SUITE = """
+import pytest
+from pytest_gpuenv._outputs import mark_compile_only
+from pytest_gpuenv._session import get_session
+from pytest_gpuenv.perf._records import PerfRecord
+
+def test_pass(): pass
+def test_fail(): assert False
+def test_skip(): pytest.skip("no")
+@pytest.mark.xfail(strict=False)
+def test_xfail(): assert False
+@pytest.mark.xfail(strict=False)
+def test_xpass(): pass
+@pytest.fixture
+def broken(): raise RuntimeError("setup")
+def test_error(broken): pass
+@pytest.mark.requires_gpu
+def test_gpu(): pass
+
+def test_compile_only(request):
+    mark_compile_only(request.node, ["gfx90a", "sm_90"])
+    pytest.skip("compiled only")
+
+def test_perf(request):
+    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="copy", median_s=1.25e-5,
+                                                    budget="<= 250 us", verdict="PASS"))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_json_run_fields_and_junit_properties(pytester, workers):
+    if workers:
+        pytest.importorskip("xdist")
+    pytester.makepyfile(test_suite=SUITE)
+    args = ["--gpuenv-backend=cpu", "--gpuenv-json=out/r.json", "--junitxml=out/j.xml"]
+    args += ["-p", "xdist", "-n", str(workers)] if workers else []
+    result = pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=2, failed=1, skipped=3, xfailed=1, xpassed=1, errors=1)
+    data = json.loads((pytester.path / "out" / "r.json").read_text())
+    from pytest_gpuenv import __version__
+
+    assert data["gpuenv_version"] == __version__ and data["timestamp"].endswith("Z") and "T" in data["timestamp"]
+    assert data["outcomes"] == {"passed": 2, "failed": 1, "skipped": 3, "xfailed": 1, "xpassed": 1, "error": 1}
+    assert data["compile_only"] == [{"nodeid": "test_suite.py::test_compile_only", "archs": ["gfx90a", "sm_90"]}]
+    assert [s["nodeid"] for s in data["skips"]] == ["test_suite.py::test_gpu"]
+    root = ET.parse(pytester.path / "out" / "j.xml").getroot()
+    suite = root.find("testsuite") if root.tag == "testsuites" else root
+    props = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert props["gpuenv_backend"] == "cpu (forced by --gpuenv-backend=cpu)" and props["gpuenv_devices"] == "none"
+    assert "gpuenv_problems" in props
+    case = next(c for c in suite.iter("testcase") if c.get("name") == "test_perf")
+    perf = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert perf == {"gpuenv_perf[copy].median_s": "1.25e-05", "gpuenv_perf[copy].budget": "<= 250 us",
+                    "gpuenv_perf[copy].verdict": "PASS"}
+
+
+def test_no_perf_properties_without_junitxml(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    reprec = pytester.inline_run("--gpuenv-backend=cpu", "-k", "perf")
+    reports = reprec.getreports("pytest_runtest_logreport")
+    assert reports and not [n for r in reports for n, _ in r.user_properties if n.startswith("gpuenv_perf")]
+
+
+@pytest.mark.parametrize("mode, chmod", [(0o1777, False), (0o777, False), (0o2770, False), (0o770, True)])
+def test_no_chmod_700_advice_for_a_shared_folder(tmp_path, mode, chmod):
+    d = tmp_path / "shared"
+    d.mkdir()
+    os.chmod(d, mode)
+    with pytest.raises(CacheDirError, match="Use a directory of your own") as err:
+        Cache(str(d))
+    assert ("chmod 700" in str(err.value)) is chmod
