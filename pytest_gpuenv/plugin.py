@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuenv import _hide, _marknames, _options, _runtest, _session, _xdist, fixtures, report
+from pytest_gpuenv import _crash, _hide, _marknames, _options, _runtest, _session, _xdist, fixtures, report
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
 
@@ -32,6 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if session.settings.backend == "cpu":
         _hide.install(config, session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
+    _crash.start(config, session)
     if config.pluginmanager.hasplugin("xdist"):
         _xdist.configure(config, session)
 

@@ -4,7 +4,7 @@ Fault policy (issue 10 item 1), following:
 - ROCR-Runtime runtime/hsa-runtime/core/runtime/runtime.cpp ``Runtime::VMFaultHandler``: ``std::abort()``
   unless a registered system event handler returns HSA_STATUS_SUCCESS (ROCm/rocm-systems
   projects/rocr-runtime, commit 1b1610fc, lines 1826-1942);
-- clr rocclr/device/rocm/rocdevice.cpp ``callbackQueue`` (tag rocm-6.2.0, line 2981-3004): ``abort()``;
+- clr rocclr/device/rocm/rocdevice.cpp ``callbackQueue`` (tag rocm-6.2.0, lines 2967-2990): ``abort()``;
 - clr CHANGELOG.md, "HIP 7.0 for ROCm 7.0": exceptions during a kernel no longer abort the process
   unless core dump is enabled; clr rocclr/utils/flags.hpp ``HIP_SKIP_ABORT_ON_GPU_ERROR`` (default true);
   clr rocclr/os/os_posix.cpp ``Os::DumpCoreFile``: ``getrlimit(RLIMIT_CORE)`` soft limit != 0.

@@ -1,0 +1,121 @@
+"""A GPU fault that aborts the process on ROCm: what was collected is kept, and the test is named
+(issue 10 item 1).
+
+ROCR-Runtime runtime/hsa-runtime/core/runtime/runtime.cpp ``Runtime::VMFaultHandler`` (ROCm/rocm-systems
+projects/rocr-runtime at 1b1610fc, lines 1826-1942) calls ``std::abort()`` after printing "Memory access
+fault by GPU node-N" unless a system event handler returns HSA_STATUS_SUCCESS, and clr
+rocclr/device/rocm/rocdevice.cpp ``callbackQueue`` (tag rocm-6.2.0, lines 2967-2990) calls ``abort()``
+on a queue error: the process dies of SIGABRT while the kernel runs, after the launch returned. Here
+the stand-in binding (tests/_hip_standin.py) calls ``os.abort()`` inside ``hipModuleLaunchKernel``,
+the last point a real fault could come; everything above the binding is real. The machine tree is the
+MI300X scenario (ROCm 6.4.1: the runtime aborts, so the guard is needed). pytest-xdist's
+``handle_crashitem`` (xdist/dsession.py) reports "worker 'gwN' crashed while running ..." and replaces
+the worker (``-n`` is the recovery).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+
+import pytest
+
+TESTS = pathlib.Path(__file__).parent
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS)!r})
+from _hip_standin import HipStandin
+from pytest_gpuenv import runtime
+from pytest_gpuenv.runtime.hip import HipRuntime
+
+runtime._RUNTIMES[("rocm", 0)] = HipRuntime(0, hip=HipStandin(abort_on_launch=True))
+"""
+
+TESTS_PY = """
+import os
+from pytest_gpuenv import runtime
+from pytest_gpuenv._session import get_session
+from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.runtime._common import Function
+
+
+def test_measured(request):
+    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="kept"))
+
+
+def test_faults():
+    runtime.get("rocm", 0).launch(Function(object(), None, "k"), (1, 1, 1), (64, 1, 1), 0, stream=0)
+
+
+def test_after():
+    print("SKIP_ABORT=" + str(os.environ.get("HIP_SKIP_ABORT_ON_GPU_ERROR")))
+"""
+
+
+@pytest.fixture
+def suite(pytester, roots, tmp_path, monkeypatch):
+    pytest.importorskip("hip")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_x=TESTS_PY)
+    cache = tmp_path / "cache"
+    args = [f"--gpuenv-root={roots('mi300x_linux')}", f"--gpuenv-cache-dir={cache}", "-p", "no:cacheprovider",
+            "--gpuenv-json=out.json"]
+    return pytester, args, cache
+
+
+def _running(cache):
+    return sorted(cache.glob("crash/*/running-*.json"))
+
+
+def test_abort_keeps_the_report_and_the_next_run_names_the_test(suite, monkeypatch):
+    pytester, args, cache = suite
+    monkeypatch.delenv("HIP_SKIP_ABORT_ON_GPU_ERROR", raising=False)
+    first = pytester.runpytest_subprocess(*args, "-p", "no:xdist", "-s")
+    assert first.ret in (-signal.SIGABRT, 128 + signal.SIGABRT), first.outlines[-20:]
+    first.stdout.fnmatch_lines(["*gpuenv: a GPU fault aborts the process: ROCm 6.4.1 aborts the whole process*"])
+    # the JSON report was flushed before the launch, with what the earlier test measured
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert [m["name"] for m in report["measurements"]] == ["kept"]
+    assert report["environment"]["rocm"]["version"] == "6.4.1"
+    (marker,) = _running(cache)
+    assert json.loads(marker.read_text())["nodeid"] == "test_x.py::test_faults"
+
+    second = pytester.runpytest_subprocess(*args, "-p", "no:xdist", "-k", "not faults", "-s")
+    second.assert_outcomes(passed=2)
+    second.stdout.fnmatch_lines(["*gpuenv: an earlier run died while test_x.py::test_faults had launched a HIP "
+                                 "kernel*", "*SKIP_ABORT=1*", "*gpuenv: crashes*"])
+    assert _running(cache) == []  # named once, then forgotten
+    third = pytester.runpytest_subprocess(*args, "-p", "no:xdist", "-k", "not faults")
+    assert "earlier run died" not in third.stdout.str()
+
+
+def test_a_finished_test_leaves_no_record(suite):
+    pytester, args, cache = suite
+    result = pytester.runpytest_subprocess(*args, "-p", "no:xdist", "-k", "measured or after")
+    result.assert_outcomes(passed=2)
+    assert _running(cache) == []
+
+
+def test_users_setting_wins(suite, monkeypatch):
+    pytester, args, _ = suite
+    monkeypatch.setenv("HIP_SKIP_ABORT_ON_GPU_ERROR", "0")
+    result = pytester.runpytest_subprocess(*args, "-p", "no:xdist", "-k", "after", "-s")
+    result.stdout.fnmatch_lines(["*SKIP_ABORT=0*"])
+
+
+def test_xdist_controller_names_the_test_and_keeps_the_workers_records(suite):
+    pytester, args, cache = suite
+    result = pytester.runpytest_subprocess(*args, "-p", "xdist", "-n", "1")
+    result.stdout.fnmatch_lines([
+        "*worker 'gw0' crashed while running 'test_x.py::test_faults'*",
+        "*gpuenv: test_x.py::test_faults had launched a HIP kernel when the process died*",
+    ])
+    result.assert_outcomes(passed=2, failed=1)
+    assert "replacing crashed worker gw0" in result.stdout.str()
+    report = json.loads((pytester.path / "out.json").read_text())
+    assert [m["name"] for m in report["measurements"]] == ["kept"]  # flushed by the worker, merged here
+    assert _running(cache) == [] and sorted(cache.glob("crash/*/records-*.json")) == []
