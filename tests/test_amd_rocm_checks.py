@@ -141,3 +141,18 @@ def test_real_system_rocm52_with_hip_python_62_is_fine():
     if env.rocm.get("version") is None or not env.rocm["version"].startswith("5."):
         pytest.skip("not the Debian ROCm 5 machine")
     assert not [p.code for p in env.problems if p.code.startswith("hip-python")]
+
+
+@pytest.mark.parametrize("release", ["6.2.0.499.16", "6.4.1.552.39", "7.0.2.555.40", "7.2.2.562.43"])
+def test_amd_extra_admits_the_release_doctor_names(release):
+    # releases as `pip index versions hip-python` lists them (PyPI, November 2026)
+    tomllib = pytest.importorskip("tomllib")
+    import pathlib
+
+    from packaging.requirements import Requirement
+
+    data = tomllib.loads((pathlib.Path(__file__).parent.parent / "pyproject.toml").read_text())
+    (req,) = [Requirement(r) for r in data["project"]["optional-dependencies"]["amd"] if r.startswith("hip-python")]
+    assert req.specifier.contains(release)
+    wanted = _checks.hip_python_requirement(".".join(release.split(".")[:3]))
+    assert Requirement(wanted).specifier.contains(release)
