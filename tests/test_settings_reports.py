@@ -93,6 +93,21 @@ def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     assert "log is shown in the failure of test_k.py::test_good" in out
 
 
+def test_compile_only_tests_are_listed_in_the_json_report(pytester, tmp_path):
+    if not _any_compiler():
+        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+    good = TWO[: TWO.index("__device__")]
+    pytester.makepyfile(test_k=f"""
+        def test_good(hip_kernel):
+            hip_kernel({good!r}, "good")
+    """)
+    result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=compile", "--gpuenv-json=r.json",
+                                           f"--gpuenv-cache-dir={tmp_path}/cache")
+    result.assert_outcomes(skipped=1)
+    (entry,) = json.loads((pytester.path / "r.json").read_text())["compile_only"]
+    assert entry["nodeid"] == "test_k.py::test_good" and entry["archs"]
+
+
 def test_requires_memory_bare_small_number_warns(pytester):
     pytester.makepyfile("""
         import pytest
