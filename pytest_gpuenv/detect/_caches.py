@@ -15,6 +15,7 @@ the L2 size; the timer then reads the L2 size from the runtime). ``fill(devices)
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable, Optional
 
@@ -86,7 +87,12 @@ def _word(name: str) -> re.Pattern[str]:
     return re.compile(r"(?<![0-9a-z])" + re.escape(_norm(name)) + r"(?![0-9a-z])")
 
 
-_BY_NAME = [(len(name), _word(name), mib * MiB) for _arch, name, mib in AMD_LAST_LEVEL]
+@functools.cache
+def _by_name() -> list[tuple[int, re.Pattern[str], int]]:
+    """The name patterns, compiled on the first lookup (not at import: every detection imports this)."""
+    return [(len(name), _word(name), mib * MiB) for _arch, name, mib in AMD_LAST_LEVEL]
+
+
 #: the largest per arch: what a device of that arch whose name is not in the table is taken to have
 ARCH_MAX: dict[str, int] = {}
 for _arch, _name, _mib in AMD_LAST_LEVEL:
@@ -98,7 +104,7 @@ def last_level_cache(vendor: Optional[str], arch: Optional[str], name: Optional[
     if vendor not in (None, "amd") or (arch and not arch.startswith("gfx")):
         return None
     text = _norm(name or "")
-    hits = [(length, size) for length, pattern, size in _BY_NAME if text and pattern.search(text)]
+    hits = [(length, size) for length, pattern, size in _by_name() if text and pattern.search(text)]
     if hits:
         return max(hits)[1]
     return ARCH_MAX.get((arch or "").split(":")[0].lower())
