@@ -325,3 +325,19 @@ def test_nvml_monitor_says_why_its_guards_are_off(monkeypatch):
     assert not mon.available and mon.throttle_reasons() is None
     assert mon.note == "NVML guards off (clocks, throttling, processes): nvidia-ml-py is not installed " \
                        "(pip install 'pytest-gpuenv[nvidia]')"
+
+
+def test_nvml_monitor_throttle_reasons_and_partial_guards():
+    # nvml.h nvmlClocksEventReason*: 0x1 GpuIdle and 0x2 ApplicationsClocksSetting hold nothing down, 0x4
+    # SwPowerCap does; pynvml names as in nvidia-ml-py (nvmlDeviceGetCurrentClocksEventReasons,
+    # nvmlDeviceGetComputeRunningProcesses_v3)
+    def no_procs(h):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fake = types.SimpleNamespace(
+        nvmlDeviceGetHandleByUUID=lambda u: "h", nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980,
+        nvmlDeviceGetClockInfo=lambda h, kind: 1755, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x1 | 0x4,
+        nvmlDeviceGetComputeRunningProcesses_v3=no_procs)
+    mon = nvml.Monitor("GPU-1234", nvml=fake)
+    assert mon.available and mon.max_mhz == 1980.0 and mon.throttle_reasons() == ["SW power cap"]
+    assert list(mon.unavailable) == ["processes"] and mon.note.startswith("NVML guards off (processes)")
