@@ -125,7 +125,7 @@ class Monitor:
             self.unavailable = {g: why or "amdsmi unavailable" for g in GUARDS}
             return
         info, err = _call(self.smi.amdsmi_get_clock_info, self.handle, self.smi.AmdSmiClkType.GFX)
-        self.max_mhz = _mhz((info or {}).get("max_clk"))
+        self.max_mhz = _mhz(info.get("max_clk") if isinstance(info, dict) else None)
         if self.max_mhz is None:
             self.unavailable["clocks"] = err or "amdsmi_get_clock_info gave no maximum graphics clock"
         if self.throttle_reasons() is None:
