@@ -1,0 +1,215 @@
+"""The CI templates in examples/ci/ (GitHub Actions workflows, a tox.ini and a noxfile) are valid and use
+only what exists: the workflows have GitHub Actions' shape; every ``gpuenv`` command parses with the CLI's
+own parsers; every ``--gpuenv-*`` option is one the plugin registers; every ``pytest`` command collects the
+example suite (``--collect-only``) with its options, on the runner it is meant for (``--gpuenv-root``
+with a machine tree from tests/data)."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from pytest_gpuenv import cli
+from pytest_gpuenv.rtc import _cli as compile_cli
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CI = os.path.join(ROOT, "examples", "ci")
+WORKFLOWS = sorted(glob.glob(os.path.join(CI, "*.yml")))
+MACHINES = os.path.join(ROOT, "tests", "data", "gpu-roots")
+#: the machine tree a run that requires this backend is collected on
+RUNNER_ROOT = {"cuda": "h100_linux", "gpu": "h100_linux", "rocm": "mi300x_linux"}
+SHELL_OPS = {"&&", "||", ";", "|", "(", ")", "&"}
+#: the checkout's package first, whatever is installed
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
+
+
+def _load(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def _workflow_runs() -> list[tuple[str, str]]:
+    out = []
+    for path in WORKFLOWS:
+        for job in _load(path)["jobs"].values():
+            out += [(os.path.basename(path), step["run"]) for step in job["steps"] if "run" in step]
+    return out
+
+
+def _tox_commands() -> list[tuple[str, str]]:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(os.path.join(CI, "tox.ini"))
+    return [(f"tox.ini [{name}]", parser[name]["commands"]) for name in parser.sections() if "commands" in parser[name]]
+
+
+def _nox_commands() -> list[tuple[str, str]]:
+    """``session.run(...)`` calls of the noxfile, their literal arguments quoted as a shell line."""
+    with open(os.path.join(CI, "noxfile.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run":
+            words = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            out.append(("noxfile.py", shlex.join(words)))
+    return out
+
+
+def _all_commands() -> list[tuple[str, str]]:
+    return _workflow_runs() + _tox_commands() + _nox_commands()
+
+
+def _simple_commands(script: str) -> list[list[str]]:
+    """The simple commands of a shell script: split at lines (after continuations), operators and
+    ``do``; tox's ``{posargs}`` dropped; comments removed."""
+    out = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        words: list[str] = []
+        for tok in [*lex, ";"]:
+            if tok in SHELL_OPS or tok == "do":
+                if words and words[0] not in ("for", "done"):
+                    out.append(words)
+                words = []
+            elif tok != "{posargs}":
+                words.append(tok)
+    return out
+
+
+def _invocations(kind: str) -> list[tuple[str, list[str]]]:
+    """(where, arguments) of every ``gpuenv`` (kind "gpuenv") or ``pytest`` (kind "pytest") command."""
+    found = []
+    for where, script in _all_commands():
+        for words in _simple_commands(script):
+            prog = os.path.basename(words[0])
+            if prog.startswith("python") and words[1:3] in (["-m", "pytest"], ["-m", "pytest_gpuenv"]):
+                prog, words = ("pytest" if words[2] == "pytest" else "gpuenv"), words[2:]
+            if prog == kind:
+                found.append((where, words[1:]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def plugin_options(tmp_path_factory) -> set[str]:
+    """Every ``--gpuenv-*`` option that ``pytest -p gpuenv --help`` lists."""
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "gpuenv", "--help"], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path_factory.mktemp("help"), env=ENV)
+    assert p.returncode == 0, p.stderr
+    return set(re.findall(r"(--gpuenv-[a-z0-9-]+)", p.stdout))
+
+
+def test_templates_are_there():
+    assert [os.path.basename(p) for p in WORKFLOWS] == ["github-amd-rocm.yml", "github-cpu.yml", "github-nvidia.yml"]
+    for name in ("tox.ini", "noxfile.py"):
+        assert os.path.isfile(os.path.join(CI, name))
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=os.path.basename)
+def test_workflow_has_github_actions_shape(path):
+    wf = _load(path)
+    assert isinstance(wf.get("name"), str)
+    # YAML 1.1 reads the key `on` as True
+    trigger = wf.get("on", wf.get(True))
+    assert trigger and set(trigger) <= {"push", "pull_request", "workflow_dispatch", "schedule"}, trigger
+    assert wf["jobs"]
+    for name, job in wf["jobs"].items():
+        assert set(job) <= {"runs-on", "timeout-minutes", "container", "steps", "env", "if", "needs",
+                            "concurrency", "strategy"}, name
+        runs_on = job["runs-on"]
+        assert isinstance(runs_on, str) or (isinstance(runs_on, list) and all(isinstance(x, str) for x in runs_on))
+        assert job["steps"]
+        for step in job["steps"]:
+            assert set(step) <= {"name", "uses", "with", "run", "if", "env", "shell"}, step
+            assert ("uses" in step) != ("run" in step), step
+            if "uses" in step:
+                assert re.fullmatch(r"actions/[a-z-]+(/[a-z]+)?@v\d+", step["uses"]), step["uses"]
+            else:
+                assert isinstance(step["run"], str) and step["run"].strip()
+
+
+def test_amd_template_runs_in_a_rocm_container_with_the_gpu_passed_in():
+    job = _load(os.path.join(CI, "github-amd-rocm.yml"))["jobs"]["rocm"]
+    assert job["container"]["image"].startswith("rocm/pytorch:")
+    options = job["container"]["options"].split()
+    for flag, value in (("--device", "/dev/kfd"), ("--device", "/dev/dri"), ("--group-add", "video"),
+                        ("--group-add", "render"), ("--security-opt", "seccomp=unconfined")):
+        assert any(options[i:i + 2] == [flag, value] for i in range(len(options))), (flag, value)
+
+
+def test_baselines_are_cached_between_nvidia_runs():
+    steps = _load(os.path.join(CI, "github-nvidia.yml"))["jobs"]["nvidia"]["steps"]
+    uses = {s.get("uses", "").split("@")[0]: s for s in steps}
+    assert uses["actions/cache/restore"]["with"]["path"] == uses["actions/cache/save"]["with"]["path"]
+    assert uses["actions/cache/save"]["with"]["path"] == ".gpuenv/baselines.json"
+
+
+def test_simple_commands_split_like_a_shell():
+    script = 'for f in k/*.hip; do gpuenv compile "$f" --arch a,b; done\nx && .venv/bin/gpuenv info # c\n'
+    assert _simple_commands(script) == [["gpuenv", "compile", "$f", "--arch", "a,b"], ["x"], [".venv/bin/gpuenv", "info"]]
+
+
+def test_every_gpuenv_command_parses():
+    calls = _invocations("gpuenv")
+    assert {args[0] for _, args in calls} >= {"info", "compile"}
+    for where, args in calls:
+        try:
+            if args[0] == "compile":
+                compile_cli._parser().parse_args(args[1:])
+            else:
+                assert args[0] in ("info", "doctor", "--version"), (where, args)
+                cli._parser().parse_args(args)
+        except SystemExit as e:  # argparse's error exit
+            pytest.fail(f"{where}: gpuenv {shlex.join(args)} does not parse ({e})")
+
+
+def test_every_gpuenv_option_exists(plugin_options):
+    assert "--gpuenv-backend" in plugin_options  # the help was read
+    used = {(where, w.split("=")[0]) for where, args in _invocations("pytest") for w in args if w.startswith("--gpuenv-")}
+    assert {opt for _, opt in used} >= {"--gpuenv-require", "--gpuenv-compile-archs", "--gpuenv-perf"}
+    unknown = sorted(f"{where}: {opt}" for where, opt in used if opt not in plugin_options)
+    assert not unknown
+
+
+def _collect_args(args: list[str], tmp) -> list[str]:
+    """The template's pytest arguments for ``--collect-only`` on the example suite: without xdist's
+    ``-n`` (collection is the same), with tox's ``{env_tmp_dir}`` in tmp and the runner's machine tree."""
+    out: list[str] = []
+    it = iter(args)
+    for w in it:
+        if w == "-n":
+            next(it)
+        elif not w.startswith("-n"):
+            out.append(w.replace("{env_tmp_dir}", str(tmp)))
+    required = [w.split("=", 1)[1] for w in args if w.startswith("--gpuenv-require=")]
+    if required:
+        out.append(f"--gpuenv-root={os.path.join(MACHINES, RUNNER_ROOT[required[0]])}")
+    return [*out, "--collect-only", "-q", "-p", "no:cacheprovider", os.path.join(ROOT, "examples")]
+
+
+def test_every_pytest_command_collects_the_example_suite(tmp_path):
+    runs = {tuple(_collect_args(args, tmp_path)): where for where, args in _invocations("pytest")}
+    assert len(runs) >= 4
+    for args, where in runs.items():
+        p = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path, env=ENV)
+        # 5: nothing collected (a `-m perf` run on a suite without perf tests is still a valid command)
+        assert p.returncode in (0, 5), f"{where}: pytest {shlex.join(args)}\n{p.stdout[-3000:]}{p.stderr[-3000:]}"
+        assert "error" not in p.stderr.lower(), p.stderr
+
+
+def test_readme_explains_each_template():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("## CI templates", 1)[1].split("\n## ", 1)[0]
+    for name in [*map(os.path.basename, WORKFLOWS), "tox.ini", "noxfile.py"]:
+        assert f"examples/ci/{name}" in section, name
