@@ -12,7 +12,11 @@ holds: problem ``hip-fault-aborts`` or ``hip-fault-returns-error``). ``start`` t
 - the xdist controller, when a worker dies, merges that worker's flushed records and adds to xdist's
   "worker crashed while running" report what the worker was doing (``pytest_handlecrashitem``); xdist
   replaces the worker and the run goes on (``-n`` is the recovery);
-- the next run finds a record whose process is gone and names the test in its header and summary.
+- the next run (on a machine with ROCm) finds a record whose process is gone and names the test in its
+  header and summary.
+
+Where detection says a fault comes back as an error (``hip-fault-returns-error``) the record is still
+written but nothing is flushed.
 
 The state dir is pytest's cache (``.pytest_cache/d/gpuenv-crash``), else ``<cache dir>/crash/<project>``.
 """
@@ -95,6 +99,8 @@ class CrashGuard:
         self.marked = False  # the running test is on disk
         self.flushed = -1  # records + skips at the last flush
         self.crashes: dict[str, dict[str, Any]] = {}  # controller: worker id -> its record when it died
+        #: detection says a fault comes back as an error: the record is still written, nothing is flushed
+        self.survives = session.env.problem("hip-fault-returns-error") is not None
         self._dir: Optional[Path] = None
         self._previous: Optional[list[dict[str, Any]]] = None
 
@@ -123,7 +129,8 @@ class CrashGuard:
         directory = self.state_dir()
         if self.marked or self.nodeid is None or directory is None:
             return
-        self._flush(directory)
+        if not self.survives:
+            self._flush(directory)
         record = {"nodeid": self.nodeid, "pid": os.getpid(), "worker": self.worker, "backend": backend,
                   "time": time.strftime("%Y-%m-%d %H:%M:%S")}
         _write(directory / f"running-{self._name()}.json", json.dumps(record))
@@ -206,7 +213,8 @@ class CrashGuard:
         """Records left by processes that died while a test of theirs had launched a HIP kernel."""
         if self._previous is None:
             self._previous = []
-            directory = self.state_dir() if self.worker is None else None
+            amd = self.session.env.backend == "rocm" or bool(self.session.env.rocm.get("version"))
+            directory = self.state_dir() if self.worker is None and amd else None
             for path in sorted(directory.glob("running-*.json")) if directory is not None else []:
                 record = _read(path)
                 pid = record.get("pid") if record else None

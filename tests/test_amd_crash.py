@@ -119,3 +119,21 @@ def test_xdist_controller_names_the_test_and_keeps_the_workers_records(suite):
     report = json.loads((pytester.path / "out.json").read_text())
     assert [m["name"] for m in report["measurements"]] == ["kept"]  # flushed by the worker, merged here
     assert _running(cache) == [] and sorted(cache.glob("crash/*/records-*.json")) == []
+
+
+def test_rocm7_header_says_a_fault_returns_an_error(pytester, roots, tmp_path, monkeypatch):
+    # clr CHANGELOG.md "HIP 7.0": exceptions during a kernel no longer abort the process (core dumps off);
+    # the RX 7900 XTX tree has ROCm 7.2.0. The record is still written; the report is not flushed early.
+    pytest.importorskip("hip")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.delenv("HIP_SKIP_ABORT_ON_GPU_ERROR", raising=False)
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_x=TESTS_PY)
+    cache = tmp_path / "cache"
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('rx7900xtx_wsl2')}", f"--gpuenv-cache-dir={cache}",
+                                           "-p", "no:cacheprovider", "-p", "no:xdist", "--gpuenv-json=out.json", "-s")
+    result.stdout.fnmatch_lines(["*gpuenv: a GPU fault returns an error: ROCm 7.2.0*HIP_SKIP_ABORT_ON_GPU_ERROR in "
+                                 "effect*"])
+    assert not (pytester.path / "out.json").exists()
+    (marker,) = _running(cache)
+    assert json.loads(marker.read_text())["nodeid"] == "test_x.py::test_faults"
