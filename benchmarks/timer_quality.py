@@ -1,33 +1,35 @@
-"""How good is gpu_bench's timer? Side by side with triton.testing.do_bench, against ncu, and as a gate.
+"""How good is gpu_bench's timer? Side by side with triton.testing.do_bench, against torch.profiler and
+ncu, and as a gate.
 
-Run on a GPU machine (torch with CUDA; triton and ncu optional):
+Run on a GPU machine (torch with CUDA; triton, ncu and cupti-python optional):
 
-    python3 benchmarks/timer_quality.py [--estimates 10] [--trials 200] [--explore] [--out DIR]
+    python3 benchmarks/timer_quality.py [--estimates 10] [--trials 200] [--explore] [--no-ncu] [--out DIR]
 
 Prints, for torch.add (float32) at 4,096 / 1,048,576 / 67,108,864 elements and for kernels/vector_add.hip
 (when pytest_gpuenv.rtc can build it): the median, the CV over repeated estimates and the wall time per
-estimate of do_bench (warmup 25 ms, rep 100 ms) and of gpu_bench; ncu's gpu__time_duration.sum for the
-same kernel after a flush; and, with a budget at 1.10x the measured median, how many of --trials
-assertions FAIL on the unchanged kernel and how many catch a variant doing 1.25x the work.
+estimate of do_bench (warmup 25 ms, rep 100 ms), of gpu_bench's event timer (``timer="events"``) and of
+its CUPTI timer (the default where cupti-python is installed); the kernel durations torch.profiler
+records and ncu's gpu__time_duration.sum for the same kernel after a flush (``_references``); and, with
+a budget at 1.10x the measured median, how many of --trials assertions FAIL on the unchanged kernel and
+how many catch a variant doing 1.25x the work.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _references import ncu_times, profiler_times  # noqa: E402
 
 SIZES = [4096, 1 << 20, 1 << 26]
 
@@ -52,20 +54,23 @@ def cv(xs: list[float]) -> float:
     return statistics.stdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
 
 
-def estimates_gpu_bench(bench, fn, k: int, mode: str = "cold") -> dict:  # type: ignore[no-untyped-def]
+def estimates_gpu_bench(bench, fn, k: int, mode: str = "cold", timer=None) -> dict:  # type: ignore[no-untyped-def]
     meds, walls, ns, reasons = [], [], [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(k):
             t = time.perf_counter()
-            m = bench(fn, name="x", mode=mode)
+            m = bench(fn, name="x", mode=mode, timer=timer)
             walls.append(time.perf_counter() - t)
             meds.append(m.median)
             ns.append(m.n)
             reasons.append(m.sampler.stop_reason)
     return {"median_us": statistics.median(meds) * 1e6, "cv": cv(meds), "wall_s": statistics.median(walls),
             "n": statistics.median(ns), "stop": max(set(reasons), key=reasons.count), "mode": m.mode,
-            "repeat": m.sampler.repeat, "all_us": [x * 1e6 for x in meds]}
+            "repeat": m.sampler.repeat, "all_us": [x * 1e6 for x in meds], "timer": m.device.timer,
+            "timer_note": m.sampler.timer_note or getattr(m.sampler.backend, "timer_note", None),
+            "ops": m.sampler.details[0][0] if m.sampler.details else None,
+            "gap_us": statistics.median(d[1] for d in m.sampler.details) * 1e6 if m.sampler.details else None}
 
 
 def estimates_do_bench(fn, k: int) -> dict:  # type: ignore[no-untyped-def]
@@ -78,80 +83,6 @@ def estimates_do_bench(fn, k: int) -> dict:  # type: ignore[no-untyped-def]
         walls.append(time.perf_counter() - t)
     return {"median_us": statistics.median(vals) * 1e3, "cv": cv(vals), "wall_s": statistics.median(walls),
             "all_us": [v * 1e3 for v in vals]}
-
-
-# ----------------------------------------------------------------------------------------------- ncu
-NCU_TARGET = r'''
-import sys, torch
-sys.path.insert(0, {repo!r})
-sizes = [int(s) for s in sys.argv[1].split(",") if s]
-flush_mode = sys.argv[2]
-vec = sys.argv[3] == "1"
-dev = torch.device("cuda")
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
-buf = torch.zeros(2 * l2 // 4, dtype=torch.float32, device=dev)
-scratch = torch.zeros((), dtype=torch.float32, device=dev)
-def flush():
-    if flush_mode in ("write", "both"):
-        buf.zero_()
-    if flush_mode in ("read", "both"):
-        torch.sum(buf, 0, out=scratch)
-def run(fn):
-    for _ in range(5):
-        flush()
-        torch.cuda._sleep(20000)
-        fn()
-    torch.cuda.synchronize()
-for n in sizes:
-    a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
-    run(lambda: torch.add(a, b, out=c))
-if vec:
-    from pytest_gpuenv.rtc import compile_kernel
-    k = compile_kernel("vector_add.hip", "vector_add", kernel_dirs=[{kdir!r}])
-    n = sizes[-1]
-    a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
-    run(lambda: k(((n + 255) // 256,), (256,), c, a, b, n))
-'''
-
-
-def ncu_times(sizes: list[int], flush_mode: str, cache_control: str, vec: bool, outdir: str) -> dict:
-    """Median gpu__time_duration.sum (us) of the 5 launches per size, by ncu."""
-    ncu = shutil.which("ncu") or next((p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
-    if ncu is None:
-        return {"error": "ncu not found"}
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(NCU_TARGET.format(repo=REPO, kdir=os.path.join(REPO, "kernels")))
-        target = f.name
-    cmd = [ncu, "--clock-control", "none", "--cache-control", cache_control, "--metrics", "gpu__time_duration.sum",
-           "--print-kernel-base", "demangled", "--print-units", "base", "--csv",
-           sys.executable, target, ",".join(map(str, sizes)), flush_mode, "1" if vec else "0"]
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
-    wall = time.perf_counter() - t
-    with open(os.path.join(outdir, f"ncu_{flush_mode}_{cache_control}.log"), "w") as f:
-        f.write(" ".join(cmd) + "\n" + p.stdout + "\n--- stderr\n" + p.stderr)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith('"')]
-    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    vals = []
-    for r in rows:
-        name = r.get("Kernel Name", "")
-        low = name.lower()
-        if r.get("Metric Name") != "gpu__time_duration.sum" or "add" not in low:
-            continue
-        if any(x in low for x in ("reduce", "fill", "sleep", "spin", "distribution")):
-            continue
-        v = float(r["Metric Value"].replace(",", ""))
-        unit = r.get("Metric Unit", "nsecond")
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, 1e-3)
-        vals.append((name, v * scale))
-    out: dict = {"wall_s": wall, "rc": p.returncode}
-    labels = [f"add {n}" for n in sizes] + (["vector_add"] if vec else [])
-    for i, label in enumerate(labels):
-        chunk = [v for _n, v in vals[5 * i: 5 * i + 5]]
-        if chunk:
-            out[label] = statistics.median(chunk)
-    out["kernels"] = sorted({n[:80] for n, _v in vals})
-    return out
 
 
 # ----------------------------------------------------------------------------------------------- gate
@@ -171,6 +102,32 @@ def gate(bench, fn, fn_more, trials: int) -> dict:  # type: ignore[no-untyped-de
             res[label + "_wall_s"] = (time.perf_counter() - t) / trials
             res[label + "_median_us"] = m.median * 1e6
     return res
+
+
+def _cells(r) -> list:  # type: ignore[no-untyped-def]
+    return [f"{r['median_us']:.3f} us", f"{r['cv']:.2%}", f"{r['wall_s']:.3f} s"] if r else ["-", "-", "-"]
+
+
+def reference_table(title: str, ref: dict, fns: dict, results: dict) -> None:
+    """The default and event timers' medians against a reference's, with the goals of issue 13 (within
+    5 % or 0.2 us of torch.profiler; within 3 % of ncu from 10 us up)."""
+    from tabulate import tabulate
+
+    if ref.get("error"):
+        log(f"\n{title}: failed: {ref['error'][-600:]}")
+        return
+    rows = []
+    for label in fns:
+        key = "vector_add" if label.startswith("vector_add") else "add " + label.split()[1].replace(",", "")
+        v = ref.get(key)
+        row = [label, f"{v:.3f} us" if v else "-"]
+        for which in ("gpu_bench", "events"):
+            g = results["sizes"][label][which]
+            row += [f"{g['median_us']:.3f} us [{g['timer']}]",
+                    f"{(g['median_us'] / v - 1):+.1%} ({g['median_us'] - v:+.2f} us)" if v else "-"]
+        rows.append(row)
+    log(f"\n== {title} ==")
+    log(tabulate(rows, headers=["kernel", "reference", "default timer", "difference", "events", "difference"]))
 
 
 def main() -> int:
@@ -217,17 +174,19 @@ def main() -> int:
         have_triton = False
     for label, (fn, *_t) in fns.items():
         g = estimates_gpu_bench(bench, fn, args.estimates)
+        e = estimates_gpu_bench(bench, fn, args.estimates, timer="events")
         d = estimates_do_bench(fn, args.estimates) if have_triton else None
-        results["sizes"][label] = {"gpu_bench": g, "do_bench": d}
-        rows.append([label,
-                     f"{d['median_us']:.2f} us" if d else "-", f"{d['cv']:.2%}" if d else "-",
-                     f"{d['wall_s']:.3f} s" if d else "-",
-                     f"{g['median_us']:.2f} us", f"{g['cv']:.2%}", f"{g['wall_s']:.3f} s", g["n"], g["stop"]])
-        log(f"  {label}: gpu_bench {g['median_us']:.2f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s n {g['n']}"
+        results["sizes"][label] = {"gpu_bench": g, "events": e, "do_bench": d}
+        rows.append([label] + _cells(d) + _cells(e) + _cells(g) + [g["timer"], g["n"], g["stop"]])
+        log(f"  {label}: gpu_bench[{g['timer']}] {g['median_us']:.3f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s "
+            f"n {g['n']} ops {g['ops']} gap {g['gap_us']} | events {e['median_us']:.3f} us cv {e['cv']:.2%}"
             + (f" | do_bench {d['median_us']:.2f} us cv {d['cv']:.2%} wall {d['wall_s']:.3f}s" if d else ""))
-    log("\n== do_bench vs gpu_bench (10 estimates each) ==")
-    log(tabulate(rows, headers=["kernel", "do_bench median", "CV", "wall/est", "gpu_bench median", "CV",
-                                "wall/est", "n", "stop"]))
+    log(f"\n== do_bench vs gpu_bench events vs gpu_bench default timer ({args.estimates} estimates each) ==")
+    log(tabulate(rows, headers=["kernel", "do_bench median", "CV", "wall/est", "events median", "CV", "wall/est",
+                                "default median", "CV", "wall/est", "timer", "n", "stop"]))
+    note = next((r["gpu_bench"]["timer_note"] for r in results["sizes"].values() if r["gpu_bench"]["timer_note"]), None)
+    if note:
+        log(f"default timer note: {note}")
 
     # hot mode for the small sizes (a different quantity: warm caches, back to back)
     hot_rows = []
@@ -238,19 +197,13 @@ def main() -> int:
     log("\n== gpu_bench mode='hot' (back-to-back launches, warm L2) ==")
     log(tabulate(hot_rows, headers=["kernel", "median", "CV", "wall/est", "launches/interval"]))
 
+    prof = profiler_times(SIZES, args.out)
+    results["torch_profiler"] = {k: v for k, v in prof.items() if not k.endswith(" all")}
+    reference_table("torch.profiler kernel durations (30 launches after a flush)", prof, fns, results)
     if not args.no_ncu:
-        vec = kernel is not None
-        nc = ncu_times(SIZES, "read", "all", vec, args.out)
+        nc = ncu_times(SIZES, "read", "all", kernel is not None, args.out)
         results["ncu"] = nc
-        ncu_rows = []
-        for label in fns:
-            key = "vector_add" if label.startswith("vector_add") else "add " + label.split()[1].replace(",", "")
-            v = nc.get(key)
-            g = results["sizes"][label]["gpu_bench"]["median_us"]
-            ncu_rows.append([label, f"{v:.2f} us" if v else "-", f"{g:.2f} us",
-                             f"{(g / v - 1):+.1%}" if v else "-"])
-        log("\n== gpu_bench vs ncu gpu__time_duration.sum (--cache-control all, --clock-control none) ==")
-        log(tabulate(ncu_rows, headers=["kernel", "ncu", "gpu_bench", "difference"]))
+        reference_table("ncu gpu__time_duration.sum (--cache-control all, --clock-control none)", nc, fns, results)
         log(f"ncu kernels: {nc.get('kernels')} rc={nc.get('rc')} wall={nc.get('wall_s', 0):.1f}s")
 
     if args.explore:
@@ -273,7 +226,10 @@ def main() -> int:
         results["vector_add_bandwidth"] = {"copy_Bps": copy_bw, "rows": bw_rows}
         log(f"\n== vector_add 64M vs equal-bytes device copy ({copy_bw / 1e12:.3f} TB/s) ==")
         log(tabulate(bw_rows, headers=["block", "median", "bandwidth", "fraction of copy"]))
-    log(f"event floor (empty start/stop pair, cold): {bench.backend.floor_s * 1e6:.3f} us")
+    events = getattr(bench.backend, "events", bench.backend)
+    if events.floor_s is not None:
+        log(f"event floor (empty start/stop pair, cold): {events.floor_s * 1e6:.3f} us")
+    log(f"default timer: {bench.backend.name}")
 
     # the gate: false FAILs and catch rate, budget 1.10x
     cases = []

@@ -197,7 +197,9 @@ class Sampler:
         return self.samples[i] or self.discarded[i]
 
     def stats(self, i: int = 0) -> tuple[float, float, float]:
-        return _stats.summarize(self._kept(i), self.opts.confidence)
+        xs = self._kept(i)  # a profiler timer reads whole ticks of its clock: ties are spread over a tick
+        tick = self.backend.tick_of(xs, self.repeat) if hasattr(self.backend, "tick_of") else 0.0
+        return _stats.summarize(xs, self.opts.confidence, tick)
 
     def ratios(self) -> list[float]:
         a, b = self._kept(0), self._kept(1)

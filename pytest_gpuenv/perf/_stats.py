@@ -57,8 +57,30 @@ def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
     return s[j - 1], s[k - 1]
 
 
-def summarize(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """(median, ci_low, ci_high)."""
+def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
+    """Sorted ``xs`` from a timer that reads whole ``tick``s (CUPTI's timestamps: 32 ns on Hopper), with
+    the f samples tied at a value v spread evenly over its cell [v - tick/2, v + tick/2] (the k-th at
+    v - tick/2 + tick * (k - 1/2) / f). A median or interval of tied data then moves with the share of
+    samples at each value instead of jumping a whole tick. ``tick <= 0``: sorted, unchanged."""
+    s = sorted(xs)
+    if tick <= 0:
+        return s
+    out: list[float] = []
+    i = 0
+    while i < len(s):
+        j = i
+        while j < len(s) and s[j] == s[i]:
+            j += 1
+        f = j - i
+        out.extend(s[i] - tick / 2 + tick * (k + 0.5) / f for k in range(f))
+        i = j
+    return out
+
+
+def summarize(xs: Sequence[float], confidence: float = 0.95, tick: float = 0.0) -> tuple[float, float, float]:
+    """(median, ci_low, ci_high); with ``tick`` > 0, of the data with ties spread (``spread_ties``)."""
+    if tick > 0:
+        xs = spread_ties(xs, tick)
     lo, hi = median_ci(xs, confidence)
     return median(xs), lo, hi
 

@@ -1,0 +1,283 @@
+"""The CUPTI timer (perf/_cupti.py): a fake ``cupti`` module at the binding boundary, so the record
+parsing, the per-sample grouping, the timer choice and the table run on a CPU; one GPU test with the real
+binding (requires_cuda, skipped where cupti-python is absent)."""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+import warnings
+from typing import Any
+
+import pytest
+
+from pytest_gpuenv import requires_cuda
+from pytest_gpuenv.perf import _bench, _cupti
+from pytest_gpuenv.perf._bench import GpuBench, PerfContext
+from pytest_gpuenv.perf.report import summary_lines
+from tests._perf_fake import FakeBackend, FakeClock
+
+
+class _Kind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    DRIVER = 4
+    RUNTIME = 5
+    CONCURRENT_KERNEL = 10
+    EXTERNAL_CORRELATION = 21
+
+
+class _Ext(enum.IntEnum):
+    CUSTOM0 = 4
+    CUSTOM1 = 5
+    CUSTOM2 = 6
+
+
+class FakeCupti:
+    """What perf/_cupti.py uses of ``cupti.cupti``: kinds, enable, callbacks, external ids, flush.
+
+    ``launch(ns)`` is a kernel the fake device runs: it gets the next correlation id, and an external
+    correlation record when an id is pushed, as CUPTI gives them."""
+
+    ActivityKind = _Kind
+    ExternalCorrelationKind = _Ext
+
+    def __init__(self) -> None:
+        self.enabled: set[int] = set()
+        self.callbacks: Any = None
+        self.stack: list[int] = []
+        self.corr = 0
+        self.t = 1_000_000
+        self.pending: list[Any] = []
+        self.flushes = 0
+
+    def activity_enable(self, kind: int) -> None:
+        self.enabled.add(int(kind))
+
+    def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
+        assert requested() == (8 << 20, 0)
+        self.callbacks = (requested, completed)
+
+    def activity_push_external_correlation_id(self, kind: int, ext: int) -> None:
+        assert kind == _Ext.CUSTOM2
+        self.stack.append(ext)
+
+    def activity_pop_external_correlation_id(self, kind: int) -> int:
+        return self.stack.pop()
+
+    def activity_flush_all(self, flag: int) -> None:
+        self.flushes += 1
+        recs, self.pending = self.pending, []
+        self.callbacks[1](recs)
+
+    def launch(self, ns: int, gap_ns: int = 0, kind: int = _Kind.CONCURRENT_KERNEL) -> None:
+        self.corr += 1
+        self.t += gap_ns
+        rec = types.SimpleNamespace(kind=kind, correlation_id=self.corr, start=self.t, end=self.t + ns)
+        self.t += ns
+        self.pending.append(rec)
+        if self.stack:
+            self.pending.append(types.SimpleNamespace(kind=_Kind.EXTERNAL_CORRELATION, correlation_id=self.corr,
+                                                      external_kind=_Ext.CUSTOM2, external_id=self.stack[-1]))
+        else:  # the runtime's own API calls outside a push carry another tool's ids, or none
+            self.pending.append(types.SimpleNamespace(kind=_Kind.EXTERNAL_CORRELATION, correlation_id=self.corr,
+                                                      external_kind=_Ext.CUSTOM0, external_id=999))
+
+
+class FakeEvents(FakeBackend):
+    """The event backend CUPTI wraps: flush, delay and sync (flush and delay launch fake kernels too)."""
+
+    def __init__(self, cupti: FakeCupti, **kw: Any) -> None:
+        super().__init__([5e-6], cv=0.0, floor_s=0.0, **kw)
+        self.cupti = cupti
+        self.info.vendor = "nvidia"
+
+    def _flush(self) -> None:
+        self.cupti.launch(50_000)
+
+    def delay(self, seconds: float) -> None:
+        super().delay(seconds)
+        if seconds > 0:
+            self.cupti.launch(int(seconds * 1e9))
+
+
+def make(fake: FakeCupti, **ctx: Any) -> tuple[GpuBench, Any, PerfContext]:
+    clock = FakeClock()
+    events = FakeEvents(fake, clock=clock)
+    backend = _cupti.CuptiBackend(events, _cupti.Activity(fake))
+    c = PerfContext(backend_factory=lambda: backend, nodeid="t.py::test_k", test_name="test_k",
+                    lock=lambda info: _null(), clock=clock, **ctx)
+    return GpuBench(c), backend, c
+
+
+class _null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: Any) -> None:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------- tests
+def test_per_sample_sums_kernels_and_measures_uncovered_gaps():
+    ops = [(1, 0, 100), (2, 150, 250), (3, 200, 300), (4, 1000, 1100), (9, 0, 5)]
+    ext = {1: 7, 2: 7, 3: 7, 4: 8}
+    rows = _cupti.per_sample(ops, ext, [7, 8, 6])
+    (t7, n7, g7), (t8, n8, g8), (t6, n6, g6) = rows
+    assert n7 == 3 and t7 == pytest.approx(300e-9) and g7 == pytest.approx(50e-9)  # 100..150 uncovered
+    assert (n8, g8) == (1, 0.0) and t8 == pytest.approx(100e-9)
+    assert (t6, n6, g6) == (0.0, 0, 0.0)  # an id that launched nothing
+
+
+def test_activity_enables_kernels_copies_and_correlation_and_reads_only_its_own_ids():
+    fake = FakeCupti()
+    act = _cupti.Activity(fake)
+    assert {_Kind.CONCURRENT_KERNEL, _Kind.MEMCPY, _Kind.MEMSET, _Kind.EXTERNAL_CORRELATION} <= fake.enabled
+    act.push(5)
+    fake.launch(2000, kind=_Kind.MEMCPY)
+    act.pop()
+    fake.launch(3000)  # outside: another tool's external id
+    ops, ext = act.drain()
+    assert len(ops) == 2 and ext == {1: 5}
+    assert act.drain() == ([], {})
+
+
+def test_cupti_timer_reads_kernel_durations_not_the_flush_or_delay():
+    fake = FakeCupti()
+    bench, backend, ctx = make(fake)
+    m = bench(lambda: fake.launch(2345), name="add")
+    assert m.median == pytest.approx(2.345e-6) and m.device.timer == "cupti"
+    rec = ctx.session.records[-1]
+    assert rec.timer == "cupti" and rec.ops_per_call == 1 and rec.gap_s == 0 and rec.timer_note is None
+    assert "[cupti]" in "\n".join(summary_lines(ctx.session.records))
+
+
+def test_cupti_timer_sums_a_calls_kernels_and_reports_the_gaps():
+    fake = FakeCupti()
+    bench, _b, ctx = make(fake)
+
+    def two() -> None:
+        fake.launch(1000)
+        fake.launch(3000, gap_ns=500)
+
+    m = bench(two, name="two")
+    m.assert_faster_than("10us")
+    assert m.median == pytest.approx(4e-6)
+    rec = ctx.session.records[-1]
+    assert rec.ops_per_call == 2 and rec.gap_s == pytest.approx(0.5e-6)
+    assert any("cupti summed 2 operations per call; gaps between them 500.0 ns" in ln
+               for ln in summary_lines(ctx.session.records)), summary_lines(ctx.session.records)
+
+
+def test_a_callable_cupti_sees_nothing_from_is_timed_by_events_saying_why():
+    fake = FakeCupti()
+    bench, _b, ctx = make(fake)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = bench(lambda: None, name="cpu_only")
+    assert m.device.timer == "fake"
+    rec = ctx.session.records[-1]
+    assert "CUPTI saw no kernel" in (rec.timer_note or "")
+    assert any("timer fake events: CUPTI saw no kernel" in ln for ln in summary_lines(ctx.session.records))
+
+
+def test_timer_argument_forces_events_and_rejects_bad_values():
+    fake = FakeCupti()
+    bench, _b, ctx = make(fake)
+    m = bench(lambda: fake.launch(2000), name="k", timer="events")
+    assert m.device.timer == "fake" and "timer='events'" in ctx.session.records[-1].timer_note
+    with pytest.raises(ValueError, match="invalid timer='ncu'"):
+        bench(lambda: fake.launch(2000), timer="ncu")
+    plain = GpuBench(PerfContext(backend_factory=lambda: FakeBackend([1e-6]), lock=lambda info: _null()))
+    with pytest.raises(ValueError, match="timer='cupti' is not available"):
+        plain(lambda: None, timer="cupti")
+
+
+def test_assert_ratio_with_cupti_compares_kernel_durations():
+    fake = FakeCupti()
+    bench, _b, ctx = make(fake)
+    c = bench.assert_ratio(lambda: fake.launch(1000), lambda: fake.launch(2000), at_most=0.6)
+    assert c.ratio == pytest.approx(0.5) and ctx.session.records[-1].timer == "cupti"
+
+
+def test_missing_binding_leaves_the_event_timer_with_the_reason(monkeypatch):
+    monkeypatch.setattr(_cupti, "_STATE", {})
+    monkeypatch.setitem(sys.modules, "cupti", None)  # import cupti raises ImportError(name="cupti")
+    mod, why = _cupti.load_cupti()
+    assert mod is None and "cupti-python is not installed" in why and "pytest-gpuenv[cupti]" in why
+    ev = FakeBackend([1e-6])
+    ev.info.vendor = "nvidia"
+    b = _bench._with_profiler(ev)
+    assert b is ev and b.timer_note.startswith("CUPTI timer unavailable: cupti-python is not installed")
+    amd = FakeBackend([1e-6])
+    amd.info.vendor = "amd"
+    assert "rocprofiler-sdk" in _bench._with_profiler(amd).timer_note
+
+
+def test_a_failing_cupti_falls_back_to_events(monkeypatch):
+    class Broken(FakeCupti):
+        def activity_enable(self, kind: int) -> None:
+            raise RuntimeError("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+
+    monkeypatch.setattr(_cupti, "_STATE", {"module": Broken(), "why": None})
+    ev = FakeBackend([1e-6])
+    ev.info.vendor = "nvidia"
+    b = _bench._with_profiler(ev)
+    assert b is ev and "INSUFFICIENT_PRIVILEGES" in b.timer_note
+
+
+def test_cupti_is_imported_only_when_a_measurement_runs():
+    import subprocess
+
+    code = ("import sys, pytest_gpuenv.perf, pytest_gpuenv.perf._bench, pytest_gpuenv.perf._cupti; "
+            "print('cupti' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+# ----------------------------------------------------------------------------------------------- GPU
+@requires_cuda
+def test_cupti_timer_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("cupti")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    from pytest_gpuenv.perf._bench import default_monitor, select_backend
+
+    bench = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor,
+                                 perf_mode="warn"))
+    n = 1 << 20
+    a, b, c = (torch.ones(n, device="cuda") for _ in range(3))
+    m = bench(lambda: torch.add(a, b, out=c), name="add_1M")
+    e = bench(lambda: torch.add(a, b, out=c), name="add_1M_events", timer="events")
+    assert m.device.timer == "cupti", getattr(bench.backend, "timer_note", None)
+    assert m.sampler.details and m.sampler.details[0][0] == 1
+    assert 1e-6 < m.median < e.median  # no event-pair overhead in the CUPTI figure
+
+
+def test_ties_spread_over_the_tick_move_the_median_smoothly():
+    from pytest_gpuenv.perf import _stats
+
+    xs = [1280e-9] * 6 + [1312e-9] * 10 + [1344e-9] * 4
+    assert _stats.median(xs) == 1312e-9  # plain median: a whole tick
+    med, lo, hi = _stats.summarize(xs, 0.95, tick=32e-9)
+    assert 1296e-9 < med < 1328e-9 and med != 1312e-9 and lo < med < hi
+    assert _stats.spread_ties([3.0, 1.0], 0.0) == [1.0, 3.0]
+    assert _stats.summarize([5e-6] * 20, 0.95, tick=32e-9)[0] == pytest.approx(5e-6)
+
+
+def test_tick_of_finds_the_timestamp_resolution():
+    tick = _cupti.CuptiBackend.tick_of
+    assert tick([1.28e-6, 1.312e-6, 1.344e-6]) == pytest.approx(32e-9)
+    assert tick([0.656e-6, 1.6e-6], repeat=2) == pytest.approx(16e-9)  # hot mode: interval / repeat
+    assert tick([]) == 0.0
+
+
+def test_a_quantised_cupti_median_is_not_stuck_on_one_tick():
+    fake = FakeCupti()
+    bench, _b, _ctx = make(fake)
+    durations = iter(([1280] * 3 + [1312] * 5 + [1344] * 2) * 300)
+    m = bench(lambda: fake.launch(next(durations)), name="small")
+    assert 1296e-9 < m.median < 1328e-9 and m.median != pytest.approx(1312e-9, abs=0.5e-9)
