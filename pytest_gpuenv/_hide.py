@@ -60,8 +60,8 @@ class HiddenModules(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None, target: Any = None) -> None:
         if self.hides(fullname):
             raise ModuleNotFoundError(
-                f"No module named {fullname!r}: GPU-only package hidden by --gpuenv-backend=cpu "
-                "(as on a CPU-only runner; ini gpuenv_hide_modules lists more)",
+                f"No module named {fullname!r} (hidden by --gpuenv-backend=cpu: a GPU-only package, absent on a "
+                "CPU-only runner)",
                 name=fullname,
             )
         return None

@@ -64,8 +64,9 @@ def register_aliases(config: pytest.Config) -> None:
     """Register ``gpuenv_<name>`` for every marker, with its signature line."""
     state = _names(config)
     for _name, line in MARKERS:
-        state.ours.add(PREFIX + line)
-        config.addinivalue_line("markers", PREFIX + line)
+        alias = PREFIX + line.replace("'not perf'", f"'not {PREFIX}perf'")
+        state.ours.add(alias)
+        config.addinivalue_line("markers", alias)
 
 
 def register_unprefixed(config: pytest.Config) -> None:
@@ -103,8 +104,8 @@ def plugin_marks(item: pytest.Item) -> list[PluginMark]:
 
 
 def _text(names: list[str]) -> str:
-    return (f"markers {', '.join(names)} are the suite's own (it registers them), not evaluated by pytest-gpuenv; "
-            f"its are {', '.join(PREFIX + n for n in names)}")
+    return (f"markers {', '.join(names)} left to the suite (it registers them itself); pytest-gpuenv's: "
+            f"{', '.join(PREFIX + n for n in names)}")
 
 
 def header_line(config: pytest.Config) -> Optional[str]:

@@ -250,8 +250,8 @@ _REQUIRED = {"gpu": ("requires_gpu", "a GPU"), "cuda": ("requires_cuda", "CUDA")
 
 def require_failure(env: GpuEnv, want: str, summary: str) -> Optional[str]:
     """``--gpuenv-require``: None when ``want`` (``gpu``, ``cuda``, ``rocm``; ``off``) is usable, else the
-    message that stops the run: what was found (``summary``: the header's text), why not, each problem and
-    its fix."""
+    message that stops the run: what was found (``summary``: the header's text), why not, and every problem
+    of the model with its fix (informational notes too: on a runner that lost its GPU they are the clues)."""
     if want not in _REQUIRED:
         return None
     marker, label = _REQUIRED[want]
@@ -261,6 +261,6 @@ def require_failure(env: GpuEnv, want: str, summary: str) -> Optional[str]:
     lines = [f"gpuenv: --gpuenv-require={want}: {label} is not usable here, so no test was run.",
              f"  found: {summary}", f"  {skip.reason}"]
     for p in env.problems:
-        if p.severity != "info":
-            lines.append(f"  [{p.code}] {p.message}" + (f"; fix: {p.fix}" if p.fix else ""))
+        if f"[{p.code}]" not in skip.reason:
+            lines.append(f"  [{p.code}] {p.message.rstrip('.')}" + (f"; fix: {p.fix}" if p.fix else ""))
     return "\n".join(lines)
