@@ -16,7 +16,7 @@ from pytest_gpuenv.rtc import _args, _compilers
 from pytest_gpuenv.rtc._attribute import attribute
 from pytest_gpuenv.rtc._cache import Cache, make_key, shared
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, find_headers, kernel_decl, load_source
+from pytest_gpuenv.rtc._source import Param, Source, find_headers, kernel_decl, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -157,46 +157,36 @@ def compile_kernel(
 
     ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
     ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks.
-
-    Each error line of the log names the kernel whose source it is in (``[kernel 'bad']``), and the
-    message says so when that is another kernel of the same source (``rtc._attribute``).
+    A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     decl = kernel_decl(src, name)
     try:
-        return _compile(src, decl, arch, options, defines, include_dirs, cache_dir, compiler, device, sync,
-                        use_cache, warp_size, check)
+        if arch == "cpu":
+            from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
+
+            return compile_cpu(src, name, decl.params, warp_size=warp_size, check=check, options=options,
+                               defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
+                               use_cache=use_cache)
+        arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
+        comp = _compilers.for_arch(arch, compiler)
+        defs = dict(defines or {})
+        target = arch
+
+        def build() -> tuple[dict, bytes]:
+            t = time.perf_counter()
+            binary = comp.compile(src, name, target, tuple(options), defs, tuple(include_dirs))
+            return {"name": name, "arch": target, "compiler": comp.name,
+                    "compile_seconds": time.perf_counter() - t}, binary
+
+        key = _cache_key(src, name, arch, comp, options, defs, include_dirs)  # finds every header first
+        if use_cache:
+            meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
+        else:
+            (meta, binary), hit = build(), False
     except KernelCompileError as exc:
         attribute(exc, src, name)
         raise
-
-
-def _compile(src: Source, decl: KernelDecl, arch: Optional[str], options: Sequence[str],
-             defines: Optional[Mapping[str, Any]], include_dirs: Sequence[str], cache_dir: Optional[str],
-             compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool, warp_size: int,
-             check: bool) -> Kernel:
-    name = decl.name
-    if arch == "cpu":
-        from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
-
-        return compile_cpu(src, name, decl.params, warp_size=warp_size, check=check, options=options,
-                           defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                           use_cache=use_cache)
-    arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
-    comp = _compilers.for_arch(arch, compiler)
-    defines = dict(defines or {})
-
-    def build() -> tuple[dict, bytes]:
-        t = time.perf_counter()
-        binary = comp.compile(src, name, arch, tuple(options), defines, tuple(include_dirs))
-        return {"name": name, "arch": arch, "compiler": comp.name,
-                "compile_seconds": time.perf_counter() - t}, binary
-
-    key = _cache_key(src, name, arch, comp, options, defines, include_dirs)  # finds every header first
-    if use_cache:
-        meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
-    else:
-        (meta, binary), hit = build(), False
     return Kernel(name=name, arch=arch, compiler=comp.name, binary=binary, params=decl.params,
                   compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
                   device=device, sync=sync)
