@@ -198,9 +198,10 @@ PHASE_GROUPS = [
 ]
 
 
-def phases(cwd: str, pycache: Optional[str], repeat: int) -> None:
+def phases(cwd: str, pycache: Optional[str], repeat: int, quick: bool) -> None:
     env = base_env(pycache, autoload=False)
-    for label, args in (("collect-only", ["--collect-only", "-q"]), ("run", ["-q"])):
+    modes = (("collect-only", ["--collect-only", "-q"]), ("run", ["-q"]))
+    for label, args in modes[:1] if quick else modes:
         runs = []
         for _ in range(repeat + 1):  # the first writes the bytecode
             r = subprocess.run([sys.executable, "-c", PHASES_SNIPPET, *args], cwd=cwd, env=env,
@@ -279,7 +280,7 @@ def main() -> None:
     ap.add_argument("--tests", type=int, default=2000)
     ap.add_argument("--pairs", "--rounds", type=int, default=5, help="interleaved pairs per setting")
     ap.add_argument("--marked", type=float, default=0.0, help="fraction of tests with a gpuenv marker")
-    ap.add_argument("--quick", action="store_true", help="collect-only timings, fewer profile runs")
+    ap.add_argument("--quick", action="store_true", help="collect-only, one profile run (a smoke test)")
     ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source each run")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -294,9 +295,9 @@ def main() -> None:
             print(f"{name:<62} {statistics.median(t['a_wall']):10.3f} {statistics.median(t['b_wall']):10.3f}  "
                   f"{ratio_text(t, 'wall'):>22}  {ratio_text(t, 'cpu'):>22}")
         print("goal: autoload off ratio <= 1.05")
-        phases(suite, pycache, 2 if args.quick else 5)
+        phases(suite, pycache, 1 if args.quick else 5, args.quick)
         slowest_imports(pycache)
-        detection(pycache, 3 if args.quick else 5)
+        detection(pycache, 1 if args.quick else 5)
 
 
 if __name__ == "__main__":

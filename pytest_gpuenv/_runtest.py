@@ -61,9 +61,8 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     """Fail on a bad marker argument; skip when a marker's requirement is not met on this host, or when
     the GPU context of this process was poisoned by an earlier test and this one needs a GPU. An xdist
     worker on another host than its controller's names the host in the reason."""
-    error = item.stash.get(_MARK_ERROR, None)
-    if error:
-        pytest.fail(error, pytrace=False)
+    if _MARK_ERROR in item.stash:  # (``in``: a missing key costs Stash.get an exception, on every test)
+        pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
     skip = _skipping.evaluate(_marknames.plugin_marks(item), session.env)
     poison = poisoned()
     if skip is None and poison is not None and _uses_gpu(item):
@@ -84,8 +83,10 @@ def _uses_gpu(item: pytest.Item) -> bool:
     return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
 
 
-def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
-    skip = item.stash.get(_SKIP_INFO, None)
+def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
+    if rep.outcome == "passed":  # most reports: nothing below applies to them
+        return
+    skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
     if skip is not None and rep.skipped and rep.when == "setup":
         rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
         # point at the test, not at this plugin (as pytest's own skip marks do)
@@ -97,7 +98,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
         path, line = item.reportinfo()[:2]
         if line is not None:
             rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
-    elif rep.skipped and not hasattr(rep, "wasxfail"):
+    elif rep.skipped and not hasattr(rep, "wasxfail") and not _raised_in_plugin(call):
         cause = suite_skip_cause(rep.longrepr, get_session(item.config))
         if cause is not None:
             rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
@@ -105,6 +106,12 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport) -> None:
         poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
             rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+
+
+def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:
+    """Whether the skip came from this package (a fixture's own skip), not from the suite."""
+    excinfo = call.excinfo
+    return excinfo is not None and any(str(e.path).startswith(_PKG_DIR) for e in excinfo.traceback)
 
 
 def suite_skip_cause(longrepr: object, session: GpuenvSession) -> Optional[str]:
