@@ -36,17 +36,15 @@ def _dir_access_problem(directory: str, what: str) -> Optional[str]:
 
 def new_file_problem(path: str) -> Optional[str]:
     """Why a file cannot be written at ``path`` by creating a temporary file beside it and renaming it over
-    ``path`` (the ``--gpuenv-json`` writer), or None. The path's type is ``json_target_problem``'s."""
+    ``path`` (the ``--gpuenv-json`` writer), or None: its folder, or the nearest one above it that exists,
+    must be writable. The path's own type is ``perf.session.json_target_problem``'s."""
     parent = os.path.dirname(os.path.abspath(path))
     base = _nearest_existing(parent)
     if not os.path.isdir(base):
         return f"cannot be created: {base} is not a directory"
     if base != parent:
         return _dir_access_problem(base, "its folder would be created under")
-    problem = _dir_access_problem(parent, "its folder")
-    if problem is None and os.path.isfile(path) and not os.access(path, os.W_OK):
-        problem = "the file is read-only"
-    return problem
+    return _dir_access_problem(parent, "its folder")  # a read-only file there is replaced, as any other
 
 
 def directory_problem(path: str, create: bool) -> Optional[str]:
