@@ -271,8 +271,9 @@ def test_ties_spread_over_the_tick_move_the_median_smoothly():
 def test_tick_of_finds_the_timestamp_resolution():
     tick = _cupti.CuptiBackend.tick_of
     assert tick([1.28e-6, 1.312e-6, 1.344e-6]) == pytest.approx(32e-9)
+    assert tick([1.279e-6, 1.313e-6, 1.344e-6, 1.088e-6]) == pytest.approx(32e-9)  # 1 ns off, as seen on the H200
     assert tick([0.656e-6, 1.6e-6], repeat=2) == pytest.approx(16e-9)  # hot mode: interval / repeat
-    assert tick([]) == 0.0
+    assert tick([]) == 0.0 and tick([1.0013e-6, 1.0051e-6]) == 0.0  # arbitrary ns: no tick
 
 
 def test_a_quantised_cupti_median_is_not_stuck_on_one_tick():
