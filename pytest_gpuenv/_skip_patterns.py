@@ -54,7 +54,7 @@ HARDWARE = [
     # SDPA), "sm_90", "gfx90a", "MI300X", Hopper, Ampere
     r"\bcompute capability\b",
     r"\bsm_?\d{2,3}a?\b",
-    r"\bgfx\d{3,4}[a-z]?\b",
+    r"\bgfx\d{2,4}[a-z]?\b",
     r"\bmi\d{3}[a-z]?\b",
     r"\b(volta|turing|ampere|hopper|blackwell|cdna\d?|rdna\d?)\b",
     r"\btensor ?cores?\b",

@@ -94,7 +94,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     rep = yield
-    _runtest.adjust_report(item, rep)
+    _runtest.adjust_report(item, rep, call)
     return rep
 
 
