@@ -183,6 +183,45 @@ def test_unwritable_targets_as_an_unprivileged_user():
     assert got[7] == "cannot be read (its permissions exclude you)"
 
 
+_RUN_AS_NOBODY = """
+import importlib, os, pkgutil, sys
+sys.path.insert(0, {repo!r})
+import _pytest, pytest, pytest_gpuenv
+for pkg in (_pytest, pytest_gpuenv):  # imported first: root's site-packages may be closed to the other uid
+    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+        if not m.name.endswith("__main__"):
+            try:
+                importlib.import_module(m.name)
+            except Exception:
+                pass
+os.setgid(65534); os.setuid(65534)
+sys.exit(pytest.main(["-p", "pytest_gpuenv.plugin", "-p", "no:cacheprovider", "--gpuenv-backend=cpu", {arg!r},
+                      "test_a.py"]))
+"""
+
+
+@pytest.mark.parametrize("option", ["--gpuenv-json=ro/r.json", "--gpuenv-cache-dir=ro/cache",
+                                    "--gpuenv-cache-dir=ro"])
+def test_unwritable_paths_stop_an_unprivileged_run_before_any_test(option):
+    """A whole run as uid 65534 (where root runs the suite): a read-only folder is a usage error, exit 4."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged uid (as a normal user, see the test below)")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(_paths.__file__)))
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        os.chmod(d, 0o755)
+        os.mkdir(os.path.join(d, "ro"))
+        os.chmod(os.path.join(d, "ro"), 0o555)
+        with open(os.path.join(d, "test_a.py"), "w") as f:
+            f.write("def test_a(): pass\n")
+        env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+        p = subprocess.run([sys.executable, "-c", _RUN_AS_NOBODY.format(repo=repo, arg=option)], cwd=d, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    value = option.split("=", 1)[1]
+    assert f"ERROR: gpuenv: {option.split('=')[0]} '{value}' from command line" in p.stderr
+    assert "is not writable" in p.stderr and "Traceback" not in p.stderr and "passed" not in p.stdout
+
+
 def test_unwritable_json_folder_as_a_normal_user(pytester, tmp_path):
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         pytest.skip("root may write anywhere; the unprivileged case is the test above")
