@@ -253,7 +253,7 @@ def _directory(value: Any, what: str, where: str, create: bool, base: str) -> st
     path = os.path.join(base, os.path.expanduser(str(value)))
     problem = directory_problem(path, create)
     if problem:
-        fix = "; give a directory of your own" if create else ""
+        fix = "; give a directory of your own" if create and "of your own" not in problem else ""
         raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}{fix}")
     return os.path.abspath(path)
 
