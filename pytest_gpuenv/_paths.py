@@ -2,9 +2,9 @@
 directories. Each returns why a path cannot serve, or None; ``_options`` turns that into a
 ``pytest.UsageError`` naming the value and where it came from, before any test runs.
 
-Type and permission are checked here (``os.access``, which a read-only filesystem fails too); an existing
-cache folder must also pass ``rtc._cache``'s ownership and mode rules (``dir_problem``), which the cache
-checks again on every open.
+Only type and permission are checked here (``os.access``, which a read-only filesystem fails too); the
+compile cache's ownership and mode rules are ``rtc._cache``'s, checked where it is opened (an unsafe
+cache fails the test that compiles, naming the reason).
 """
 
 from __future__ import annotations
@@ -65,9 +65,7 @@ def directory_problem(path: str, create: bool) -> Optional[str]:
     if not stat.S_ISDIR(mode):
         return f"is {_kind(mode)}, not a directory"
     if create:
-        from pytest_gpuenv.rtc._cache import dir_problem
-
-        return _dir_access_problem(path, "the folder") or dir_problem(path)
+        return _dir_access_problem(path, "the folder")
     if not os.access(path, os.R_OK | os.X_OK):
         return "cannot be read (its permissions exclude you)"
     return None

@@ -122,16 +122,6 @@ def test_cache_dir_under_a_file(pytester, tmp_path):
     assert f"cannot be created: {tmp_path}/f is a file, not a directory" in err
 
 
-def test_cache_dir_others_can_write_is_refused_before_any_test(pytester, tmp_path):
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    shared.chmod(0o777)
-    err = _usage_error(pytester, f"--gpuenv-cache-dir={shared}")
-    assert f"--gpuenv-cache-dir '{shared}' from command line (--gpuenv-cache-dir) refusing the compile cache " \
-           f"{shared}: it is writable by group and others (mode 777)" in err
-    assert "Use a directory of your own" in err and "chmod" not in err and "give a directory" not in err
-
-
 def test_kernel_dir_missing_or_a_file(pytester):
     pytester.path.joinpath("kfile").write_text("")
     pytester.makefile(".toml", pyproject='[tool.pytest.ini_options]\ngpuenv_kernel_dirs = ["nope"]\n')
@@ -156,7 +146,6 @@ _CHECK = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
 from pytest_gpuenv import _paths  # imported first: root's site-packages may be closed to the other uid
-import pytest_gpuenv.rtc._cache
 os.setgid(65534); os.setuid(65534)
 d = {d!r}
 print(json.dumps([_paths.new_file_problem(d + "/ro/r.json"), _paths.new_file_problem(d + "/ro/new/r.json"),
@@ -191,7 +180,7 @@ def test_unwritable_targets_as_an_unprivileged_user():
     assert got[2] is None and got[3] is None  # a read-only file in a writable folder is replaced (rename)
     assert got[4] == f"the folder {d}/ro is not writable (read-only, or its permissions exclude you)"
     assert got[5].startswith(f"it would be created in {d}/ro is not writable")
-    assert got[6].startswith(f"refusing the compile cache {d}/rw: it is owned by uid 0, not by you (uid 65534)")
+    assert got[6] is None  # writable; whose it is, is the cache's own check when it is opened
     assert got[7] == "cannot be read (its permissions exclude you)"
 
 

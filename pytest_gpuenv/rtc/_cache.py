@@ -75,20 +75,6 @@ def shared(cache_dir: Optional[str] = None) -> Cache:
     return c
 
 
-def dir_problem(path: str) -> Optional[str]:
-    """Why ``path`` may not be the compile cache (CacheDirError's text: others could plant code there), checked
-    without creating anything, for ``--gpuenv-cache-dir`` at configure time; None when it is safe or missing."""
-    if not _SECURE:
-        return None
-    try:
-        os.close(_open_path(os.path.realpath(os.path.expanduser(path)), [], create=False))
-    except CacheDirError as exc:
-        return str(exc)
-    except OSError:  # missing (made 0700 on first use), or unusable: a CacheWarning then
-        return None
-    return None
-
-
 def make_key(parts: dict[str, Any], source: bytes, headers: list[tuple[str, bytes]]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(parts, sort_keys=True, default=str).encode())
