@@ -147,7 +147,7 @@ def warn_small_sizes(item: pytest.Item, marks: Iterable[Any]) -> None:
     ``marks``: the item's plugin marks (``_marknames.plugin_marks``)."""
     for m in marks:
         size = m.args[0] if m.name == "requires_memory" and len(m.args) == 1 and not m.kwargs else None
-        if isinstance(size, (int, float)) and not isinstance(size, bool) and 0 < size < SMALL_SIZE:
+        if isinstance(size, (int, float)) and not isinstance(size, bool) and 1 <= size < SMALL_SIZE:
             item.warn(pytest.PytestWarning(
                 f"{item.nodeid}: @{m.name}({size!r}) means {size!r} bytes; give a unit, e.g. "
                 f"@{m.name}('{size!r}GiB'), or an int of bytes of at least 1 MiB"))
