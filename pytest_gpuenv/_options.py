@@ -48,6 +48,7 @@ COMPILE_ARCHS_DESC = (
 KERNEL_DIRS_DESC = "directories where relative kernel paths are looked up (default: 'kernels' under the rootdir)."
 BASELINES_DESC = "performance baselines file (default: .gpuenv/baselines.json under the rootdir)."
 PERF_MAX_TIME_DESC = "time cap in seconds for one performance measurement (default 2)."
+PERF_PLOT_DESC = "draw every measurement's samples and budget, one panel per test, into this PNG (needs matplotlib)."
 WORKER_GPUS_DESC = (
     "with pytest-xdist: auto (spread workers over the visible GPUs), off (leave the visible-devices "
     "variables alone), or N (give each worker N GPUs). Default: auto."
@@ -101,6 +102,7 @@ class Settings:
     kernel_dirs: list[str] = field(default_factory=list)
     baselines: Optional[str] = None
     perf_max_time: float = 2.0
+    perf_plot: Optional[str] = None
     worker_gpus: str = "auto"
     plan: bool = False
     plan_profiles: list[str] = field(default_factory=list)
@@ -124,6 +126,7 @@ _SIMPLE = [
     ("gpuenv_cache_dir", "GPUENV_CACHE_DIR", CACHE_DIR_DESC, None),
     ("gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS", COMPILE_ARCHS_DESC, None),
     ("gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME", PERF_MAX_TIME_DESC, "2"),
+    ("gpuenv_perf_plot", "GPUENV_PERF_PLOT", PERF_PLOT_DESC, None),
     ("gpuenv_worker_gpus", "GPUENV_WORKER_GPUS", WORKER_GPUS_DESC, "auto"),
     ("gpuenv_kernels", "GPUENV_KERNELS", KERNELS_DESC, "run"),
     ("gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES", CPU_WARP_SIZES_DESC, "64,32"),
@@ -145,6 +148,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuenv-cache-dir", dest="gpuenv_cache_dir", metavar="PATH", help=CACHE_DIR_DESC)
     group.addoption("--gpuenv-compile-archs", dest="gpuenv_compile_archs", metavar="LIST", help=COMPILE_ARCHS_DESC)
     group.addoption("--gpuenv-perf-max-time", dest="gpuenv_perf_max_time", metavar="SECONDS", help=PERF_MAX_TIME_DESC)
+    group.addoption("--gpuenv-perf-plot", dest="gpuenv_perf_plot", metavar="PATH", help=PERF_PLOT_DESC)
     group.addoption("--gpuenv-worker-gpus", dest="gpuenv_worker_gpus", metavar="auto|off|N", help=WORKER_GPUS_DESC)
     group.addoption("--gpuenv-kernels", dest="gpuenv_kernels", metavar="run|compile|off", help=KERNELS_DESC)
     group.addoption("--gpuenv-require", dest="gpuenv_require", metavar="gpu|cuda|rocm|off", help=REQUIRE_DESC)
@@ -315,6 +319,14 @@ def resolve(config: pytest.Config) -> Settings:
                               f"seconds in (0, {PROBE_TIMEOUT_MAX}]")
     v, w = _lookup(config, "gpuenv_perf_max_time", "GPUENV_PERF_MAX_TIME")
     s.perf_max_time = _number(v, "--gpuenv-perf-max-time value", w, lambda x: 0 < x <= 600, "seconds in (0, 600]")
+    v, w = _lookup(config, "gpuenv_perf_plot", "GPUENV_PERF_PLOT")
+    if v and not hasattr(config, "workerinput"):  # the controller draws it; matplotlib is checked here
+        from pytest_gpuenv.perf._plot import option_problem
+
+        problem = option_problem(v, str(config.invocation_params.dir))
+        if problem:
+            raise pytest.UsageError(f"gpuenv: --gpuenv-perf-plot {safe_repr(v, 200)} from {w}: {problem}")
+    s.perf_plot = v or None
 
     v, w = _lookup(config, "gpuenv_json", "GPUENV_JSON")
     s.json_path = _json_path(v, w, str(config.invocation_params.dir), hasattr(config, "workerinput")) if v else None

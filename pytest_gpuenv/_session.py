@@ -96,7 +96,13 @@ class GpuenvSession:
         """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked; the options
         made it absolute and checked it): the run's fields (``gpuenv_version``, ``timestamp``, ``outcomes``,
         ``compile_only``), then environment, measurements and hardware skips. A failed write ends the run
-        with one line saying why."""
+        with one line saying why. ``--gpuenv-perf-plot`` is drawn first, likewise."""
+        plot = self.settings.perf_plot
+        if plot:
+            try:
+                self.perf.write_plot(os.path.join(invocation_dir, plot))
+            except OSError as exc:
+                pytest.exit(f"gpuenv: cannot write --gpuenv-perf-plot {plot}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         path = self.settings.json_path
         if not path:
             return

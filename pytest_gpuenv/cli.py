@@ -26,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="gpuenv", description="GPU environment report for pytest-gpuenv")
     p.add_argument("--version", action="version", version=f"pytest-gpuenv {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile}")
+    sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile,perf}")
     for name, helptext in (
         ("info", "print the environment model"),
         ("doctor", "list each problem with its fix; exit 1 when a problem (not a mere note) was found"),
@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "info":
             sp.add_argument("--json", action="store_true", help="print the model as JSON")
     sub.add_parser("compile", help="compile a HIP source for each arch", add_help=False)
+    sub.add_parser("perf", help="perf compare BASE.json NEW.json: two --gpuenv-json reports side by side",
+                   add_help=False)
     return p
 
 
@@ -100,6 +102,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pytest_gpuenv.rtc import compile_command
 
         return compile_command(argv[1:])
+    if argv and argv[0] == "perf":
+        from pytest_gpuenv.perf._compare import perf_command
+
+        return perf_command(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -80,6 +80,12 @@ class PerfSession:
                 os.unlink(tmp)
             raise
 
+    def write_plot(self, path: str) -> None:
+        """Write the ``--gpuenv-perf-plot`` PNG of the records to ``path`` (``_plot``; needs matplotlib)."""
+        from pytest_gpuenv.perf._plot import write
+
+        write(self._records, path)
+
     def summary_lines(self) -> list[str]:
         """The terminal table of the records (``[]`` when there are none)."""
         from pytest_gpuenv.perf.report import summary_lines
