@@ -1,8 +1,8 @@
 """The CI templates in examples/ci/ (GitHub Actions workflows, a tox.ini and a noxfile) are valid and use
 only what exists: the workflows have GitHub Actions' shape; every ``gpuenv`` command parses with the CLI's
 own parsers; every ``--gpuenv-*`` option is one the plugin registers; every ``pytest`` command collects the
-example suite (``--collect-only``) with its options, on the runner it is meant for (``--gpuenv-root``
-with a machine tree from tests/data)."""
+example suite's perf module (``--collect-only``; it imports no torch, so a run costs about a second) with
+its options, on the runner it is meant for (``--gpuenv-root`` with a machine tree from tests/data)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ WORKFLOWS = sorted(glob.glob(os.path.join(CI, "*.yml")))
 MACHINES = os.path.join(ROOT, "tests", "data", "gpu-roots")
 #: the machine tree a run that requires this backend is collected on
 RUNNER_ROOT = {"cuda": "h100_linux", "gpu": "h100_linux", "rocm": "mi300x_linux"}
+EXAMPLE = os.path.join(ROOT, "examples", "test_perf_example.py")
 SHELL_OPS = {"&&", "||", ";", "|", "(", ")", "&"}
 #: the checkout's package first, whatever is installed
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
@@ -181,7 +182,7 @@ def test_every_gpuenv_option_exists(plugin_options):
 
 
 def _collect_args(args: list[str], tmp) -> list[str]:
-    """The template's pytest arguments for ``--collect-only`` on the example suite: without xdist's
+    """The template's pytest arguments for ``--collect-only`` on the perf example: without xdist's
     ``-n`` (collection is the same), with tox's ``{env_tmp_dir}`` in tmp and the runner's machine tree."""
     out: list[str] = []
     it = iter(args)
@@ -191,20 +192,29 @@ def _collect_args(args: list[str], tmp) -> list[str]:
         elif not w.startswith("-n"):
             out.append(w.replace("{env_tmp_dir}", str(tmp)))
     required = [w.split("=", 1)[1] for w in args if w.startswith("--gpuenv-require=")]
-    if required:
+    if required and required[0] in RUNNER_ROOT:
         out.append(f"--gpuenv-root={os.path.join(MACHINES, RUNNER_ROOT[required[0]])}")
-    return [*out, "--collect-only", "-q", "-p", "no:cacheprovider", os.path.join(ROOT, "examples")]
+    return [*out, "--collect-only", "-q", "-p", "no:cacheprovider", EXAMPLE]
 
 
-def test_every_pytest_command_collects_the_example_suite(tmp_path):
+def test_every_pytest_command_collects_the_perf_example(tmp_path):
     runs = {tuple(_collect_args(args, tmp_path)): where for where, args in _invocations("pytest")}
     assert len(runs) >= 4
     for args, where in runs.items():
-        p = subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True, timeout=300,
-                           cwd=tmp_path, env=ENV)
-        # 5: nothing collected (a `-m perf` run on a suite without perf tests is still a valid command)
-        assert p.returncode in (0, 5), f"{where}: pytest {shlex.join(args)}\n{p.stdout[-3000:]}{p.stderr[-3000:]}"
-        assert "error" not in p.stderr.lower(), p.stderr
+        p = _collect(list(args), tmp_path)
+        assert p.returncode == 0, f"{where}: pytest {shlex.join(args)}\n{p.stdout[-3000:]}{p.stderr[-3000:]}"
+        assert "test_perf_example.py::" in p.stdout and "error" not in p.stderr.lower(), p.stdout + p.stderr
+
+
+def _collect(args: list[str], cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env=ENV)
+
+
+@pytest.mark.parametrize("bad", ["--gpuenv-perf=fast", "--gpuenv-require=tpu"])
+def test_a_bad_value_in_a_template_would_fail_the_collect_check(tmp_path, bad):
+    p = _collect(_collect_args(["-p", "gpuenv", bad], tmp_path), tmp_path)
+    assert p.returncode != 0 and bad.split("=")[1] in p.stderr, p.stdout + p.stderr
 
 
 def test_readme_explains_each_template():
