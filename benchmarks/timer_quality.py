@@ -141,13 +141,40 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
 
     import torch
-    from tabulate import tabulate
 
-    dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(0)
     log(f"device: {torch.cuda.get_device_name(0)}, L2 {props.L2_cache_size / 2**20:.0f} MiB, torch {torch.__version__}")
     results: dict = {"device": torch.cuda.get_device_name(0), "sizes": {}}
+    fns, kernel = kernels()
+    bench = make_bench()
+    timers_table(bench, fns, args.estimates, results)
+    prof = profiler_times(SIZES, args.out)
+    results["torch_profiler"] = {k: v for k, v in prof.items() if not k.endswith(" all")}
+    reference_table("torch.profiler kernel durations (30 launches after a flush)", prof, fns, results)
+    if not args.no_ncu:
+        nc = ncu_times(SIZES, "read", "all", kernel is not None, args.out)
+        results["ncu"] = nc
+        reference_table("ncu gpu__time_duration.sum (--cache-control all, --clock-control none)", nc, fns, results)
+        log(f"ncu kernels: {nc.get('kernels')} rc={nc.get('rc')} wall={nc.get('wall_s', 0):.1f}s")
+    if args.explore:
+        explore(args, fns, results)
+    if kernel is not None:
+        bandwidth_table(bench, kernel, fns, results)
+    events = getattr(bench.backend, "events", bench.backend)
+    if events.floor_s is not None:
+        log(f"event floor (empty start/stop pair, cold): {events.floor_s * 1e6:.3f} us")
+    log(f"default timer: {bench.backend.name}")
+    gate_table(bench, kernel, fns, args.trials, results)
+    with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    return 0
 
+
+def kernels() -> tuple[dict, object]:
+    """torch.add at each size, and vector_add at the largest (when pytest_gpuenv.rtc can build it)."""
+    import torch
+
+    dev = torch.device("cuda")
     fns = {}
     for n in SIZES:
         a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
@@ -163,75 +190,71 @@ def main() -> int:
         fns[f"vector_add {n:,}"] = (lambda a=a, b=b, c=c, g=grid, n=n: kernel(g, (256,), c, a, b, n), a, b, c)
     except Exception as exc:  # the rtc package may be absent or unable to build here
         log(f"vector_add skipped: {type(exc).__name__}: {exc}")
+    return fns, kernel
 
-    bench = make_bench()
-    rows = []
+
+def timers_table(bench, fns: dict, estimates: int, results: dict) -> None:  # type: ignore[no-untyped-def]
+    """do_bench, the event timer and the default timer (CUPTI where installed) side by side; then hot mode."""
+    from tabulate import tabulate
+
     try:
         import triton  # noqa: F401
 
         have_triton = True
     except ImportError:
         have_triton = False
+    rows = []
     for label, (fn, *_t) in fns.items():
-        g = estimates_gpu_bench(bench, fn, args.estimates)
-        e = estimates_gpu_bench(bench, fn, args.estimates, timer="events")
-        d = estimates_do_bench(fn, args.estimates) if have_triton else None
+        g = estimates_gpu_bench(bench, fn, estimates)
+        e = estimates_gpu_bench(bench, fn, estimates, timer="events")
+        d = estimates_do_bench(fn, estimates) if have_triton else None
         results["sizes"][label] = {"gpu_bench": g, "events": e, "do_bench": d}
         rows.append([label] + _cells(d) + _cells(e) + _cells(g) + [g["timer"], g["n"], g["stop"]])
         log(f"  {label}: gpu_bench[{g['timer']}] {g['median_us']:.3f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s "
-            f"n {g['n']} ops {g['ops']} gap {g['gap_us']} | events {e['median_us']:.3f} us cv {e['cv']:.2%}"
+            f"n {g['n']} ops {g['ops']} gap {g['gap_us']} | events {e['median_us']:.3f} us cv {e['cv']:.2%} n {e['n']}"
             + (f" | do_bench {d['median_us']:.2f} us cv {d['cv']:.2%} wall {d['wall_s']:.3f}s" if d else ""))
-    log(f"\n== do_bench vs gpu_bench events vs gpu_bench default timer ({args.estimates} estimates each) ==")
+    log(f"\n== do_bench vs gpu_bench events vs gpu_bench default timer ({estimates} estimates each) ==")
     log(tabulate(rows, headers=["kernel", "do_bench median", "CV", "wall/est", "events median", "CV", "wall/est",
                                 "default median", "CV", "wall/est", "timer", "n", "stop"]))
     note = next((r["gpu_bench"]["timer_note"] for r in results["sizes"].values() if r["gpu_bench"]["timer_note"]), None)
     if note:
         log(f"default timer note: {note}")
-
-    # hot mode for the small sizes (a different quantity: warm caches, back to back)
-    hot_rows = []
+    hot_rows = []  # hot mode for the small sizes (a different quantity: warm caches, back to back)
     for label in list(fns)[:2]:
-        g = estimates_gpu_bench(bench, fns[label][0], args.estimates, mode="hot")
+        g = estimates_gpu_bench(bench, fns[label][0], estimates, mode="hot")
         results["sizes"][label]["gpu_bench_hot"] = g
         hot_rows.append([label, f"{g['median_us']:.3f} us", f"{g['cv']:.2%}", f"{g['wall_s']:.3f} s", g["repeat"]])
     log("\n== gpu_bench mode='hot' (back-to-back launches, warm L2) ==")
     log(tabulate(hot_rows, headers=["kernel", "median", "CV", "wall/est", "launches/interval"]))
 
-    prof = profiler_times(SIZES, args.out)
-    results["torch_profiler"] = {k: v for k, v in prof.items() if not k.endswith(" all")}
-    reference_table("torch.profiler kernel durations (30 launches after a flush)", prof, fns, results)
-    if not args.no_ncu:
-        nc = ncu_times(SIZES, "read", "all", kernel is not None, args.out)
-        results["ncu"] = nc
-        reference_table("ncu gpu__time_duration.sum (--cache-control all, --clock-control none)", nc, fns, results)
-        log(f"ncu kernels: {nc.get('kernels')} rc={nc.get('rc')} wall={nc.get('wall_s', 0):.1f}s")
 
-    if args.explore:
-        explore(args, fns, results)
+def bandwidth_table(bench, kernel, fns: dict, results: dict) -> None:  # type: ignore[no-untyped-def]
+    """vector_add against the session's copy bandwidth, at the seed's block size and two others."""
+    from tabulate import tabulate
 
-    # vector_add against the session's copy bandwidth, at the seed's block size and two others
-    if kernel is not None:
-        n = SIZES[-1]
-        _fn, a, b, c = fns[f"vector_add {n:,}"]
-        bw_rows = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            copy_bw = bench.copy_bandwidth(3 * 4 * n)
-            for block in (256, 512, 1024):
-                grid = ((n + block - 1) // block,)
-                m = bench(lambda grid=grid, block=block: kernel(grid, (block,), c, a, b, n), bytes=3 * 4 * n,
-                          name=f"vector_add/{block}")
-                bw_rows.append([block, f"{m.median * 1e6:.2f} us", f"{m.bandwidth / 1e12:.3f} TB/s",
-                                f"{m.bandwidth / copy_bw:.3f}"])
-        results["vector_add_bandwidth"] = {"copy_Bps": copy_bw, "rows": bw_rows}
-        log(f"\n== vector_add 64M vs equal-bytes device copy ({copy_bw / 1e12:.3f} TB/s) ==")
-        log(tabulate(bw_rows, headers=["block", "median", "bandwidth", "fraction of copy"]))
-    events = getattr(bench.backend, "events", bench.backend)
-    if events.floor_s is not None:
-        log(f"event floor (empty start/stop pair, cold): {events.floor_s * 1e6:.3f} us")
-    log(f"default timer: {bench.backend.name}")
+    n = SIZES[-1]
+    _fn, a, b, c = fns[f"vector_add {n:,}"]
+    bw_rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        copy_bw = bench.copy_bandwidth(3 * 4 * n)
+        for block in (256, 512, 1024):
+            grid = ((n + block - 1) // block,)
+            m = bench(lambda grid=grid, block=block: kernel(grid, (block,), c, a, b, n), bytes=3 * 4 * n,
+                      name=f"vector_add/{block}")
+            bw_rows.append([block, f"{m.median * 1e6:.2f} us", f"{m.bandwidth / 1e12:.3f} TB/s",
+                            f"{m.bandwidth / copy_bw:.3f}"])
+    results["vector_add_bandwidth"] = {"copy_Bps": copy_bw, "rows": bw_rows}
+    log(f"\n== vector_add 64M vs equal-bytes device copy ({copy_bw / 1e12:.3f} TB/s) ==")
+    log(tabulate(bw_rows, headers=["block", "median", "bandwidth", "fraction of copy"]))
 
-    # the gate: false FAILs and catch rate, budget 1.10x
+
+def gate_table(bench, kernel, fns: dict, trials: int, results: dict) -> None:  # type: ignore[no-untyped-def]
+    """The gate: false FAILs on unchanged kernels and catches of 1.25x the work, budget 1.10x the median."""
+    import torch
+    from tabulate import tabulate
+
+    dev = torch.device("cuda")
     cases = []
     for n in (1 << 26, 1 << 20):
         a, b, c = torch.ones(n, device=dev), torch.ones(n, device=dev), torch.empty(n, device=dev)
@@ -248,18 +271,15 @@ def main() -> int:
                       lambda a=a2, b=b2, c=c2, m=m: kernel(((m + 255) // 256,), (256,), c, a, b, m)))
     gate_rows = []
     for label, f_same, f_more in cases:
-        r = gate(bench, f_same, f_more, args.trials)
+        r = gate(bench, f_same, f_more, trials)
         results[f"gate {label}"] = r
-        gate_rows.append([label, f"{r['budget_us']:.2f} us", f"{r['same']['FAIL']}/{args.trials}",
-                          f"{r['same']['INCONCLUSIVE']}", f"{r['x1.25']['FAIL']}/{args.trials}",
+        gate_rows.append([label, f"{r['budget_us']:.2f} us", f"{r['same']['FAIL']}/{trials}",
+                          f"{r['same']['INCONCLUSIVE']}", f"{r['x1.25']['FAIL']}/{trials}",
                           f"{r['x1.25']['INCONCLUSIVE']}", f"{r['x1.25_median_us']:.2f} us",
                           f"{r['same_wall_s']:.3f} s"])
     log("\n== assert_faster_than at 1.10x the measured median ==")
     log(tabulate(gate_rows, headers=["kernel", "budget", "false FAIL", "inconcl.", "1.25x work caught",
                                      "inconcl.", "1.25x median", "wall/assert"]))
-    with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
-        json.dump(results, f, indent=1, default=str)
-    return 0
 
 
 def explore(args, fns, results) -> None:  # type: ignore[no-untyped-def]

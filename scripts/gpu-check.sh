@@ -26,6 +26,12 @@ want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 echo "=== install"
 $PY -m pip install --no-deps --no-build-isolation -e . >"$OUT/pip.log" 2>&1 || { echo "pip install -e . failed:"; tail -20 "$OUT/pip.log"; }
+# wheels carried to a machine without network (cupti-python for the CUPTI timer, pyelftools): .whl/*.whl
+if compgen -G ".whl/*.whl" >/dev/null; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/gpuenv-site .whl/*.whl >>"$OUT/pip.log" 2>&1 \
+        && export PYTHONPATH="/tmp/gpuenv-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+$PY -c "from pytest_gpuenv.perf._cupti import load_cupti; m, why = load_cupti(); print('CUPTI timer:', 'available' if m else why)"
 if ! $PY -c "import importlib.metadata as m, sys; sys.exit(not any(e.name == 'gpuenv' for e in m.entry_points(group='pytest11')))"; then
     echo "entry point not registered; loading the plugin by name"
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_ADDOPTS="-p pytest_gpuenv.plugin ${PYTEST_ADDOPTS:-}"
@@ -73,8 +79,14 @@ PYEOF
     run "faulting kernel (expect 1 failed, later users explained)" 90 bash -c "cd $FAULT_DIR && CUDA_VISIBLE_DEVICES=0 $PY -m pytest -rsfE -q test_fault.py 2>&1 | grep -E 'Error|SKIPPED|FAILED|passed|failed|skipped|poison' | cut -c1-300"
 fi
 if want perf; then
-    run "benchmarks/timer_quality.py" 200 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/timer_quality.py --out "$OUT"
-    run "perf GPU tests" 120 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/test_perf_gpu.py -q -rfEs --gpuenv-json "$OUT/perf.json"
+    # CUPTI timer (default where cupti-python is installed) beside the event timer and do_bench, against
+    # torch.profiler and ncu, and the 1.10x gate
+    run "benchmarks/timer_quality.py" 300 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/timer_quality.py --out "$OUT"
+    run "perf GPU tests (+ --gpuenv-perf-plot)" 150 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/test_perf_gpu.py \
+        tests/test_perf_cupti.py -q -rfEs --gpuenv-json "$OUT/perf.json" --gpuenv-perf-plot "$OUT/perf.png"
+    run "perf GPU tests again, gpuenv perf compare" 150 bash -c "CUDA_VISIBLE_DEVICES=0 $PY -m pytest \
+        tests/test_perf_gpu.py tests/test_perf_cupti.py -q -p no:cacheprovider --gpuenv-json $OUT/perf2.json >/dev/null 2>&1; \
+        $PY -m pytest_gpuenv perf compare $OUT/perf.json $OUT/perf2.json --fail-on-regression 10%; echo compare exit \$?"
 fi
 if want bench; then
     run "benchmarks/compile_cache.py" 120 $PY benchmarks/compile_cache.py
