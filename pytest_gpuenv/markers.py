@@ -1,8 +1,8 @@
 """The GPU markers: their table and the checks of their arguments.
 
-``MARKERS`` holds each marker's signature line (what ``pytest --markers`` prints; ``_marknames`` registers
-them, with their ``gpuenv_`` aliases); ``validate(name, args, kwargs)`` parses one marker's arguments or raises ``MarkerArgumentError``
-naming the marker and the value; ``check_marks(marks)`` returns the first such error of a test (the
+``MARKERS`` holds each marker's signature line (what ``pytest --markers`` prints; ``_marknames``
+registers them, with their ``gpuenv_`` aliases); ``validate(name, args, kwargs)`` parses one marker's
+arguments or raises ``MarkerArgumentError`` naming the marker and the value; ``check_marks(marks)`` returns the first such error of a test (the
 plugin makes it an error for that test alone). Evaluation against the environment: ``_skipping``.
 """
 

@@ -169,7 +169,8 @@ def test_aliases_work_when_the_suite_owns_every_plain_name(pytester):
     """A suite that registers all eleven plain names still gets the plugin through the aliases."""
     lines = "\n".join(f"    {name}: the suite's own {name}" for name in MARKER_NAMES)
     pytester.makeini(f"[pytest]\nmarkers =\n{lines}\n")
-    pytester.makepyfile(ALIAS_SUITE.format(p="gpuenv_") + ALIAS_SUITE.format(p="").replace("def test_", "def test_own_"))
+    own = ALIAS_SUITE.format(p="").replace("def test_", "def test_own_")
+    pytester.makepyfile(ALIAS_SUITE.format(p="gpuenv_") + own)
     result = pytester.runpytest("--strict-markers", "--gpuenv-backend=cpu")
     # the plugin's: 2 pass, 9 skip, 1 xfail; the suite's twelve all pass (test_own_xfail_on fails: `assert 0`)
     result.assert_outcomes(passed=2 + 11, skipped=9, xfailed=1, failed=1)
