@@ -60,7 +60,7 @@ PLAN_PROFILE_DESC = (
 )
 REQUIRE_DESC = (
     "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
-    "rocm; off (default). Not checked with --collect-only."
+    "rocm; off (default). Not checked with --collect-only or --fixtures."
 )
 SKIP_PATTERNS_DESC = (
     "regular expressions (one per line) that mark a skip reason of the suite's own as a hardware skip, "

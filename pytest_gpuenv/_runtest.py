@@ -131,8 +131,9 @@ def collect_skip(report: pytest.CollectReport, session: GpuenvSession) -> Option
 
 def check_required(config: pytest.Config, session: GpuenvSession) -> None:
     """``--gpuenv-require``: a ``pytest.UsageError`` (exit code 4) before any test when the backend is not
-    usable, saying what was found, each problem and its fix. Not with ``--collect-only`` (nothing runs)."""
-    if config.option.collectonly:
+    usable, saying what was found, each problem and its fix. Not with ``--collect-only`` or ``--fixtures``
+    (nothing runs)."""
+    if any(getattr(config.option, name, False) for name in ("collectonly", "showfixtures", "show_fixtures_per_test")):
         return
     failure = _skipping.require_failure(session.env, session.settings.require, summary(session.env))
     if failure is not None:

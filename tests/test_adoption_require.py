@@ -67,6 +67,9 @@ def test_collect_only_is_not_stopped(pytester):
     result = pytester.runpytest("--gpuenv-require=cuda", "--collect-only", "-q")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["2 tests collected*"])
+    result = pytester.runpytest("--gpuenv-require=cuda", "--fixtures")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*gpu_env*"])
 
 
 @pytest.mark.parametrize("tree, want", [("mi300x_linux", "rocm"), ("mi300x_linux", "gpu"), ("h100_linux", "cuda"),
