@@ -282,3 +282,19 @@ def test_a_quantised_cupti_median_is_not_stuck_on_one_tick():
     durations = iter(([1280] * 3 + [1312] * 5 + [1344] * 2) * 300)
     m = bench(lambda: fake.launch(next(durations)), name="small")
     assert 1296e-9 < m.median < 1328e-9 and m.median != pytest.approx(1312e-9, abs=0.5e-9)
+
+
+def test_api_records_of_calls_that_enqueue_nothing_are_turned_off():
+    class Cbid(enum.IntEnum):
+        INVALID = 0
+        cudaGetDevice_v3020 = 1
+        cudaLaunchKernel_v7000 = 2
+        cudaMemcpyAsync_v3020 = 3
+        cudaEventRecord_v3020 = 4
+
+    calls = []
+    fake = FakeCupti()
+    fake.RuntimeApiTraceCbid = Cbid  # type: ignore[attr-defined]
+    fake.activity_enable_runtime_api = lambda cbid, on: calls.append((cbid, on))  # type: ignore[attr-defined]
+    _cupti.Activity(fake)
+    assert calls == [(1, 0), (4, 0)]  # launches and copies keep their records (and external correlation)

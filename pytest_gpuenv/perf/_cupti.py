@@ -67,11 +67,35 @@ class Activity:
         self._lock = threading.Lock()
         self.ensure()
 
+    #: API records kept: the calls that enqueue device work (the others would only cost parsing time)
+    API_KEEP = ("Launch", "Memcpy", "Memset")
+
     def ensure(self) -> None:
-        """Enable the activity kinds and (re-)register the buffer callbacks."""
+        """Enable the activity kinds, keep API records of the enqueuing calls only, and (re-)register
+        the buffer callbacks."""
         for k in self.kinds:
             self.cupti.activity_enable(k)
+        self._trim_api_records()
         self.cupti.activity_register_callbacks(self._requested, self._completed)
+
+    def _trim_api_records(self) -> None:
+        """Turn off the runtime and driver API records of calls that enqueue no device work (device
+        queries, event records, ...): a call of torch.add makes about 8 API records, one of them the
+        launch. A binding without these switches keeps them all."""
+        c = self.cupti
+        for enum_name, switch_name in (("RuntimeApiTraceCbid", "activity_enable_runtime_api"),
+                                       ("DriverApiTraceCbid", "activity_enable_driver_api")):
+            cbids, switch = getattr(c, enum_name, None), getattr(c, switch_name, None)
+            if cbids is None or switch is None:
+                continue
+            for member in cbids:
+                name = member.name
+                if any(k in name for k in self.API_KEEP) or name in ("INVALID", "SIZE", "FORCE_INT"):
+                    continue
+                try:
+                    switch(int(member), 0)
+                except Exception:  # an id this CUPTI does not know
+                    continue
 
     @staticmethod
     def _requested() -> tuple[int, int]:
