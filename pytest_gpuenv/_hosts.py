@@ -33,7 +33,7 @@ a worker gets ``2`` or ``3``, never a GPU outside the list. On AMD the worker ke
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import json
 import os
 import socket
@@ -57,8 +57,10 @@ _INPUT_NAMES = ("PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "Syste
 _MAX_SEATS = 64
 
 
-def _digest(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _boot_id() -> str:
@@ -75,8 +77,18 @@ class Host:
     detection" (see the module docstring)."""
 
     name: str
-    key: str
-    inputs: str
+    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed on first use, since only
+    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
+    key_of: str = field(repr=False)
+    inputs_of: str = field(repr=False)
+
+    @functools.cached_property
+    def key(self) -> str:
+        return _digest(self.key_of)
+
+    @functools.cached_property
+    def inputs(self) -> str:
+        return _digest(self.key + self.inputs_of)
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "key": self.key, "inputs": self.inputs}
@@ -89,12 +101,12 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
     hostname = socket.gethostname() or "localhost"
     root = root or "/"
     masks = {k: os.environ[k] for k in MASK_VARS if k in os.environ}
-    key = _digest([hostname, _boot_id(), root, masks])
+    key_of = json.dumps([hostname, _boot_id(), root, masks], sort_keys=True)
     env = {k: v for k, v in os.environ.items() if k.startswith(_INPUT_PREFIXES) or k in _INPUT_NAMES}
-    inputs = _digest([key, sys.executable, backend, probe, env])
+    inputs_of = json.dumps([sys.executable, backend, probe, env], sort_keys=True)
     bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
     bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
-    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key, inputs)
+    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key_of, inputs_of)
 
 
 @dataclass
