@@ -24,7 +24,6 @@ The state dir is pytest's cache (``.pytest_cache/d/gpuenv-crash``), else ``<cach
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -111,6 +110,8 @@ class CrashGuard:
                 if cache is not None:
                     self._dir = Path(cache.mkdir("gpuenv-crash"))
                 else:
+                    import hashlib  # here: every run imports this module, few get this far
+
                     from pytest_gpuenv.rtc._cache import default_dir
 
                     base = self.session.settings.cache_dir or default_dir()
