@@ -34,7 +34,9 @@ def _run(pytester, *args):
 def _assert_report(path):
     assert stat.S_ISREG(os.lstat(path).st_mode)
     data = json.loads(path.read_text())
-    assert set(data) == {"environment", "measurements", "skips"}
+    # issue 11 item 6 added the run's own fields (version, timestamp, outcome counts, compile-only tests)
+    assert set(data) == {"environment", "measurements", "skips", "gpuenv_version", "timestamp", "outcomes",
+                         "compile_only"}
 
 
 # ------------------------------------------------------------------------------------- the check itself
