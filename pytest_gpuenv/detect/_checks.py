@@ -6,7 +6,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import sys
 from typing import Any, Optional
 
 from pytest_gpuenv.detect import _amd
@@ -178,18 +177,29 @@ def hip_python_requirement(rocm_version: Any) -> str:
 
 def _installed_hip_python(ctx: Ctx) -> Optional[str]:
     """The installed hip-python's version, from the name of the ``hip_python-<version>.dist-info`` folder its
-    wheel leaves: in the folders of ``sys.path``, or under the root in its site-packages folders. Nothing is
-    imported, and no package metadata is read (importlib.metadata would scan every installed distribution
-    and parse a METADATA file: about 8 ms of every detection)."""
+    wheel leaves: beside the ``hip`` package this interpreter would import (looked up, not imported), or
+    under the root in its site-packages folders. No package metadata is read (importlib.metadata would scan
+    every installed distribution and parse a METADATA file: about 8 ms of every detection)."""
     from pytest_gpuenv.detect._torch import _SITE_GLOBS
 
-    pats = list(_SITE_GLOBS) if ctx.fs.root_mode else [glob.escape(p) for p in sys.path if os.path.isabs(p)]
+    pats = list(_SITE_GLOBS) if ctx.fs.root_mode else [glob.escape(os.path.dirname(p)) for p in _hip_package()]
     for pat in pats:
         for path in ctx.fs.glob(pat + "/hip_python-*.dist-info"):
             m = re.match(r"^hip_python-(.+)\.dist-info$", path.rsplit("/", 1)[-1])
             if m:
                 return m.group(1)
     return None
+
+
+def _hip_package() -> list[str]:
+    """The folder(s) of the ``hip`` package on this interpreter's path; [] when there is none."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("hip")
+    except (ImportError, ValueError, AttributeError):
+        return []
+    return [p for p in (spec.submodule_search_locations or []) if os.path.isabs(p)] if spec else []
 
 
 def _hip_python(ctx: Ctx) -> None:

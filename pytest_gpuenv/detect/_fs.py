@@ -209,10 +209,11 @@ class Fs:
         is matched only by a leading dot), as the examined system names them, sorted per component."""
         paths = [""]
         for part in (c for c in pattern.split("/") if c):
-            if _MAGIC.search(part):
-                hidden = part.startswith(".")
+            magic = _MAGIC.search(part)
+            if magic:
+                hidden, lead = part.startswith("."), part[:magic.start()]  # lead: a cheap first filter
                 paths = [f"{p}/{n}" for p in paths for n in self._names(p or "/", False)
-                         if (hidden or not n.startswith(".")) and fnmatch.fnmatchcase(n, part)]
+                         if n.startswith(lead) and (hidden or not n.startswith(".")) and fnmatch.fnmatchcase(n, part)]
             else:
                 paths = [f"{p}/{part}" for p in paths]
         return [p for p in paths if self.exists(p or "/")]
