@@ -1,7 +1,7 @@
 """Issue 10 items 4, 5, 6 and 8: AMD visibility as ROCm's own sources decide it.
 
 Sources read (ROCm/rocm-systems 1b1610f, Aug 2025, and ROCm/clr f9f995c, Oct 2024):
-- clr ``rocclr/device/rocm/rocdevice.cpp`` ``Device::init`` (lines 496-543): HIP's mask.
+- clr ``rocclr/device/rocm/rocdevice.cpp`` ``Device::init`` (lines 496-547): HIP's mask.
 - clr ``rocclr/device/pal/paldevice.cpp`` ``parseRequestedDeviceList`` (lines 1308-1375): the same on Windows.
 - ROCR-Runtime ``runtime/hsa-runtime/core/runtime/amd_filter_device.cpp`` (``RvdFilter``, lines 64-198) and
   ``amd_topology.cpp`` ``BuildTopology`` (lines 299-402): ROCR_VISIBLE_DEVICES.
