@@ -298,3 +298,12 @@ def test_api_records_of_calls_that_enqueue_nothing_are_turned_off():
     fake.activity_enable_runtime_api = lambda cbid, on: calls.append((cbid, on))  # type: ignore[attr-defined]
     _cupti.Activity(fake)
     assert calls == [(1, 0), (4, 0)]  # launches and copies keep their records (and external correlation)
+
+
+def test_a_replaced_activity_client_is_registered_again():
+    fake = FakeCupti()
+    bench, backend, ctx = make(fake)
+    mine = fake.callbacks
+    fake.callbacks = (mine[0], lambda recs: None)  # torch.profiler took CUPTI's callbacks over
+    m = bench(lambda: fake.launch(3000), name="after_profiler")
+    assert fake.callbacks == mine and m.device.timer == "cupti" and m.median == pytest.approx(3e-6)
