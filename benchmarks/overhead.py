@@ -171,7 +171,11 @@ def timed(key, f):
 for name in dir(P):
     if name.startswith("pytest_") and callable(getattr(P, name)):
         setattr(P, name, timed(name, getattr(P, name)))
-P._SkipCollector.pytest_runtest_logreport = timed("pytest_runtest_logreport", P._SkipCollector.pytest_runtest_logreport)
+for mod in [m for n, m in list(sys.modules.items()) if n.startswith("pytest_gpuenv")]:
+    for cls in [c for c in vars(mod).values() if isinstance(c, type) and c.__module__ == mod.__name__]:
+        for name, f in list(vars(cls).items()):  # the plugin objects it registers (skips, crash guard, xdist)
+            if name.startswith("pytest_") and inspect.isfunction(f):
+                setattr(cls, name, timed(name, f))
 seen = {}
 class Spy:
     @pytest.hookimpl(trylast=True)
@@ -191,11 +195,11 @@ PHASE_GROUPS = [
     ("collection: pytest_generate_tests (all functions)", ("pytest_generate_tests",)),
     ("collection: marker checks (pytest_collection_modifyitems)", ("pytest_collection_modifyitems",)),
     ("per test: marker evaluation (pytest_runtest_setup)", ("pytest_runtest_setup",)),
-    ("per test: reports (makereport, logreport)", ("pytest_runtest_makereport", "pytest_runtest_logreport")),
+    ("per test: reports (makereport, logreport, logstart/logfinish)",
+     ("pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_runtest_logstart", "pytest_runtest_logfinish")),
     ("header and summary (report_header, terminal_summary)", ("pytest_report_header", "pytest_terminal_summary")),
-    ("the rest (markeval namespace, unconfigure, sessionfinish)",
-     ("pytest_markeval_namespace", "pytest_unconfigure", "pytest_sessionfinish")),
 ]
+OTHER = "the other hooks (collectreport, sessionstart/finish, unconfigure...)"
 
 
 def phases(cwd: str, pycache: Optional[str], repeat: int, quick: bool) -> None:
@@ -209,11 +213,12 @@ def phases(cwd: str, pycache: Optional[str], repeat: int, quick: bool) -> None:
             runs.append(json.loads(r.stdout.decode().strip().splitlines()[-1]))
         runs = runs[1:]
         print(f"\nwhere the plugin's time goes, strict setting, {label} (median of {repeat} processes, ms):")
-        for name, keys in PHASE_GROUPS:
+        named = {k for _, keys in PHASE_GROUPS for k in keys} | {"total_main"}
+        for name, keys in [*PHASE_GROUPS, (OTHER, tuple({k for x in runs for k in x} - named))]:
             vals = [sum((x.get(k) or 0.0) for k in keys) * 1e3 for x in runs]
-            print(f"  {name:<60} {statistics.median(vals):8.2f}")
+            print(f"  {name:<68} {statistics.median(vals):8.2f}")
         total = statistics.median(x["total_main"] for x in runs) * 1e3
-        print(f"  {'(the whole pytest.main, for scale)':<60} {total:8.2f}")
+        print(f"  {'(the whole pytest.main, for scale)':<68} {total:8.2f}")
 
 
 def slowest_imports(pycache: Optional[str], top: int = 8) -> None:
