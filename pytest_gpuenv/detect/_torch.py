@@ -48,13 +48,17 @@ def find_version_py(fs: Fs, environ: Any) -> Optional[str]:
     return None
 
 
-def _field(text: str, name: str) -> tuple[bool, Optional[str]]:
-    m = re.search(rf"^{name}\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))", text, re.M)
-    if not m:
-        return False, None
-    if m.group(3):
-        return True, None
-    return True, m.group(1) if m.group(1) is not None else m.group(2)
+#: ``name = 'text'`` / ``"text"`` / ``None`` (an annotation allowed) at the start of a line, for the fields read
+_FIELD = re.compile(r"^(__version__|hip|cuda|xpu)\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))", re.M)
+
+
+def _fields(text: str) -> dict[str, Optional[str]]:
+    """The first assignment of each field (one pass, one pattern); a field set to None maps to None."""
+    out: dict[str, Optional[str]] = {}
+    for m in _FIELD.finditer(text):
+        if m.group(1) not in out:
+            out[m.group(1)] = None if m.group(4) else (m.group(2) if m.group(2) is not None else m.group(3))
+    return out
 
 
 def read_torch(fs: Fs, environ: Any, ev: list[str]) -> Optional[dict[str, Any]]:
@@ -64,13 +68,12 @@ def read_torch(fs: Fs, environ: Any, ev: list[str]) -> Optional[dict[str, Any]]:
     text = fs.read(path, 16384)
     if text is None:
         return None
-    found, version = _field(text, "__version__")
-    if not found or not version:
+    fields = _fields(text)
+    version = fields.get("__version__")
+    if not version:
         ev.append(f"{path}: no __version__")
         return {"version": None, "build": None, "hip": None, "cuda": None, "path": path}
-    _, hip = _field(text, "hip")
-    _, cuda = _field(text, "cuda")
-    _, xpu = _field(text, "xpu")
+    hip, cuda, xpu = fields.get("hip"), fields.get("cuda"), fields.get("xpu")
     build = "rocm" if hip else "cuda" if cuda else "xpu" if xpu else "cpu"
     ev.append(f"{path}: __version__ {version!r}, hip {hip!r}, cuda {cuda!r}")
     return {"version": version, "build": build, "hip": hip, "cuda": cuda, "path": path}
