@@ -143,7 +143,8 @@ def test_device_cgroup_eperm_hides_node(tmp_path, gpu_roots, monkeypatch):
     env = detect(root=str(root), environ={})
     assert [d.uuid for d in env.devices] == [MI300[0]]
     assert any("hidden by the device cgroup" in e for e in env.evidence)
-    assert env.problems == []
+    # informational notes (what a GPU fault does on this ROCm) are not problems of this tree
+    assert [p.code for p in env.problems if p.severity != "info"] == []
 
 
 def test_kfd_without_render_nodes(tmp_path, gpu_roots):

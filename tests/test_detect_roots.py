@@ -259,4 +259,5 @@ def test_render_node_missing_hides_that_gpu(tmp_path, gpu_roots):
     env = detect(root=str(root), environ={})
     assert [d.uuid for d in env.devices] == [MI300[0]]
     assert any("renderD136: missing" in e for e in env.evidence)
-    assert env.problems == []
+    # informational notes (what a GPU fault does on this ROCm) are not problems of this tree
+    assert [p.code for p in env.problems if p.severity != "info"] == []
