@@ -167,13 +167,14 @@ def add_options(parser: pytest.Parser) -> None:
 
 def getini(config: pytest.Config, name: str) -> Any:
     """``config.getini(name)``, or the value as the file holds it where pytest refuses its TOML type: pytest
-    9's native TOML table (``[tool.pytest]``) raises TypeError for a list or a number given to a string
+    9's native TOML table (``[tool.pytest]``) raises TypeError (9.2: UsageError) for a list or a number given to a string
     option (``gpuenv_perf_max_time = 5``) and for a string given to a list option. Under
     ``[tool.pytest.ini_options]`` a TOML array comes back as a list, a number as its text."""
     try:
         return config.getini(name)
-    except TypeError:
-        return config.inicfg.get(name)
+    except (TypeError, pytest.UsageError):  # pytest 9.2 reports the mismatch as a UsageError
+        raw = config.inicfg.get(name)
+        return getattr(raw, "value", raw)
 
 
 def ini_where(config: pytest.Config, name: str) -> str:

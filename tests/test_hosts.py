@@ -335,6 +335,10 @@ def test_single_host_runs_print_no_host_section(suite, hosts, monkeypatch):
     assert sorted(r["vars"]["CUDA_VISIBLE_DEVICES"] for r in recs.values()) == ["0", "1"]
 
 
+# pytest 9.2 stopped xdist's loadgroup from grouping at all, with or without this plugin
+# (pytest-dev/pytest-xdist#1386: the "@group" nodeid suffix no longer takes effect)
+@pytest.mark.xfail(tuple(int(p) for p in re.findall(r"\d+", pytest.__version__)[:2]) >= (9, 2),
+                   reason="pytest-dev/pytest-xdist#1386: loadgroup does not group on pytest >= 9.2", strict=False)
 def test_loadgroup_keeps_a_group_of_gpu_tests_on_one_worker(pytester, hosts):
     """--dist loadgroup with xdist_group and GPU markers: the group runs on one worker, so on one host:
     all of it runs (a ROCm host) or all of it skips naming the host."""

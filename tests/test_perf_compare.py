@@ -11,7 +11,7 @@ import pytest
 
 from pytest_gpuenv import cli
 from pytest_gpuenv.perf import INCONCLUSIVE, PASS, Options, _plot
-from pytest_gpuenv.perf._compare import compare, load, verdict
+from pytest_gpuenv.perf._compare import load, verdict
 from pytest_gpuenv.perf._records import PerfRecord
 from pytest_gpuenv.perf.report import summary_lines
 from tests.test_perf import make, noop
