@@ -24,21 +24,22 @@ def _modules_after(code: str) -> dict[str, object]:
 
 def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     """A Linux tree with no GPU: neither NVML, the probe, the NVIDIA or Windows module, nor package
-    metadata (importlib.metadata's METADATA parser) is loaded; the AMD cache table compiles nothing."""
+    metadata (importlib.metadata's METADATA parser), nor the AMD cache table is loaded; that table compiles
+    its patterns on its first lookup, not at import."""
     (tmp_path / "proc").mkdir()
     code = (
         "import sys\n"
         "from pytest_gpuenv.detect import detect\n"
         f"env = detect(root={str(tmp_path)!r}, probe='never')\n"
+        "mods = sorted(m for m in sys.modules if m.startswith(('pytest_gpuenv', 'email')))\n"
         "from pytest_gpuenv.detect import _caches\n"
-        "RESULT = {'mods': sorted(m for m in sys.modules if m.startswith(('pytest_gpuenv', 'email'))),\n"
-        "          'patterns': _caches._by_name.cache_info().currsize, 'backend': env.backend}\n"
+        "RESULT = {'mods': mods, 'patterns': _caches._by_name.cache_info().currsize, 'backend': env.backend}\n"
     )
     res = _modules_after(code)
     assert res["backend"] == "cpu"
     loaded = set(res["mods"])
     for lazy in ("pytest_gpuenv.runtime.nvml", "pytest_gpuenv.detect._probe", "pytest_gpuenv.detect._nvidia",
-                 "pytest_gpuenv.detect._windows", "email.parser"):
+                 "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect._caches", "email.parser"):
         assert lazy not in loaded, lazy
     assert res["patterns"] == 0
 

@@ -6,8 +6,8 @@ runtime probe where files cannot count devices, the visible-devices masks, the c
 and the conclusion (backend, usable).
 
 A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
-loaded, ``_probe`` when the probe runs, ``_windows`` on Windows): one detection on a machine without
-GPUs loads only what it reads.
+loaded, ``_probe`` when the probe runs, ``_windows`` on Windows, ``_caches`` when there are devices): one
+detection on a machine without GPUs loads only what it reads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _amd, _caches, _checks, _wsl
+from pytest_gpuenv.detect import _amd, _checks, _wsl
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
@@ -43,7 +43,10 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
         ctx.ev.append(f"platform {env.platform}: no ROCm/CUDA support, CPU only")
     _maybe_probe(ctx)
     _masks(ctx)
-    _caches.fill([*env.devices, *env.hidden_devices])  # last-level cache sizes from ROCm's spec table
+    if env.devices or env.hidden_devices:  # last-level cache sizes from ROCm's spec table
+        from pytest_gpuenv.detect import _caches
+
+        _caches.fill([*env.devices, *env.hidden_devices])
     _checks.arch_support(ctx)
     _checks.torch_problems(ctx)
     _checks.rocm_runtime(ctx)
