@@ -8,7 +8,8 @@ each side's median and the median, min and max of the per-pair ratios (wall and 
 - **autoload**: every installed plugin loaded, with gpuenv vs ``-p no:gpuenv`` (the other plugins dilute
   the fixed cost);
 
-each for ``--collect-only -q`` and for running the tests (``-q``). Then the phases inside one process
+each for ``--collect-only -q`` and for running the tests (``-q``), and for scale what ``-p`` with an empty
+plugin module costs pytest by itself. Then the phases inside one process
 (strict setting): importing the plugin, ``pytest_configure`` (of which detection), collection hooks
 (``pytest_generate_tests``, marker checks in ``pytest_collection_modifyitems``), per-test hooks (marker
 evaluation at setup, the report hooks), header and summary; the plugin's slowest imports
@@ -136,6 +137,13 @@ def settings(cwd: str, pycache: Optional[str], n: int, quick: bool) -> list[tupl
                 a, b = [*py, *mode, "-p", p], [*py, *mode]
                 name = f"autoload off, -p {p} vs bare"
             rows.append((f"{name}, {'collect-only' if mode else 'run'}", pairs(a, b, cwd, env, n)))
+    # what any ``-p NAME`` costs pytest (it reads every installed distribution's entry points first)
+    with open(os.path.join(cwd, "empty_plugin.py"), "w") as fh:
+        fh.write('"""A plugin with nothing in it."""\n')
+    env = base_env(pycache, autoload=False)
+    env["PYTHONPATH"] = cwd + os.pathsep + env["PYTHONPATH"]
+    rows.append(("(for scale) autoload off, -p empty_plugin vs bare, collect-only",
+                 pairs([*py, "--collect-only", "-p", "empty_plugin"], [*py, "--collect-only"], cwd, env, n)))
     return rows
 
 
@@ -294,10 +302,10 @@ def main() -> None:
         make_suite(suite, args.tests, args.marked)
         print(f"suite: {args.tests} trivial tests, {args.marked:.0%} with a gpuenv marker; "
               f"bytecode {'compiled each run' if args.no_bytecode else 'cached'}; {args.pairs} interleaved pairs")
-        print(f"{'setting':<62} {'A median s':>10} {'B median s':>10}  {'A/B wall [min-max]':>22}  "
+        print(f"{'setting':<66} {'A median s':>10} {'B median s':>10}  {'A/B wall [min-max]':>22}  "
               f"{'A/B cpu [min-max]':>22}")
         for name, t in settings(suite, pycache, args.pairs, args.quick):
-            print(f"{name:<62} {statistics.median(t['a_wall']):10.3f} {statistics.median(t['b_wall']):10.3f}  "
+            print(f"{name:<66} {statistics.median(t['a_wall']):10.3f} {statistics.median(t['b_wall']):10.3f}  "
                   f"{ratio_text(t, 'wall'):>22}  {ratio_text(t, 'cpu'):>22}")
         print("goal: autoload off ratio <= 1.05")
         phases(suite, pycache, 1 if args.quick else 5, args.quick)
