@@ -92,17 +92,16 @@ class GpuenvSession:
                 os.environ[k] = v
         self.saved_environ.clear()
 
+    def write_outputs(self, invocation_dir: str) -> None:
+        """The files the run was asked for: ``--gpuenv-json``, then ``--gpuenv-perf-plot``."""
+        self.write_json(invocation_dir)
+        self.write_plot(invocation_dir)
+
     def write_json(self, invocation_dir: str) -> None:
         """Write ``--gpuenv-json`` (a relative path is taken from where pytest was invoked; the options
         made it absolute and checked it): the run's fields (``gpuenv_version``, ``timestamp``, ``outcomes``,
         ``compile_only``), then environment, measurements and hardware skips. A failed write ends the run
-        with one line saying why. ``--gpuenv-perf-plot`` is drawn first, likewise."""
-        plot = self.settings.perf_plot
-        if plot:
-            try:
-                self.perf.write_plot(os.path.join(invocation_dir, plot))
-            except OSError as exc:
-                pytest.exit(f"gpuenv: cannot write --gpuenv-perf-plot {plot}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        with one line saying why."""
         path = self.settings.json_path
         if not path:
             return
@@ -112,6 +111,18 @@ class GpuenvSession:
             self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:
             pytest.exit(f"gpuenv: cannot write --gpuenv-json {target}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+    def write_plot(self, invocation_dir: str) -> None:
+        """Draw ``--gpuenv-perf-plot`` (after the JSON report, so a broken matplotlib loses nothing else):
+        a failure ends the run with one line saying why."""
+        plot = self.settings.perf_plot
+        if not plot:
+            return
+        try:
+            self.perf.write_plot(os.path.join(invocation_dir, plot))
+        except Exception as exc:  # OSError, or a matplotlib that fails to import in this process
+            pytest.exit(f"gpuenv: cannot write --gpuenv-perf-plot {plot}: {type(exc).__name__}: {exc}",
+                        returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 SESSION_KEY = pytest.StashKey[GpuenvSession]()

@@ -140,4 +140,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(_session.SESSION_KEY, None)
     if state is None or _xdist.finish_worker(config, state):
         return
-    state.write_json(str(config.invocation_params.dir))
+    state.write_outputs(str(config.invocation_params.dir))

@@ -104,8 +104,11 @@ class GpuBench:
         why = None
         if timer == "events":
             why = "event timer requested (timer='events')"
-        elif timer == "auto" and not all(b.operations(f) for f in fns):
-            why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
+        elif timer == "auto":
+            with self._lock()():  # the probe runs the callable: never beside another worker's measurement
+                seen = all(b.operations(f) for f in fns)
+            if not seen:
+                why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
             return b, None
         self._calibrate(events)
