@@ -90,7 +90,7 @@ if want perf; then
 fi
 if want bench; then
     run "benchmarks/compile_cache.py" 120 $PY benchmarks/compile_cache.py
-    run "benchmarks/overhead.py" 150 $PY benchmarks/overhead.py --rounds 9
+    run "benchmarks/overhead.py" 220 $PY benchmarks/overhead.py --rounds 9
 fi
 if want hosts; then
     # several "hosts" in one xdist run (issue 14): plain popen workers take the controller's assignment,
