@@ -173,7 +173,9 @@ def getini(config: pytest.Config, name: str) -> Any:
     try:
         return config.getini(name)
     except (TypeError, pytest.UsageError):  # pytest 9.2 reports the mismatch as a UsageError
-        raw = config.inicfg.get(name)
+        # pytest 9.1+ keeps the file's values in _inicfg (ConfigValue objects) and deprecates inicfg
+        cfg = getattr(config, "_inicfg", None)
+        raw = (cfg if cfg is not None else config.inicfg).get(name)
         return getattr(raw, "value", raw)
 
 
