@@ -6,7 +6,9 @@ kernels/matmul_tiled.hip), with the ``gpu_bench`` and ``hip_kernel`` fixtures.
   On the H200 the seed's kernel (one scalar float per thread, 256-thread blocks) reaches 0.80 to 0.81
   of the copy bandwidth (3.40-3.45 of 4.24-4.26 TB/s in two runs; ncu agrees: 232-237 us per launch),
   not the 0.85 the issue hoped for; 512- and 1024-thread blocks are slower (0.75, 0.67); torch.add
-  (vectorised loads) reaches 1.02. The budget is 0.75: what it achieves, with a margin.
+  (vectorised loads) reaches 1.02. Timed by the CUPTI timer (kernel durations only, no event pair) the
+  copy reads 188 us and vector_add 252 us: 0.75 (two runs, 2026-11-30). The budget is 0.70: what it
+  achieves under either timer, with a margin.
 - The seed's 16x16 shared-memory tiled matmul is a teaching kernel: on the H200 it takes 6.49x
   [6.47, 6.50] the time of torch.matmul (float32, TF32 off) at 2048^3. The budget below is that ratio
   with a 15 % margin, so the test catches the kernel getting slower, not a faster torch.
@@ -18,8 +20,8 @@ from pytest_gpuenv import requires_cuda, requires_gpu  # noqa: F401
 
 #: tiled matmul time / torch.matmul time at 2048^3, float32 without TF32: 6.49x measured on the H200 (twice)
 MATMUL_RATIO_BUDGET = {"NVIDIA H200": 7.5}
-#: vector_add bandwidth / copy bandwidth: 0.80-0.81 measured on the H200
-VECTOR_ADD_COPY_FRACTION = 0.75
+#: vector_add bandwidth / copy bandwidth on the H200: 0.80-0.81 with the event timer, 0.75 with CUPTI's
+VECTOR_ADD_COPY_FRACTION = 0.70
 
 
 def _hip_kernel(request):
