@@ -341,3 +341,20 @@ def test_nvml_monitor_throttle_reasons_and_partial_guards():
     mon = nvml.Monitor("GPU-1234", nvml=fake)
     assert mon.available and mon.max_mhz == 1980.0 and mon.throttle_reasons() == ["SW power cap"]
     assert list(mon.unavailable) == ["processes"] and mon.note.startswith("NVML guards off (processes)")
+
+
+def test_perf_table_says_which_guards_were_off():
+    # issue 10 item 10: "say in the perf table when a guard is unavailable" (default_monitor sets the
+    # backend's monitor_note from runtime.amdsmi / runtime.nvml Monitor.note)
+    from test_perf import make, noop
+
+    from pytest_gpuenv.perf.report import summary_lines
+
+    bench, fb, ctx = make([100e-6], name="AMD Instinct MI300X")
+    fb.monitor_note = "amdsmi not installed (pip install 'pytest-gpuenv[amd]'): clock, throttle and process guards off"
+    bench(noop, name="k")
+    rec = ctx.session.records[-1]
+    assert rec.monitor_note == fb.monitor_note and rec.to_dict()["monitor_note"] == fb.monitor_note
+    text = "\n".join(summary_lines(ctx.session.records))
+    assert "guards off on AMD Instinct MI300X: amdsmi not installed" in text
+    assert text.count("guards off on") == 1

@@ -313,6 +313,7 @@ def default_monitor(backend: Any) -> Any:
         m = (nvml.Monitor if info.vendor == "nvidia" else amdsmi.Monitor)(info.uuid, info.pci_bus_id)
         _MONITORS[key] = (m if m.available else None, m.note)
     mon, note = _MONITORS[key]
+    backend.monitor_note = note  # the perf table says which guards were off
     if note and note not in (getattr(backend, "note", None) or ""):
         backend.note = "; ".join(filter(None, [getattr(backend, "note", None), note]))
     return mon

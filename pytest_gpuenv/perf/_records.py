@@ -34,6 +34,7 @@ KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 OPTIONAL = frozenset({
     "host", "message", "reference_Bps", "reference", "fraction", "baseline_path", "baseline_median_s", "ratio",
     "ratio_ci", "reference_median_s", "reference_samples_s", "timer_note", "ops_per_call", "gap_s", "attempts",
+    "monitor_note",
 })
 #: fields of one measured callable, absent from ratio records
 PER_CALLABLE = frozenset({"bytes", "flops_count"})
@@ -43,7 +44,7 @@ PER_CALLABLE = frozenset({"bytes", "flops_count"})
 class Clocks:
     """SM clocks read during the sampling batches, and how many batches were kept."""
 
-    #: "nvml" when SM clocks were read, else None (no monitor: clocks unknown)
+    #: "nvml" or "amdsmi" when SM clocks were read, else None (no monitor: clocks unknown)
     source: Optional[str] = None
     #: lowest and highest SM clock read at a batch, MHz
     sm_mhz_min: Optional[float] = None
@@ -141,6 +142,8 @@ class PerfRecord:
     reference_samples_s: Optional[list[float]] = None
     #: why an event timer measured where a profiler timer might have (AMD, no cupti-python, asked for)
     timer_note: Optional[str] = None
+    #: the clock, throttle and process guards that were off, and why (NVML or amdsmi missing or failing)
+    monitor_note: Optional[str] = None
     #: profiler timer: median kernels/memcpys/memsets per call, and median time per call between the
     #: first start and the last end that none of them covers (launch gaps), seconds
     ops_per_call: Optional[float] = None

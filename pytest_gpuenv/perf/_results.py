@@ -97,7 +97,7 @@ class _Result:
     def _clocks(self) -> Clocks:
         s = self.sampler
         mhz = s.clock_mhz
-        return Clocks(source="nvml" if mhz else None, sm_mhz_min=min(mhz) if mhz else None,
+        return Clocks(source=getattr(s.monitor, "source", "nvml") if mhz else None, sm_mhz_min=min(mhz) if mhz else None,
                       sm_mhz_max=max(mhz) if mhz else None, max_sm_mhz=getattr(s.monitor, "max_mhz", None),
                       batches=s.batches, discarded_batches=s.discarded_batches)
 
@@ -114,7 +114,7 @@ class _Result:
             flush_bytes=info.flush_bytes if s.mode == "cold" else 0, n=s.n, clocks=self._clocks(),
             foreign_processes=list(s.foreign), problems=self.problems, warnings=self.notes,
             stop_reason=s.stop_reason, spent_s=round(spent, 6), host_enqueue_s=s.host_enqueue_s,
-            timer_note=s.timer_note, ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, **fields,
+            timer_note=s.timer_note, monitor_note=getattr(self.bench.backend, "monitor_note", None), ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, **fields,
         )
 
     def _act(self, verdict: Optional[str], fail_msg: str, why: list[str]) -> None:

@@ -57,7 +57,7 @@ def _attempts(r: PerfRecord) -> str:
 
 def notes(records: Sequence[PerfRecord]) -> list[str]:
     """Lines under the table: re-measured verdicts, operations and gaps a profiler timer saw, and why
-    an event timer measured (once per reason)."""
+    an event timer measured (once per reason), which clock/throttle/process guards were off (once per device)."""
     out: list[str] = []
     for r in records:
         if r.attempts:
@@ -71,6 +71,8 @@ def notes(records: Sequence[PerfRecord]) -> list[str]:
             seen.append((r.timer, r.timer_note))
     out.extend(f"  timer {_timer_name}: {note}" for _timer_name, note in
                ((_timer(PerfRecord(timer=t)), n) for t, n in seen))
+    guards = list(dict.fromkeys((r.device or "-", r.monitor_note) for r in records if r.monitor_note))
+    out.extend(f"  guards off on {device}: {note}" for device, note in guards)
     return out
 
 
