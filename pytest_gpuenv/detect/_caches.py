@@ -1,4 +1,5 @@
-"""The largest cache a cold timer must flush, per AMD GPU: Infinity Cache (MALL, "L3") where present, else L2.
+"""The largest cache a cold timer must flush, per GPU: on AMD the Infinity Cache (MALL, "L3") where present,
+else L2; on NVIDIA the L2 (``NVIDIA_LAST_LEVEL``).
 
 From ROCm's "GPU hardware specifications" table (rocm.docs.amd.com, reference/gpu-arch-specs.html; its source
 is ``docs/reference/gpu-arch-specs.rst`` in ROCm/ROCm): the "L3 Cache (MiB)" column of the Instinct table and
@@ -8,8 +9,8 @@ L2 each); an MI300X in SPX mode is one device whose 256 MiB Infinity Cache sits 
 
 ``last_level_cache(vendor, arch, name)``: by marketing name (word-bounded, so "RX 7900 XT" does not match
 "RX 7900 XTX"; the longest name that matches, so "RX 9070 GRE" wins over "RX 9070"), else the largest for
-the arch (KFD's "RX 6900/6800 XT" names no single row), else None (unknown: an arch missing from the table, or NVIDIA, where neither files nor NVML give
-the L2 size; the timer then reads the L2 size from the runtime). ``fill(devices)`` sets
+the arch (KFD's "RX 6900/6800 XT" names no single row), else None (unknown: an arch missing from the table; the timer also reads the L2 size from the runtime and
+flushes the larger). ``fill(devices)`` sets
 ``Device.last_level_cache_bytes`` after detection.
 """
 
@@ -78,6 +79,19 @@ AMD_LAST_LEVEL = (
     ("gfx906", "Radeon VII", 4),
 )
 
+#: NVIDIA: the L2 is the last level. From NVIDIA's architecture whitepapers ("NVIDIA A100 Tensor Core GPU
+#: Architecture": 40 MB; "NVIDIA H100 Tensor Core GPU Architecture": 50 MB; "NVIDIA Ada GPU Architecture":
+#: RTX 4090 72 MB, the full AD102 of the L40/L40S 96 MB; these MB are MiB, as cudaDevAttrL2CacheSize reads
+#: them: 52428800 on an H100) and, for the H200, cudaDevAttrL2CacheSize read on the lent H200 (62914560).
+NVIDIA_LAST_LEVEL = (
+    ("sm_80", "A100", 40),
+    ("sm_90", "H100", 50),
+    ("sm_90", "H200", 60),
+    ("sm_89", "RTX 4090", 72),
+    ("sm_89", "L40S", 96),
+    ("sm_89", "L40", 96),
+)
+
 
 def _norm(text: str) -> str:
     return " ".join(text.lower().replace("amd ", " ").split())
@@ -88,26 +102,29 @@ def _word(name: str) -> re.Pattern[str]:
 
 
 @functools.cache
-def _by_name() -> list[tuple[int, re.Pattern[str], int]]:
+def _by_name(vendor: str) -> list[tuple[int, re.Pattern[str], int]]:
     """The name patterns, compiled on the first lookup (not at import: every detection imports this)."""
-    return [(len(name), _word(name), mib * MiB) for _arch, name, mib in AMD_LAST_LEVEL]
+    table = AMD_LAST_LEVEL if vendor == "amd" else NVIDIA_LAST_LEVEL
+    return [(len(name), _word(name), mib * MiB) for _arch, name, mib in table]
 
 
 #: the largest per arch: what a device of that arch whose name is not in the table is taken to have
 ARCH_MAX: dict[str, int] = {}
-for _arch, _name, _mib in AMD_LAST_LEVEL:
+for _arch, _name, _mib in AMD_LAST_LEVEL + NVIDIA_LAST_LEVEL:
     ARCH_MAX[_arch] = max(ARCH_MAX.get(_arch, 0), _mib * MiB)
 
 
 def last_level_cache(vendor: Optional[str], arch: Optional[str], name: Optional[str]) -> Optional[int]:
-    """Bytes of the largest cache of an AMD device (see the module docstring); None when unknown."""
-    if vendor not in (None, "amd") or (arch and not arch.startswith("gfx")):
+    """Bytes of the largest cache of an AMD or NVIDIA device (see the module docstring); None when unknown."""
+    arch = (arch or "").split(":")[0].lower()
+    kind = vendor or ("amd" if arch.startswith("gfx") else "nvidia" if arch.startswith("sm_") else None)
+    if kind not in ("amd", "nvidia") or (arch and not arch.startswith("gfx" if kind == "amd" else "sm_")):
         return None
     text = _norm(name or "")
-    hits = [(length, size) for length, pattern, size in _by_name() if text and pattern.search(text)]
+    hits = [(length, size) for length, pattern, size in _by_name(kind) if text and pattern.search(text)]
     if hits:
         return max(hits)[1]
-    return ARCH_MAX.get((arch or "").split(":")[0].lower())
+    return ARCH_MAX.get(arch)
 
 
 def fill(devices: Iterable[Device]) -> None:
