@@ -79,7 +79,7 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 def _write(path: Path, data: str) -> None:
     """Write ``data`` to ``path`` and fsync it: it must be on disk before a launch that may abort."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never through a link
     try:
         os.write(fd, data.encode())
         os.fsync(fd)
