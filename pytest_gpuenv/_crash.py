@@ -3,7 +3,8 @@
 Before ROCm 7 (and on ROCm 7 with core dumps on, or HIP_SKIP_ABORT_ON_GPU_ERROR=0) a GPU fault aborts the
 process: ROCr's ``VMFaultHandler`` and clr's queue callback call ``abort()`` (detection reports which case
 holds: problem ``hip-fault-aborts`` or ``hip-fault-returns-error``). ``start`` turns on the runtime's opt-out
-(``HIP_SKIP_ABORT_ON_GPU_ERROR=1`` on backend rocm, unless the user set it) and registers ``CrashGuard``:
+(``HIP_SKIP_ABORT_ON_GPU_ERROR=1`` on backend rocm, unless the user set it) and, on a machine with ROCm or
+in an xdist controller, registers ``CrashGuard``:
 
 - before the first HIP launch of each test (``runtime._sticky.before_launch``), the running test is written
   to ``running-<worker>.json`` in the state dir (fsynced; removed when the test ends: the fault arrives
@@ -40,12 +41,24 @@ _FAULT_CODES = ("hip-fault-aborts", "hip-fault-returns-error")
 
 
 def start(config: pytest.Config, session: GpuenvSession) -> None:
-    """Turn the runtime's opt-out on (backend rocm, the user's own setting wins) and register the guard."""
-    if session.env.backend == "rocm" and SKIP_ABORT_VAR not in os.environ:
+    """Turn the runtime's opt-out on (backend rocm, the user's own setting wins) and register the guard where
+    it has work: a process that may launch HIP kernels (a machine with ROCm), or an xdist controller (whose
+    workers may run on such a machine). Elsewhere no hook of it runs and no state dir is made."""
+    env = session.env
+    if env.backend == "rocm" and SKIP_ABORT_VAR not in os.environ:
         session.set_environ({SKIP_ABORT_VAR: "1"})
+    opt = config.option
+    controller = not hasattr(config, "workerinput") and bool(getattr(opt, "numprocesses", None) or getattr(opt, "tx", None))
+    if not (_amd(session) or controller):
+        return
     guard = CrashGuard(config, session)
     config.pluginmanager.register(guard, "gpuenv-crash")
     _sticky.set_launch_hook(guard.before_launch)
+
+
+def _amd(session: GpuenvSession) -> bool:
+    """A machine where HIP kernels may run: backend rocm, or ROCm installed."""
+    return session.env.backend == "rocm" or bool(session.env.rocm.get("version"))
 
 
 def fault_line(session: GpuenvSession) -> Optional[str]:
@@ -162,8 +175,8 @@ class CrashGuard:
         self.marked, self.nodeid = False, None
 
     def pytest_sessionstart(self) -> None:
-        directory = self.state_dir()
-        if self.worker is not None and directory is not None:  # a stale file of an earlier run
+        directory = self.state_dir() if self.worker is not None else None
+        if directory is not None:  # a stale file of an earlier run
             with contextlib.suppress(OSError):
                 (directory / f"records-{self.worker}.json").unlink()
 
@@ -179,18 +192,18 @@ class CrashGuard:
     # ------------------------------------------------------------------------ the xdist controller
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """A worker that died: keep its flushed records and what it was running."""
-        directory = self.state_dir()
+        """A worker that died: keep its flushed records and what it was running (a worker that finished
+        removed its own files)."""
+        directory = self.state_dir() if error is not None else None
         if directory is None:
             return
         wid = str(node.gateway.id)
         running, records = directory / f"running-{wid}.json", directory / f"records-{wid}.json"
-        if error is not None:
-            record = _read(running)
-            if record is not None:
-                self.crashes[wid] = record
-            with contextlib.suppress(OSError):
-                self.session.perf.merge(records.read_text(encoding="utf-8"))
+        record = _read(running)
+        if record is not None:
+            self.crashes[wid] = record
+        with contextlib.suppress(OSError):
+            self.session.perf.merge(records.read_text(encoding="utf-8"))
         for path in (running, records):
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -214,8 +227,7 @@ class CrashGuard:
         """Records left by processes that died while a test of theirs had launched a HIP kernel."""
         if self._previous is None:
             self._previous = []
-            amd = self.session.env.backend == "rocm" or bool(self.session.env.rocm.get("version"))
-            directory = self.state_dir() if self.worker is None and amd else None
+            directory = self.state_dir() if self.worker is None and _amd(self.session) else None
             for path in sorted(directory.glob("running-*.json")) if directory is not None else []:
                 record = _read(path)
                 pid = record.get("pid") if record else None

@@ -137,3 +137,18 @@ def test_rocm7_header_says_a_fault_returns_an_error(pytester, roots, tmp_path, m
     assert not (pytester.path / "out.json").exists()
     (marker,) = _running(cache)
     assert json.loads(marker.read_text())["nodeid"] == "test_x.py::test_faults"
+
+
+def test_no_guard_where_no_hip_kernel_can_run(pytester, roots, monkeypatch):
+    # xdist workers on an NVIDIA machine without ROCm: no guard there, so no state dir is made and no
+    # per-test hook of it runs (the controller keeps one: its workers might run where ROCm is)
+    pytest.importorskip("xdist")
+    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    pytester.makepyfile(test_y="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('h100_linux')}", "-p", "xdist", "-n", "1")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").exists()
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('mi300x_linux')}", "-p", "xdist", "-n", "1")
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").is_dir()  # the control: ROCm makes it
