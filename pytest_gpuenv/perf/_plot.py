@@ -81,13 +81,9 @@ def write(records: Sequence[PerfRecord], path: str) -> None:
         ax.legend(fontsize=7, loc="upper right")
     axes[-1][0].set_xlabel("sample")
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp.png")
+    from pytest_gpuenv.perf.session import write_atomically
+
     try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, path)
+        write_atomically(os.path.abspath(path), lambda f: fig.savefig(f, format="png", dpi=100))
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -13,7 +13,7 @@ import json
 import os
 import stat
 import tempfile
-from typing import Any, Optional
+from typing import Any, BinaryIO, Callable, Optional
 
 from pytest_gpuenv.perf._records import PerfRecord
 
@@ -64,21 +64,11 @@ class PerfSession:
         random name), which is renamed over ``path``. A ``path`` that is a symbolic link is replaced by
         the file, its target left alone; one that is not a regular file raises ``OSError``."""
         data = {**(run or {}), "environment": environment, "measurements": self.measurements(), "skips": skips}
-        directory = os.path.dirname(path) or "."
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         problem = json_target_problem(path, allow_link=True)
         if problem:
             raise OSError(problem)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
-                json.dump(data, f, indent=2, default=str)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomically(path, lambda f: f.write(json.dumps(data, indent=2, default=str).encode("utf-8")))
 
     def write_plot(self, path: str) -> None:
         """Write the ``--gpuenv-perf-plot`` PNG of the records to ``path`` (``_plot``; needs matplotlib)."""
@@ -126,3 +116,22 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def write_atomically(path: str, write: Callable[[BinaryIO], Any]) -> None:
+    """Write ``path`` through ``write(f)`` on a new temporary file of its directory (``mkstemp``:
+    ``O_CREAT|O_EXCL``, a random name, so never through a link), then rename it over ``path`` (a link there
+    is replaced, its target left alone). The file gets the mode a plain ``open`` would (0666 & ~umask).
+    Used by the JSON report and the ``--gpuenv-perf-plot`` PNG."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
