@@ -262,7 +262,7 @@ def test_full_disk(tmp_path):
         assert not [n for _, _, files in os.walk(mnt) for n in files if n.startswith(".tmp-")]
 
 
-@pytest.mark.parametrize("mode, chmod", [(0o1777, False), (0o777, False), (0o770, True)])
+@pytest.mark.parametrize("mode, chmod", [(0o1777, False), (0o777, False), (0o2770, False), (0o770, True)])
 def test_refusal_never_suggests_chmod_700_on_a_shared_folder(tmp_path, mode, chmod):
     d = tmp_path / "shared"
     d.mkdir()
