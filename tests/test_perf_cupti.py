@@ -107,8 +107,9 @@ def make(fake: FakeCupti, **ctx: Any) -> tuple[GpuBench, Any, PerfContext]:
     clock = FakeClock()
     events = FakeEvents(fake, clock=clock)
     backend = _cupti.CuptiBackend(events, _cupti.Activity(fake))
+    ctx.setdefault("lock", lambda info: _null())
     c = PerfContext(backend_factory=lambda: backend, nodeid="t.py::test_k", test_name="test_k",
-                    lock=lambda info: _null(), clock=clock, **ctx)
+                    clock=clock, **ctx)
     return GpuBench(c), backend, c
 
 
@@ -307,3 +308,29 @@ def test_a_replaced_activity_client_is_registered_again():
     fake.callbacks = (mine[0], lambda recs: None)  # torch.profiler took CUPTI's callbacks over
     m = bench(lambda: fake.launch(3000), name="after_profiler")
     assert fake.callbacks == mine and m.device.timer == "cupti" and m.median == pytest.approx(3e-6)
+
+
+def test_every_call_of_the_callable_runs_under_the_gpu_lock():
+    # found on the H200: the probe call (does the callable launch device work?) ran before the per-GPU lock
+    # was taken, so another xdist worker's measurement could run beside it; one hold now covers probe and
+    # samples, for a measurement and for a ratio
+    fake = FakeCupti()
+    depth = [0]
+
+    class Lock:
+        def __enter__(self) -> None:
+            depth[0] += 1
+
+        def __exit__(self, *a: Any) -> None:
+            depth[0] -= 1
+
+    bench, _b, _c = make(fake, lock=lambda info: Lock())
+    held: list[int] = []
+
+    def fn() -> None:
+        held.append(depth[0])
+        fake.launch(2345)
+
+    bench(fn, name="add")
+    bench.assert_ratio(fn, fn, at_most=2.0)
+    assert held and min(held) >= 1

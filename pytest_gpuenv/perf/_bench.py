@@ -92,7 +92,9 @@ class GpuBench:
 
     def _timer(self, fns: list[Callable[[], Any]], timer: Optional[str]) -> tuple[Any, Optional[str]]:
         """(backend, why the event timer measures) for ``timer``: the profiler timer (CUPTI) when the
-        default backend has one and it sees device work from every callable, else the event timer."""
+        default backend has one and it sees device work from every callable, else the event timer. The
+        probe runs the callables: the caller holds the GPU's lock from here to the last
+        sample, so no other worker measures in between."""
         timer = "auto" if timer is None else str(timer).lower()
         if timer not in TIMERS:
             raise ValueError(f"invalid timer={timer!r}: expected one of {', '.join(TIMERS)}")
@@ -105,11 +107,8 @@ class GpuBench:
         why = None
         if timer == "events":
             why = "event timer requested (timer='events')"
-        elif timer == "auto":
-            with self._lock()():  # the probe runs the callable: never beside another worker's measurement
-                seen = all(b.operations(f) for f in fns)
-            if not seen:
-                why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
+        elif timer == "auto" and not all(b.operations(f) for f in fns):
+            why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
             return b, None
         self._calibrate(events)
@@ -224,8 +223,9 @@ class GpuBench:
         key = (info.lock_key, info.timer, timer, int(nbytes))
         if key not in _COPY_CACHE:
             fn = self.backend.copy_fn(int(nbytes))
-            s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}", timer)
-            s.run()
+            with self._lock()():
+                s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}", timer)
+                s.run()
             _COPY_CACHE[key] = nbytes / s.stats()[0]
             m = Measurement(self, s, s.name, float(nbytes), None)
             m._add("copy", verdict=None)
