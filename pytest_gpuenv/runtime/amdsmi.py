@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 from typing import Any, Callable, Optional
 
-from pytest_gpuenv.runtime.nvml import _ppid, _process_name, foreign_of, related_pids
+from pytest_gpuenv.runtime.nvml import GUARDS, MonitorBase
 
 INSTALL_HINT = "pip install 'pytest-gpuenv[amd]' (amdsmi; it needs ROCm 6 or newer for libamd_smi.so)"
-GUARDS = ("clocks", "throttling", "processes")
 #: amdsmi_get_violation_status's ``active_*`` flags and what each names
 _VIOLATIONS = {
     "active_ppt_pwr": "power (PPT)",
@@ -102,13 +100,14 @@ def _mhz(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
-class Monitor:
+class Monitor(MonitorBase):
     """amdsmi's view of one AMD GPU, found by PCI bus id (preferred) or UUID.
 
     :param smi: an amdsmi-like module, already initialised (tests); default: ``load()``.
     """
 
     source = "amdsmi"
+    label = "amdsmi"
 
     def __init__(self, uuid: Optional[str] = None, pci_bus_id: Optional[str] = None, smi: Any = None) -> None:
         why: Optional[str] = None
@@ -149,16 +148,6 @@ class Monitor:
     def available(self) -> bool:
         return self.handle is not None
 
-    @property
-    def note(self) -> Optional[str]:
-        """One line naming the guards that are off and why, or None."""
-        if not self.unavailable:
-            return None
-        by_why: dict[str, list[str]] = {}
-        for guard, why in self.unavailable.items():
-            by_why.setdefault(why, []).append(guard)
-        return "; ".join(f"amdsmi guards off ({', '.join(g)}): {w}" for w, g in by_why.items())
-
     def sm_mhz(self) -> Optional[float]:
         """The current graphics clock, MHz (``clk``; ``cur_clk`` before ROCm 6.2)."""
         if self.handle is None:
@@ -192,12 +181,6 @@ class Monitor:
             return None
         pids = [p.get("pid") if isinstance(p, dict) else getattr(p, "pid", None) for p in procs]
         return [int(p) for p in pids if isinstance(p, int) and p > 0]
-
-    def foreign_processes(self) -> list[dict[str, Any]]:
-        pids = self.processes()
-        if not pids:
-            return []
-        return foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid)
 
 
 def _missing(_handle: Any) -> Any:

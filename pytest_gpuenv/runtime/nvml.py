@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 NVML_CLOCK_SM = 1  # pynvml.NVML_CLOCK_SM
-_GUARDS = ("clocks", "throttling", "processes")
+#: the timer's guards a monitor supplies (NVML here, amdsmi in ``runtime.amdsmi``)
+GUARDS = ("clocks", "throttling", "processes")
 #: nvmlClocksEventReason* bits (nvml.h) that mean the clocks are held down; GpuIdle (0x1) and
 #: ApplicationsClocksSetting (0x2) do not
 _REASONS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x10: "sync boost", 0x20: "SW thermal slowdown",
@@ -145,7 +146,33 @@ def driver_version() -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
-class Monitor:
+class MonitorBase:
+    """What NVML's and amdsmi's monitors share: ``unavailable`` (guard -> why it is off), its one-line
+    ``note``, and the processes on the device that are not this run's."""
+
+    #: the library's name in notes
+    label = ""
+    unavailable: dict[str, str]
+
+    def processes(self) -> Optional[list[int]]:
+        raise NotImplementedError
+
+    @property
+    def note(self) -> Optional[str]:
+        """One line naming the guards that are off and why, or None."""
+        by_why: dict[str, list[str]] = {}
+        for guard, why in self.unavailable.items():
+            by_why.setdefault(why, []).append(guard)
+        return "; ".join(f"{self.label} guards off ({', '.join(g)}): {w}" for w, g in by_why.items()) or None
+
+    def foreign_processes(self) -> list[dict[str, Any]]:
+        pids = self.processes()
+        if not pids:
+            return []
+        return foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid)
+
+
+class Monitor(MonitorBase):
     """NVML view of one device, found by UUID (preferred) or PCI bus id.
 
     :param nvml: a pynvml-like module, already initialised (tests); default: pynvml, initialised once.
@@ -154,6 +181,7 @@ class Monitor:
     """
 
     source = "nvml"
+    label = "NVML"
 
     def __init__(self, uuid: Optional[str] = None, pci_bus_id: Optional[str] = None, nvml: Any = None) -> None:
         self.nvml = nvml if nvml is not None else _initialised()
@@ -161,7 +189,7 @@ class Monitor:
         self.max_mhz: Optional[float] = None
         self.unavailable: dict[str, str] = {}
         if self.nvml is None:
-            self.unavailable = dict.fromkeys(_GUARDS, _state.get("why") or "NVML unavailable")
+            self.unavailable = dict.fromkeys(GUARDS, _state.get("why") or "NVML unavailable")
             return
         if uuid:
             u = uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
@@ -169,7 +197,7 @@ class Monitor:
         if self.handle is None and pci_bus_id:
             self.handle = _call(self.nvml.nvmlDeviceGetHandleByPciBusId, pci_bus_id)
         if self.handle is None:
-            self.unavailable = dict.fromkeys(_GUARDS, f"NVML finds no GPU with UUID {uuid} or PCI bus id {pci_bus_id}")
+            self.unavailable = dict.fromkeys(GUARDS, f"NVML finds no GPU with UUID {uuid} or PCI bus id {pci_bus_id}")
             return
         mhz = _call(self.nvml.nvmlDeviceGetMaxClockInfo, self.handle, NVML_CLOCK_SM)
         self.max_mhz = float(mhz) if mhz is not None else None
@@ -181,14 +209,6 @@ class Monitor:
     @property
     def available(self) -> bool:
         return self.handle is not None
-
-    @property
-    def note(self) -> Optional[str]:
-        """One line naming the guards that are off and why, or None."""
-        by_why: dict[str, list[str]] = {}
-        for guard, why in self.unavailable.items():
-            by_why.setdefault(why, []).append(guard)
-        return "; ".join(f"NVML guards off ({', '.join(g)}): {w}" for w, g in by_why.items()) or None
 
     def sm_mhz(self) -> Optional[float]:
         if self.handle is None:
@@ -220,13 +240,6 @@ class Monitor:
             return None
         procs = _call(self.nvml.nvmlDeviceGetComputeRunningProcesses_v3, self.handle)
         return None if procs is None else [int(p.pid) for p in procs]
-
-    def foreign_processes(self) -> list[dict[str, Any]]:
-        pids = self.processes()
-        if not pids:
-            return []
-        return foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid)
-
 
 # ------------------------------------------------------------------------------------------ processes
 def _process_name(pid: int) -> Optional[str]:
