@@ -6,7 +6,7 @@ session; hooks and fixtures read it with ``get_session`` (or ``get_env`` / ``get
 session holds the hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the hosts of
 the run, the variables to restore at the end and the run's ``PerfSession`` (created on first use, so
 loading the plugin does not import the timer). ``start`` also registers the run's ``_outputs.Outputs``
-(the JSON report's run fields, JUnit properties).
+(the JSON report's run fields, JUnit properties) when ``--gpuenv-json`` or ``--junitxml`` is given.
 """
 
 from __future__ import annotations
@@ -152,10 +152,11 @@ def start(config: pytest.Config,
     env = env if env is not None else _detect(config, settings)
     session = GpuenvSession(env, settings, host=host.name)
     config.stash[SESSION_KEY] = session
-    from pytest_gpuenv._outputs import Outputs
+    if settings.json_path or config.getoption("xmlpath", None):  # its per-test hooks only where read
+        from pytest_gpuenv._outputs import Outputs
 
-    session.outputs = Outputs(config, session)
-    config.pluginmanager.register(session.outputs, "gpuenv-outputs")
+        session.outputs = Outputs(config, session)
+        config.pluginmanager.register(session.outputs, "gpuenv-outputs")
     if env.forced_backend == "cpu":
         from pytest_gpuenv.detect import hide_gpus_env
 
