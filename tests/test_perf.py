@@ -135,6 +135,24 @@ def test_one_sync_per_batch_and_flush_in_cold_mode():
     assert m.n >= 20 and m.mode == "cold"
 
 
+def test_batches_grow_with_the_sample_count_up_to_max_batch():
+    """A noisy kernel needs hundreds of samples: batches grow to a quarter of the samples so far (one sync
+    and one stopping check each), never past max_batch, and the first ones keep the base size."""
+    bench, fb, _ = make([100e-6], cv=0.2, max_time=10.0)
+    m = bench(noop)
+    sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(m.sampler.warmup_medians):]
+    assert m.n >= 200
+    assert sizes[0] == 10 and max(sizes) <= Options().max_batch and max(sizes) > 10
+    assert all(b <= max(10, n // 4) for b, n in zip(sizes, [sum(sizes[:i]) for i in range(len(sizes))]))
+
+
+def test_the_sync_probe_waits_fifty_host_calls_at_least_half_a_millisecond():
+    bench, fb, _ = make([100e-6])
+    bench(noop)
+    probes = [c[1] for c in fb.calls if c[0] == "delay"]
+    assert probes and 0.5e-3 <= probes[0] <= Options().sync_probe_s
+
+
 def test_far_from_budget_decides_quickly():
     bench, fb, _ = make([100e-6], cv=0.01)
     m = bench(noop)

@@ -72,7 +72,7 @@ class FakeCupti:
         recs, self.pending = self.pending, []
         self.callbacks[1](recs)
 
-    def launch(self, ns: int, gap_ns: int = 0, kind: int = _Kind.CONCURRENT_KERNEL) -> None:
+    def launch(self, ns: int, gap_ns: int = 0, kind: int = _Kind.KERNEL) -> None:
         self.corr += 1
         self.t += gap_ns
         rec = types.SimpleNamespace(kind=kind, correlation_id=self.corr, start=self.t, end=self.t + ns)
@@ -135,7 +135,8 @@ def test_per_sample_sums_kernels_and_measures_uncovered_gaps():
 def test_activity_enables_kernels_copies_and_correlation_and_reads_only_its_own_ids():
     fake = FakeCupti()
     act = _cupti.Activity(fake)
-    assert {_Kind.CONCURRENT_KERNEL, _Kind.MEMCPY, _Kind.MEMSET, _Kind.EXTERNAL_CORRELATION} <= fake.enabled
+    assert {_Kind.KERNEL, _Kind.MEMCPY, _Kind.MEMSET, _Kind.EXTERNAL_CORRELATION} <= fake.enabled
+    assert _Kind.CONCURRENT_KERNEL not in fake.enabled
     act.push(5)
     fake.launch(2000, kind=_Kind.MEMCPY)
     act.pop()
@@ -143,6 +144,33 @@ def test_activity_enables_kernels_copies_and_correlation_and_reads_only_its_own_
     ops, ext = act.drain()
     assert len(ops) == 2 and ext == {1: 5}
     assert act.drain() == ([], {})
+
+
+def test_kernels_are_recorded_serialised_unless_concurrent_is_asked_for(monkeypatch):
+    """Serialised KERNEL records by default: concurrent tracing instruments the kernel's code (+7 % on a
+    262,144-block vector_add on the H200); GPUENV_CUPTI_KERNELS=concurrent takes Kineto's kind."""
+    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "concurrent")
+    fake = FakeCupti()
+    act = _cupti.Activity(fake)
+    assert _Kind.CONCURRENT_KERNEL in fake.enabled and _Kind.KERNEL not in fake.enabled
+    act.push(1)
+    fake.launch(1000, kind=_Kind.CONCURRENT_KERNEL)
+    fake.launch(1000, kind=_Kind.KERNEL)  # not a kind this client asked for
+    act.pop()
+    assert len(act.drain()[0]) == 1
+    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "sometimes")
+    with pytest.raises(ValueError, match="GPUENV_CUPTI_KERNELS='sometimes'.*'serial' or 'concurrent'"):
+        _cupti.Activity(FakeCupti())
+
+
+def test_cupti_samples_are_not_held_behind_a_head_delay():
+    """CUPTI's durations are device timestamps: the batch is enqueued without the event timer's head delay."""
+    fake = FakeCupti()
+    _bench_, backend, _ctx = make(fake)
+    ids = backend.enqueue([lambda: fake.launch(2345)], [0, 0], flush=True, delay_s=2e-6, head_delay_s=5e-3,
+                          repeat=1)
+    assert [c[1] for c in backend.events.calls if c[0] == "delay"] == [0.0, 2e-6, 2e-6]
+    assert backend.collect(ids) == [pytest.approx(2.345e-6)] * 2
 
 
 def test_cupti_timer_reads_kernel_durations_not_the_flush_or_delay():
@@ -267,6 +295,15 @@ def test_ties_spread_over_the_tick_move_the_median_smoothly():
     assert 1296e-9 < med < 1328e-9 and med != 1312e-9 and lo < med < hi
     assert _stats.spread_ties([3.0, 1.0], 0.0) == [1.0, 3.0]
     assert _stats.summarize([5e-6] * 20, 0.95, tick=32e-9)[0] == pytest.approx(5e-6)
+
+
+def test_warm_up_ends_when_medians_agree_within_two_ticks():
+    """A 1.3 us kernel read in 32 ns ticks: medians of 5 that differ by one tick (2.5 %) agree."""
+    fake = FakeCupti()
+    bench, _backend, _ctx = make(fake)
+    seq = iter([1280, 1312] * 10_000)
+    m = bench(lambda: fake.launch(next(seq)), name="tiny")
+    assert len(m.sampler.warmup_medians) == 2
 
 
 def test_tick_of_finds_the_timestamp_resolution():

@@ -9,7 +9,17 @@ Which operations belong to which sample: every call of the callable runs between
 an external correlation id (``CUSTOM2``; Kineto uses ``CUSTOM0``/``CUSTOM1``), and CUPTI reports which
 API calls (correlation ids) ran under which external id. The flush and delay kernels run outside, and
 are not counted. The sample schedule (flush, delay, push, fn, pop) is the event timer's
-(``_engine.enqueue_samples``); the inner event backend flushes, delays and synchronises.
+(``_schedule.enqueue_samples``); the inner event backend flushes, delays and synchronises.
+
+Kernels are recorded as ``KERNEL`` (serialised) activity, not ``CONCURRENT_KERNEL``: for concurrent
+tracing CUPTI instruments the kernel's code, which on the H200 made a 262,144-block ``vector_add`` run
+7 % slower (238 -> 255 us by CUDA events in the same process; torch.add unchanged), while serialised
+records left it at 239-240 us. A sample is a sum of operation durations anyway, so serialising several
+streams' kernels loses nothing it reports. ``GPUENV_CUPTI_KERNELS=concurrent`` selects the other kind
+(Kineto's, torch.profiler's choice).
+
+No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
+puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
 
 ``cupti`` is imported on first use, never at import time. CUPTI has one activity client per process:
 a torch.profiler session in the same process replaces ours (``Activity.ensure`` registers again).
@@ -17,11 +27,12 @@ a torch.profiler session in the same process replaces ours (``Activity.ensure`` 
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import replace
 from typing import Any, Callable, Optional, Sequence
 
-from pytest_gpuenv.perf._engine import enqueue_samples
+from pytest_gpuenv.perf._schedule import enqueue_samples
 
 #: shown where the event timer measures on AMD
 AMD_NOTE = ("AMD: event timer (CUPTI is NVIDIA's; rocprofiler-sdk, its ROCm counterpart, has no maintained "
@@ -47,6 +58,17 @@ def load_cupti() -> tuple[Any, Optional[str]]:
     return _STATE["module"], _STATE["why"]
 
 
+def kernel_kind(kinds: Any, choice: Optional[str] = None) -> Any:
+    """The activity kind kernels are recorded as: ``KERNEL`` (serialised, the default) or, with
+    ``GPUENV_CUPTI_KERNELS=concurrent``, ``CONCURRENT_KERNEL`` (see the module's docstring)."""
+    choice = (choice if choice is not None else os.environ.get("GPUENV_CUPTI_KERNELS", "")).strip().lower()
+    if choice in ("", "serial", "serialized", "kernel"):
+        return kinds.KERNEL
+    if choice in ("concurrent", "concurrent_kernel"):
+        return kinds.CONCURRENT_KERNEL
+    raise ValueError(f"invalid GPUENV_CUPTI_KERNELS={choice!r} (from the environment): expected 'serial' or 'concurrent'")
+
+
 class Activity:
     """The process's CUPTI activity client: kernel/memcpy/memset records and external correlations.
 
@@ -54,14 +76,15 @@ class Activity:
     external id. CUPTI calls ``_completed`` from its own thread or from ``flush_all``; a lock guards both.
     """
 
-    def __init__(self, cupti: Any) -> None:
+    def __init__(self, cupti: Any, kernels: Optional[str] = None) -> None:
         self.cupti = cupti
         K = cupti.ActivityKind
-        self.op_kinds = {int(K.CONCURRENT_KERNEL), int(K.MEMCPY), int(K.MEMSET)}
+        self.kernel_kind = kernel_kind(K, kernels)
+        self.op_kinds = {int(self.kernel_kind), int(K.MEMCPY), int(K.MEMSET)}
         self.ext_kind_value = int(K.EXTERNAL_CORRELATION)
         self.custom = int(cupti.ExternalCorrelationKind.CUSTOM2)
         # external correlation records come with traced API calls: the runtime and driver API kinds
-        self.kinds = [K.CONCURRENT_KERNEL, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
+        self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -225,8 +248,9 @@ class CuptiBackend:
                 self.act.pop()
 
         pairs = [(("push", i), ("pop", i)) for i in ids]
+        # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
         enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
-                        delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
+                        delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
         return ids
 
     def collect(self, ids: Any) -> list[float]:

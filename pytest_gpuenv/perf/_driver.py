@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
-from pytest_gpuenv.perf._engine import enqueue_samples
+from pytest_gpuenv.perf._schedule import enqueue_samples
 from pytest_gpuenv.rtc import compile_kernel
 
 HELPERS_SRC = r"""

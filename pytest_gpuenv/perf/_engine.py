@@ -5,10 +5,11 @@ work and reads event times; a *monitor* (``runtime.nvml.Monitor`` or a fake) rea
 processes. The sampler decides what to enqueue and when to stop, so every rule here runs on a CPU.
 Before sampling, ``_syncprobe`` checks whether the callable waits for the device.
 
-One timed sample in cold mode: [flush] [short delay] start-event fn end-event. A batch of samples is
-enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so the device
-never waits for Python inside a timed interval, and the host synchronises once per batch.
-Hot mode times ``repeat`` back-to-back calls between one pair of events, with no flush.
+One timed sample in cold mode: [flush] [short delay] start-event fn end-event (``_schedule``). A batch
+of samples is enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so
+the device never waits for Python inside a timed interval, and the host synchronises once per batch;
+batches grow with the sample count. Hot mode times ``repeat`` back-to-back calls between one pair of
+events, with no flush.
 """
 
 from __future__ import annotations
@@ -40,29 +41,6 @@ class Backend(Protocol):
     def sync(self) -> None: ...
 
 
-def enqueue_samples(
-    pairs: Sequence[tuple[Any, Any]], record: Callable[[Any], None], flush: Optional[Callable[[], None]],
-    delay: Callable[[float], None], fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *,
-    delay_s: float, head_delay_s: float, repeat: int,
-) -> Sequence[tuple[Any, Any]]:
-    """The sample schedule every real backend runs, with its own events, flush and delay.
-
-    One head delay (so the host has queued the batch before the device reaches it), then per sample:
-    flush the cache (outside the interval), a short delay, start event, ``fn`` ``repeat`` times, end event.
-    """
-    delay(head_delay_s)
-    for (start, end), i in zip(pairs, schedule):
-        if flush is not None:
-            flush()
-        delay(delay_s)
-        record(start)
-        f = fns[i]
-        for _ in range(repeat):
-            f()
-        record(end)
-    return pairs
-
-
 class Monitor(Protocol):
     max_mhz: Optional[float]
 
@@ -82,8 +60,10 @@ class Options:
     min_samples: int = 20
     #: samples before any verdict is taken
     min_verdict_samples: int = 10
-    #: samples (or ABBA rounds) enqueued per batch, one host sync each
+    #: samples (or ABBA rounds) enqueued per batch, one host sync each; a batch grows to a quarter of the
+    #: samples so far, up to ``max_batch`` (fewer syncs and stopping checks on long runs)
     batch: int = 10
+    max_batch: int = 100
     confidence: float = 0.95
     #: FAIL only when the whole interval is beyond the limit by more than this fraction
     guard: float = 0.02
@@ -104,23 +84,8 @@ class Options:
     event_floor_s: float = 0.0
     #: a median below max(this, 1.3 x event_floor_s) is "fn enqueued nothing"
     empty_below_s: float = 0.5e-6
-    #: device delay used to detect a callable that synchronises
+    #: longest device delay used to detect a callable that synchronises
     sync_probe_s: float = 3e-3
-
-
-def event_floor(backend: Backend, samples: int = 30) -> float:
-    """Median time of an empty start/stop pair, timed like a cold sample (the timer's zero)."""
-
-    def noop() -> None:
-        return None
-
-    backend.sync()
-    vals: list[float] = []
-    for _ in range(max(1, samples // 10)):
-        h = backend.enqueue([noop], [0] * 10, flush=True, delay_s=2e-6,
-                            head_delay_s=200e-6 if backend.can_delay else 0.0, repeat=1)
-        vals.extend(backend.collect(h))
-    return _stats.median(vals)
 
 
 @dataclass
@@ -196,10 +161,13 @@ class Sampler:
     def _kept(self, i: int) -> list[float]:
         return self.samples[i] or self.discarded[i]
 
+    def _tick(self, xs: Sequence[float]) -> float:
+        """The tick of a profiler timer's clock in these samples (seconds per call); 0 for events."""
+        return self.backend.tick_of(xs, self.repeat) if hasattr(self.backend, "tick_of") else 0.0
+
     def stats(self, i: int = 0) -> tuple[float, float, float]:
         xs = self._kept(i)  # a profiler timer reads whole ticks of its clock: ties are spread over a tick
-        tick = self.backend.tick_of(xs, self.repeat) if hasattr(self.backend, "tick_of") else 0.0
-        return _stats.summarize(xs, self.opts.confidence, tick)
+        return _stats.summarize(xs, self.opts.confidence, self._tick(xs))
 
     def ratios(self) -> list[float]:
         a, b = self._kept(0), self._kept(1)
@@ -264,7 +232,9 @@ class Sampler:
                 host.append(time.perf_counter() - t)
             b.sync()
         self.host_enqueue_s = _stats.median(host)
-        self.problems.warnings.extend(sync_warnings(b, self.fns, self.opts.sync_probe_s, self.name))
+        # the probe's delay: 50 host calls long, at least 0.5 ms, at most sync_probe_s
+        probe_s = min(self.opts.sync_probe_s, max(0.5e-3, 50 * self.host_enqueue_s))
+        self.problems.warnings.extend(sync_warnings(b, self.fns, probe_s, self.name))
         self._warmup()
 
     def _warmup(self) -> None:
@@ -273,9 +243,11 @@ class Sampler:
         prev: Optional[float] = None
         while True:
             times = self._batch(o.warmup_batch, repeat=1, flush=True, keep=False)
-            med = _stats.median([t for t in times[0]])
+            med = _stats.median(times[0])
             self.warmup_medians.append(med)
-            if prev is not None and prev > 0 and abs(med - prev) <= o.warmup_agree * max(med, prev):
+            # medians agree within warmup_agree, or within two ticks of a profiler timer's clock
+            tol = max(o.warmup_agree * max(med, prev or 0.0), 2 * self._tick(times[0]))
+            if prev is not None and prev > 0 and abs(med - prev) <= tol:
                 break
             if self._clock() - t0 >= o.warmup_max_time or self._clock() - t0 >= o.max_time / 4:
                 break
@@ -351,9 +323,9 @@ class Sampler:
                 return "time cap"
             # size the batch so one batch stays well inside the remaining time
             per = self._per_sample_estimate()
-            n = o.batch
+            n = max(o.batch, min(o.max_batch, self.n // 4))
             if per > 0:
-                n = max(1, min(o.batch, int(min(left, o.max_time / 8) / per)))
+                n = max(1, min(n, int(min(left, o.max_time / 8) / per)))
             if self.n >= 1 and per * n > left:
                 return "time cap"
             self._batch(n, repeat=self.repeat, flush=flush, keep=True)

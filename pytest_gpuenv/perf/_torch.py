@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
-from pytest_gpuenv.perf._engine import enqueue_samples
+from pytest_gpuenv.perf._schedule import enqueue_samples
 
 #: ticks per second of AMD's ``wall_clock64()`` (hipDeviceAttributeWallClockRate, read by ROCr from
 #: amdgpu's GPU counter): the 100 MHz reference clock (``soc21_get_xclk`` in amdgpu's soc21.c; 99.81 MHz
