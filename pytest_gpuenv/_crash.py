@@ -35,7 +35,6 @@ import pytest
 
 from pytest_gpuenv._session import GpuenvSession
 from pytest_gpuenv.detect._checks import SKIP_ABORT_VAR
-from pytest_gpuenv.runtime import _sticky
 
 _FAULT_CODES = ("hip-fault-aborts", "hip-fault-returns-error")
 
@@ -51,6 +50,8 @@ def start(config: pytest.Config, session: GpuenvSession) -> None:
     controller = not hasattr(config, "workerinput") and bool(getattr(opt, "numprocesses", None) or getattr(opt, "tx", None))
     if not (_amd(session) or controller):
         return
+    from pytest_gpuenv.runtime import _sticky  # here: a run without the guard need not import the runtime
+
     guard = CrashGuard(config, session)
     config.pluginmanager.register(guard, "gpuenv-crash")
     _sticky.set_launch_hook(guard.before_launch)
@@ -187,6 +188,8 @@ class CrashGuard:
                 (directory / f"records-{self.worker}.json").unlink()
 
     def pytest_unconfigure(self) -> None:
+        from pytest_gpuenv.runtime import _sticky
+
         _sticky.set_launch_hook(None)
 
     # ------------------------------------------------------------------------ the xdist controller

@@ -33,13 +33,11 @@ a worker gets ``2`` or ``3``, never a GPU outside the list. On AMD the worker ke
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import socket
 import sys
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import pytest
 
@@ -71,22 +69,21 @@ def _boot_id() -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
     detection" (see the module docstring)."""
 
     name: str
-    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed on first use, since only
+    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
     #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
-    key_of: str = field(repr=False)
-    inputs_of: str = field(repr=False)
+    key_of: str
+    inputs_of: str
 
-    @functools.cached_property
+    @property
     def key(self) -> str:
         return _digest(self.key_of)
 
-    @functools.cached_property
+    @property
     def inputs(self) -> str:
         return _digest(self.key + self.inputs_of)
 
@@ -109,16 +106,18 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
     return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key_of, inputs_of)
 
 
-@dataclass
 class Seats:
-    """The GPU positions a worker holds, with the seat locks it keeps until ``release``."""
+    """The GPU positions a worker holds, with the seat locks it keeps until ``release`` (a plain class, as
+    ``Host`` is a NamedTuple: creating a dataclass would cost every run at import)."""
 
-    positions: list[int]
-    #: how many workers use the most shared of them, as far as known at claim time
-    shared: int = 1
-    locks: list[filelock.BaseFileLock] = field(default_factory=list)
-    #: why no seat could be recorded (the lock directory is unusable); the positions stand anyway
-    error: Optional[str] = None
+    def __init__(self, positions: list[int], shared: int = 1, locks: Optional[list[filelock.BaseFileLock]] = None,
+                 error: Optional[str] = None) -> None:
+        self.positions = positions
+        #: how many workers use the most shared of them, as far as known at claim time
+        self.shared = shared
+        self.locks: list[filelock.BaseFileLock] = locks if locks is not None else []
+        #: why no seat could be recorded (the lock directory is unusable); the positions stand anyway
+        self.error = error
 
     def release(self) -> None:
         for lock in self.locks:

@@ -47,7 +47,9 @@ def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
     except KeyError:  # the plugin is not configured (-p no:gpuenv with the fixture imported)
         from pytest_gpuenv.detect import detect
 
-        return detect(), Settings(kernel_dirs=[str(config.rootpath / "kernels")])
+        settings = Settings()
+        settings.kernel_dirs = [str(config.rootpath / "kernels")]
+        return detect(), settings
     return session.env, session.settings
 
 

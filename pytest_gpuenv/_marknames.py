@@ -14,7 +14,6 @@ named without the prefix, for ``markers.check_marks`` and ``_skipping``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
 import pytest
@@ -32,13 +31,15 @@ class PluginMark(NamedTuple):
     kwargs: dict[str, Any]
 
 
-@dataclass
 class MarkerNames:
-    #: the markers lines the plugin registered (so they are not taken for the suite's)
-    ours: set[str] = field(default_factory=set)
-    #: unprefixed names the suite registers itself, in table order; ``announced``: those the header named
-    left: list[str] = field(default_factory=list)
-    announced: list[str] = field(default_factory=list)
+    """The run's marker names (plain class: cheaper to create than a dataclass at every plugin load)."""
+
+    def __init__(self) -> None:
+        #: the markers lines the plugin registered (so they are not taken for the suite's)
+        self.ours: set[str] = set()
+        #: unprefixed names the suite registers itself, in table order; ``announced``: those the header named
+        self.left: list[str] = []
+        self.announced: list[str] = []
 
     def owns(self, name: str) -> bool:
         return name in MARKER_NAMES and name not in self.left

@@ -13,9 +13,9 @@ after a GPU fault says so. The plugin's marks are those ``_marknames.plugin_mark
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from typing import Optional
+import sys
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
@@ -23,7 +23,9 @@ from pytest_gpuenv import _marknames, _skip_patterns, _skipping, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv._skipping import Skip
 from pytest_gpuenv.report import summary
-from pytest_gpuenv.runtime import poisoned
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.runtime import Poison
 
 _SKIP_INFO = pytest.StashKey[Skip]()
 _MARK_ERROR = pytest.StashKey[str]()
@@ -64,13 +66,20 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     if _MARK_ERROR in item.stash:  # (``in``: a missing key costs Stash.get an exception, on every test)
         pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
     skip = _skipping.evaluate(_marknames.plugin_marks(item), session.env)
-    poison = poisoned()
+    poison = _poisoned()
     if skip is None and poison is not None and _uses_gpu(item):
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
-        skip = dataclasses.replace(skip, reason=skip.reason + _host_note(session))
+        skip = skip._replace(reason=skip.reason + _host_note(session))
         item.stash[_SKIP_INFO] = skip
         pytest.skip(skip.reason)
+
+
+def _poisoned() -> Optional[Poison]:
+    """The sticky GPU error of this process (``runtime.poisoned()``), or None. Only code that imported the
+    runtime can have recorded one, so a run that launches no kernel never imports it."""
+    sticky = sys.modules.get("pytest_gpuenv.runtime._sticky")
+    return sticky.poisoned() if sticky is not None else None
 
 
 def _host_note(session: GpuenvSession) -> str:
@@ -103,7 +112,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         if cause is not None:
             rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
     if rep.failed and rep.when == "call":
-        poison = poisoned()
+        poison = _poisoned()
         if poison is not None and poison.by != item.nodeid:
             rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
 

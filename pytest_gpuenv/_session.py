@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
 
@@ -27,8 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
 
 
-@dataclass(frozen=True)
-class HardwareSkip:
+class HardwareSkip(NamedTuple):
     """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary."""
 
     nodeid: str
@@ -41,29 +39,31 @@ class HardwareSkip:
         return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause, "host": self.host}
 
 
-@dataclass
 class GpuenvSession:
-    env: GpuEnv
-    settings: Settings
-    #: hardware skips of the run (on the xdist controller: every worker's, from the test reports)
-    skips: list[HardwareSkip] = field(default_factory=list)
-    #: in an xdist worker, what it was given: {"id", "desc", "vars", "shared"}; else None
-    worker_gpu: Optional[dict[str, Any]] = None
-    #: the host this process runs on, for people (``_hosts.Host.name``); ``remote``: an xdist worker on a
-    #: host other than its controller's (its skip reasons name the host)
-    host: str = ""
-    remote: bool = False
-    #: on the xdist controller: each host its workers reported, by host key:
-    #: {"name", "summary", "controller": bool, "workers": {worker id: its GPUs}}
-    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: ``--gpuenv-plan``: the runner profiles, then the table printed at the end
-    plan_profiles: Optional[list[tuple[str, GpuEnv]]] = None
-    plan_lines: list[str] = field(default_factory=list)
-    #: variables this session set, with the values pytest_unconfigure puts back (None: was unset)
-    saved_environ: dict[str, Optional[str]] = field(default_factory=dict)
-    #: the JSON report's run fields and the JUnit properties (registered as a plugin by ``start``)
-    outputs: Optional[Outputs] = None
-    _perf: Optional[PerfSession] = None
+    """The run's state, made by ``start`` (a plain class: creating a dataclass would cost every run ~0.5 ms)."""
+
+    def __init__(self, env: GpuEnv, settings: Settings, host: str = "") -> None:
+        self.env = env
+        self.settings = settings
+        #: hardware skips of the run (on the xdist controller: every worker's, from the test reports)
+        self.skips: list[HardwareSkip] = []
+        #: in an xdist worker, what it was given: {"id", "desc", "vars", "shared"}; else None
+        self.worker_gpu: Optional[dict[str, Any]] = None
+        #: the host this process runs on, for people (``_hosts.Host.name``); ``remote``: an xdist worker on a
+        #: host other than its controller's (its skip reasons name the host)
+        self.host = host
+        self.remote = False
+        #: on the xdist controller: each host its workers reported, by host key:
+        #: {"name", "summary", "controller": bool, "workers": {worker id: its GPUs}}
+        self.hosts: dict[str, dict[str, Any]] = {}
+        #: ``--gpuenv-plan``: the runner profiles, then the table printed at the end
+        self.plan_profiles: Optional[list[tuple[str, GpuEnv]]] = None
+        self.plan_lines: list[str] = []
+        #: variables this session set, with the values pytest_unconfigure puts back (None: was unset)
+        self.saved_environ: dict[str, Optional[str]] = {}
+        #: the JSON report's run fields and the JUnit properties (registered as a plugin by ``start``)
+        self.outputs: Optional[Outputs] = None
+        self._perf: Optional[PerfSession] = None
 
     @property
     def perf(self) -> PerfSession:

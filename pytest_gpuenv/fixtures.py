@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv._session import get_env, get_settings
+from pytest_gpuenv._session import get_env, get_session, get_settings
 from pytest_gpuenv.model import Device, GpuEnv
 
 
@@ -49,13 +49,26 @@ def cpu_warp_sizes(env: GpuEnv, kernels: str, sizes: list[int]) -> list[int]:
 
 
 def parametrize_hip_kernel(metafunc: pytest.Metafunc) -> None:
-    """Each test using ``hip_kernel`` on the CPU executor runs once per warp size (ids wave64, wave32)."""
-    if "hip_kernel" not in metafunc.fixturenames:
-        return
+    """A test using ``hip_kernel`` on the CPU executor runs once per warp size (ids wave64, wave32)."""
     settings = get_settings(metafunc.config)
     sizes = cpu_warp_sizes(get_env(metafunc.config), settings.kernels, settings.cpu_warp_sizes)
     if sizes:
         metafunc.parametrize("hip_kernel", sizes, ids=[f"wave{w}" for w in sizes], indirect=True)
+
+
+def parametrize_torch_device(metafunc: pytest.Metafunc) -> None:
+    """A test using ``torch_device`` runs once per ``--gpuenv-devices`` value (unless it parametrizes
+    ``torch_device`` itself); in an xdist worker of a run over several hosts, with ids every host shares."""
+    if any(m.name == "parametrize" and "torch_device" in str(m.args[0]) for m in metafunc.definition.iter_markers()):
+        return
+    session = get_session(metafunc.config)
+    params = torch_device_params(session.env, session.settings.devices)
+    ids = ["gpu-none" if p == "cuda:none" else p for p in params]
+    if hasattr(metafunc.config, "workerinput"):
+        from pytest_gpuenv import _xdist
+
+        params, ids = _xdist.torch_device_params(metafunc.config, params) or (params, ids)
+    metafunc.parametrize("torch_device", params, ids=ids, indirect=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,19 +5,26 @@ markers and their evaluation), ``_runtest`` (what happens to each test), ``repor
 summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measurements sent back),
 ``fixtures`` (the fixtures, found here by pytest).
 
+What only some runs need is imported where they need it, so that loading the plugin costs a plain run
+little: ``_xdist`` (with pytest-xdist), ``_hide`` (``--gpuenv-backend=cpu``), the runtime (a test that
+launches kernels), ``_skipping`` (a test with a GPU marker).
+
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _hide, _marknames, _options, _runtest, _session, _xdist, fixtures, report
+from pytest_gpuenv import _crash, _hide, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv._hosts import Host
+from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
+from pytest_gpuenv.model import GpuEnv
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
@@ -28,13 +35,24 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     _marknames.register_aliases(config)
-    session = _session.start(config, _xdist.worker_env)
+    session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
         _hide.install(config, session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
     _crash.start(config, session)
     if config.pluginmanager.hasplugin("xdist"):
+        from pytest_gpuenv import _xdist
+
         _xdist.configure(config, session)
+
+
+def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Optional[GpuEnv]:
+    """In an xdist worker, the model its controller sent (``_xdist.worker_env``); None elsewhere."""
+    if not hasattr(config, "workerinput"):
+        return None
+    from pytest_gpuenv import _xdist
+
+    return _xdist.worker_env(config, settings, host)
 
 
 class _LastConfigure:
@@ -69,16 +87,11 @@ def pytest_markeval_namespace(config: pytest.Config) -> dict[str, Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    fixtures.parametrize_hip_kernel(metafunc)
-    if "torch_device" not in metafunc.fixturenames:
-        return
-    if any(m.name == "parametrize" and "torch_device" in str(m.args[0]) for m in metafunc.definition.iter_markers()):
-        return
-    session = get_session(metafunc.config)
-    params = fixtures.torch_device_params(session.env, session.settings.devices)
-    ids = ["gpu-none" if p == "cuda:none" else p for p in params]
-    params, ids = _xdist.torch_device_params(metafunc.config, params) or (params, ids)
-    metafunc.parametrize("torch_device", params, ids=ids, indirect=True)
+    names = metafunc.fixturenames  # most tests use neither: two lookups and out
+    if "hip_kernel" in names:
+        fixtures.parametrize_hip_kernel(metafunc)
+    if "torch_device" in names:
+        fixtures.parametrize_torch_device(metafunc)
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -138,6 +151,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = config.stash.get(_session.SESSION_KEY, None)
-    if state is None or _xdist.finish_worker(config, state):
+    if state is None:
         return
+    if state.has_measurements or hasattr(config, "workerinput"):  # records to name; a worker's to hand over
+        from pytest_gpuenv import _xdist
+
+        if _xdist.finish_worker(config, state):
+            return
     state.write_outputs(str(config.invocation_params.dir))

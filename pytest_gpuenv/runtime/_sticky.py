@@ -14,8 +14,7 @@ the running test on disk first.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
@@ -38,8 +37,7 @@ STICKY = frozenset({
 })
 
 
-@dataclass(frozen=True)
-class Poison:
+class Poison(NamedTuple):
     """Who poisoned a backend's GPU context in this process, and with what."""
 
     backend: str  # "cuda" | "rocm"
