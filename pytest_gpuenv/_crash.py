@@ -101,6 +101,16 @@ def _write(path: Path, data: str) -> None:
         os.close(fd)
 
 
+def _running_files(directory: Path) -> list[Path]:
+    """The ``running-*.json`` records in ``directory``, sorted (a listing: a glob would compile a pattern at
+    every session start)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(directory / n for n in names if n.startswith("running-") and n.endswith(".json"))
+
+
 class CrashGuard:
     """The running test on disk before HIP launches; crashed workers and dead earlier runs named."""
 
@@ -231,7 +241,7 @@ class CrashGuard:
         if self._previous is None:
             self._previous = []
             directory = self.state_dir() if self.worker is None and _amd(self.session) else None
-            for path in sorted(directory.glob("running-*.json")) if directory is not None else []:
+            for path in _running_files(directory) if directory is not None else []:
                 record = _read(path)
                 pid = record.get("pid") if record else None
                 if isinstance(pid, int) and pid != os.getpid() and _alive(pid):

@@ -42,7 +42,7 @@ DEFAULT_HIDDEN = (
     "cugraph",
     "rmm",
 )
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"  # compiled by re on first use
 _KEY = pytest.StashKey["HiddenModules"]()
 
 
@@ -73,7 +73,7 @@ def parse_names(value: Any, where: str) -> list[str]:
     items = value if isinstance(value, (list, tuple)) else [value or ""]
     names = [p for item in items for p in str(item).replace(",", " ").split()]
     for name in names:
-        if not _NAME.fullmatch(name):
+        if not re.fullmatch(_NAME, name):
             raise pytest.UsageError(
                 f"gpuenv: invalid gpuenv_hide_modules entry {safe_repr(name, 200)} from {where}; "
                 "expected a module name such as cupy or numba.cuda"

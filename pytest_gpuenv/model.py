@@ -259,7 +259,8 @@ _SIZE_UNITS = {
     "g": 2**30,
     "t": 2**40,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+#: patterns here and below are text: ``re`` compiles (and caches) each on first use, not every import
+_SIZE_RE = r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 #: the largest size a marker or profile may ask for (16 EiB, the 64-bit address space)
 MAX_SIZE = 2**64
 #: the most GPUs a marker, a ``--gpuenv-plan`` profile or an xdist worker may ask for
@@ -282,7 +283,7 @@ def parse_size(value: Any) -> int:
         raise ValueError(f"expected a size such as '16GiB' or an int of bytes, got {safe_repr(value)}")
     exact: Union[int, Decimal]
     if isinstance(value, str):
-        m = _SIZE_RE.match(value) if len(value) <= 1000 else None
+        m = re.match(_SIZE_RE, value) if len(value) <= 1000 else None
         if not m or m.group(2).lower() not in _SIZE_UNITS:
             raise ValueError(f"cannot parse size {safe_repr(value)} ({_SIZE_HELP})")
         exact = Decimal(m.group(1)) * _SIZE_UNITS[m.group(2).lower()]
@@ -306,9 +307,9 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
-_GFX_PAT = re.compile(r"^gfx[0-9a-f*?\[\]]+$")
-_SM_PAT = re.compile(r"^sm_(\d{2,3})([a-z]?)(\+?)$")
-_SM_GLOB = re.compile(r"^sm_[0-9*?\[\]]+[a-z]?$")
+_GFX_PAT = r"^gfx[0-9a-f*?\[\]]+$"
+_SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
+_SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 
 
 @dataclass(frozen=True)
@@ -324,9 +325,9 @@ class ArchPattern:
                 f"arch pattern must be a string such as 'gfx90a', 'gfx94*', 'sm_80+', got {safe_repr(text)}"
             )
         t = text.strip().lower()
-        if _GFX_PAT.match(t) and len(t) > 3:
+        if re.match(_GFX_PAT, t) and len(t) > 3:
             return cls(t)
-        if _SM_PAT.match(t) or (_SM_GLOB.match(t) and any(c in t for c in "*?[")):
+        if re.match(_SM_PAT, t) or (re.match(_SM_GLOB, t) and any(c in t for c in "*?[")):
             return cls(t)
         raise ValueError(
             f"invalid arch pattern {safe_repr(text)} (examples: 'gfx90a', 'gfx94*', 'gfx11*', 'sm_90', 'sm_80+')"
@@ -344,7 +345,7 @@ class ArchPattern:
             return arch.startswith("gfx") and fnmatch.fnmatchcase(arch, self.text)
         if not arch.startswith("sm_"):
             return False
-        m = _SM_PAT.match(self.text)
+        m = re.match(_SM_PAT, self.text)
         if m and m.group(3) == "+":
             am = re.match(r"^sm_(\d+)", arch)
             return am is not None and int(am.group(1)) >= int(m.group(1))

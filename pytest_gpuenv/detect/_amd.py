@@ -16,7 +16,7 @@ from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
 #: one ``%u`` of libhsakmt's ``sscanf("%u.%u.%u%c")``: C-locale space, a sign, ASCII digits
 _SCANF_U = r"[ \t\n\v\f\r]*([+-]?)([0-9]+)"
-_OVERRIDE_RE = re.compile(r"\.".join([_SCANF_U] * 3))
+_OVERRIDE_RE = r"\.".join([_SCANF_U] * 3)  # compiled by re on first use
 _OVERRIDE_MAX = (63, 255, 255)  # libhsakmt rejects larger parts
 #: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology
 _RENDER_MINORS = (128, 255)
@@ -206,7 +206,7 @@ def parse_override(value: str) -> Optional[tuple[int, int, int]]:
     return exactly 3 (nothing may follow the stepping, not even a space; space and a sign may precede
     each number) and major <= 63, minor and stepping <= 255.
     """
-    m = _OVERRIDE_RE.fullmatch(value)
+    m = re.fullmatch(_OVERRIDE_RE, value)
     if not m:
         return None
     g = m.groups()

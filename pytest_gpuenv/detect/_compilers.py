@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
 
-_VERSION_RE = re.compile(r"^\s*(\d+\.\d+(?:\.\d+)?)")
+_VERSION_RE = r"^\s*(\d+\.\d+(?:\.\d+)?)"  # patterns as text: compiled by re on first use
 _HIP_MAJORS = ("7", "6", "5", "8", "9")
 #: hiprtc's own library (ROCm >= 6 has hiprtc only there)
 HIPRTC_LIBS = ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libhiprtc.so.8")
@@ -32,7 +32,7 @@ _HIPRTC_IN_AMDHIP = ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5")
 #: native Windows hiprtc: clr's hipamd/src/hiprtc/CMakeLists.txt names it ``hiprtc${HIP_MAJOR_VERSION}${HIP_MINOR_VERSION}``
 #: (the major zero-padded to two digits, the minor prefixed with 0: ``hiprtc0602.dll`` for HIP 6.2), beside
 #: ``amdhip64_<major>.dll``; ``hiprtc-builtins0602.dll`` is its helper, not the API
-_HIPRTC_DLL = re.compile(r"^hiprtc(\d{2})(\d{2,3})\.dll$", re.IGNORECASE)
+_HIPRTC_DLL = r"(?i)^hiprtc(\d{2})(\d{2,3})\.dll$"
 #: this interpreter runs on native Windows (a module flag, so tests can take the Windows branch)
 NATIVE_WINDOWS = sys.platform == "win32"
 _NVRTC_NAMES = ("libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11")
@@ -51,7 +51,7 @@ def _env_dirs(fs: Fs, environ: Any, names: tuple[str, ...]) -> list[str]:
 # ------------------------------------------------------------------------------------------ homes
 def rocm_homes(fs: Fs, environ: Any) -> list[str]:
     """Where a ROCm install may live, in the order looked at (existing or not)."""
-    versioned = [n for n in fs.listdir("/opt") if n.startswith("rocm-") and _VERSION_RE.match(n[5:])]
+    versioned = [n for n in fs.listdir("/opt") if n.startswith("rocm-") and re.match(_VERSION_RE, n[5:])]
     versioned.sort(key=lambda n: _vkey(n[5:]), reverse=True)
     homes = _env_dirs(fs, environ, ("ROCM_PATH", "ROCM_HOME", "HIP_PATH")) + ["/opt/rocm"]
     return list(dict.fromkeys(homes + ["/opt/" + n for n in versioned]))
@@ -134,7 +134,7 @@ def _rocm_home(fs: Fs, environ: Any, info: dict[str, Any], ev: list[str]) -> boo
         if version is None and not libs and not fs.isdir(cand + "/bin"):
             continue
         if version is None and os.path.basename(cand).startswith("rocm-"):
-            m = _VERSION_RE.match(os.path.basename(cand)[5:])
+            m = re.match(_VERSION_RE, os.path.basename(cand)[5:])
             version = m.group(1) if m else None
         info.update(path=cand, lib_dirs=libs, version=version)
         ev.append(f"{cand}/.info/version: {version}")
@@ -150,7 +150,7 @@ def _version_file(fs: Fs, root: str) -> Optional[str]:
     text = fs.read(root + "/.info/version", 256)
     if text is None:
         return None
-    m = _VERSION_RE.match(text)
+    m = re.match(_VERSION_RE, text)
     return m.group(1) if m else None
 
 
@@ -199,7 +199,7 @@ def hiprtc_library(fs: Fs, environ: Any) -> Optional[str]:
 
 def hiprtc_dll(fs: Fs, bin_dir: str) -> Optional[str]:
     """The name of the newest hiprtc DLL in ``bin_dir`` (``hiprtc0604.dll``), or None."""
-    found = [(int(m.group(1)), int(m.group(2)), n) for n in fs.listdir(bin_dir) for m in [_HIPRTC_DLL.match(n)] if m]
+    found = [(int(m.group(1)), int(m.group(2)), n) for n in fs.listdir(bin_dir) for m in [re.match(_HIPRTC_DLL, n)] if m]
     return max(found)[2] if found else None
 
 

@@ -29,7 +29,7 @@ _LIMIT = 65536
 _HOPS = 40  # symlinks followed in one lookup (Linux's MAXSYMLINKS)
 _PATH_MAX = 4096  # longer paths are ENAMETOOLONG, as for the kernel
 _STEPS = 4096  # components walked in one lookup (links expanding into links): more is ELOOP
-_MAGIC = re.compile(r"[*?[]")
+_MAGIC = r"[*?[]"  # compiled by re on first use
 _Dir = Union[list[str], tuple[int, str]]  # canonical components, or (errno, "") of why it is no folder
 
 
@@ -209,7 +209,7 @@ class Fs:
         is matched only by a leading dot), as the examined system names them, sorted per component."""
         paths = [""]
         for part in (c for c in pattern.split("/") if c):
-            magic = _MAGIC.search(part)
+            magic = re.search(_MAGIC, part)
             if magic:
                 hidden, lead = part.startswith("."), part[:magic.start()]  # lead: a cheap first filter
                 paths = [f"{p}/{n}" for p in paths for n in self._names(p or "/", False)

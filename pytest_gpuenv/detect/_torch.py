@@ -49,13 +49,13 @@ def find_version_py(fs: Fs, environ: Any) -> Optional[str]:
 
 
 #: ``name = 'text'`` / ``"text"`` / ``None`` (an annotation allowed) at the start of a line, for the fields read
-_FIELD = re.compile(r"^(__version__|hip|cuda|xpu)\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))", re.M)
+_FIELD = r"(?m)^(__version__|hip|cuda|xpu)\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))"
 
 
 def _fields(text: str) -> dict[str, Optional[str]]:
     """The first assignment of each field (one pass, one pattern); a field set to None maps to None."""
     out: dict[str, Optional[str]] = {}
-    for m in _FIELD.finditer(text):
+    for m in re.finditer(_FIELD, text):
         if m.group(1) not in out:
             out[m.group(1)] = None if m.group(4) else (m.group(2) if m.group(2) is not None else m.group(3))
     return out

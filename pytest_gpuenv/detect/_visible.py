@@ -37,8 +37,9 @@ VARS = (
 MASK_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
-_HIP_INDEX = re.compile(r"0|[1-9][0-9]{0,9}")  # what clr accepts: str_id == std::to_string(atoi(str_id))
-_STRTOL = re.compile(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+#: patterns as text, compiled by ``re`` on first use (most detections read no mask)
+_HIP_INDEX = r"0|[1-9][0-9]{0,9}"  # what clr accepts: str_id == std::to_string(atoi(str_id))
+_STRTOL = r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
 
 
 def _strtoul(s: str) -> int:
@@ -133,7 +134,7 @@ def _getline_split(value: str) -> list[str]:
 
 def _strtol0(token: str) -> Optional[int]:
     """``(int32_t)strtol(token, &end, 0)`` where the whole token is consumed, else None."""
-    m = _STRTOL.fullmatch(token.lstrip(_C_SPACE))
+    m = re.fullmatch(_STRTOL, token.lstrip(_C_SPACE))
     if m is None:
         return None
     sign, digits = m.groups()
