@@ -164,6 +164,10 @@ def main() -> int:
     if events.floor_s is not None:
         log(f"event floor (empty start/stop pair, cold): {events.floor_s * 1e6:.3f} us")
     log(f"default timer: {bench.backend.name}")
+    if hasattr(bench.backend, "record_offset_s"):
+        results["cupti_record_offset_us"] = bench.backend.record_offset_s * 1e6
+        log(f"CUPTI kernel records: {getattr(bench.backend.act.kernel_kind, 'name', bench.backend.act.kernel_kind)}, "
+            f"{bench.backend.record_offset_s * 1e6:.3f} us taken off each (serialised records' fixed time)")
     gate_table(bench, kernel, fns, args.trials, results)
     with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)

@@ -15,8 +15,11 @@ Kernels are recorded as ``KERNEL`` (serialised) activity, not ``CONCURRENT_KERNE
 tracing CUPTI instruments the kernel's code, which on the H200 made a 262,144-block ``vector_add`` run
 7 % slower (238 -> 255 us by CUDA events in the same process; torch.add unchanged), while serialised
 records left it at 239-240 us. A sample is a sum of operation durations anyway, so serialising several
-streams' kernels loses nothing it reports. ``GPUENV_CUPTI_KERNELS=concurrent`` selects the other kind
-(Kineto's, torch.profiler's choice).
+streams' kernels loses nothing it reports. A serialised record holds a fixed stretch of front-end time
+(1.44 us on the H200: torch.add at 4,096 elements read 2.78 us, where concurrent records and
+torch.profiler read 1.30-1.33 us); ``CuptiBackend.calibrate`` times a one-cycle kernel both ways once
+per device and every kernel record is shortened by the difference, rounded to the records' tick.
+``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's, torch.profiler's choice).
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
 puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
@@ -33,6 +36,7 @@ from dataclasses import replace
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._schedule import enqueue_samples
+from pytest_gpuenv.perf._stats import median
 
 #: shown where the event timer measures on AMD
 AMD_NOTE = ("AMD: event timer (CUPTI is NVIDIA's; rocprofiler-sdk, its ROCm counterpart, has no maintained "
@@ -87,6 +91,8 @@ class Activity:
         self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
+        #: ns taken off each kernel record, per CUPTI device id (``CuptiBackend.calibrate``)
+        self.offsets_ns: dict[int, int] = {}
         self._lock = threading.Lock()
         self.ensure()
 
@@ -120,6 +126,17 @@ class Activity:
                 except Exception:  # an id this CUPTI does not know
                     continue
 
+    def use_kernel_kind(self, kind: Any) -> None:
+        """Record kernels as ``kind`` (``KERNEL`` or ``CONCURRENT_KERNEL``) from now on."""
+        K = self.cupti.ActivityKind
+        if int(kind) == int(self.kernel_kind):
+            return
+        self.cupti.activity_disable(self.kernel_kind)
+        self.kernel_kind = kind
+        self.cupti.activity_enable(kind)
+        self.kinds[0] = kind
+        self.op_kinds = {int(kind), int(K.MEMCPY), int(K.MEMSET)}
+
     @staticmethod
     def _requested() -> tuple[int, int]:
         return 8 << 20, 0  # buffer bytes; 0: no limit on records per buffer
@@ -129,7 +146,10 @@ class Activity:
         for a in activities:
             kind = int(a.kind)
             if kind in self.op_kinds:
-                ops.append((int(a.correlation_id), int(a.start), int(a.end)))
+                start, end = int(a.start), int(a.end)
+                if kind == int(self.kernel_kind):
+                    start = min(end, start + self.offsets_ns.get(int(getattr(a, "device_id", 0)), 0))
+                ops.append((int(a.correlation_id), start, end))
             elif kind == self.ext_kind_value and int(a.external_kind) == self.custom:
                 ext[int(a.correlation_id)] = int(a.external_id)
         with self._lock:
@@ -223,6 +243,44 @@ class CuptiBackend:
             if ns and sum(min(v % t, t - v % t) <= 1 for v in ns) >= 0.95 * len(ns):
                 return t * 1e-9 / repeat
         return 0.0
+
+    def calibrate(self, n: int = 20) -> None:
+        """Once per device: the fixed time a serialised kernel record holds (the module's docstring), as
+        the median record of a one-cycle delay kernel serialised minus concurrent, rounded to the records'
+        tick; kernel records of this device are shortened by it. Nothing to do for concurrent records or
+        without a delay kernel."""
+        act, K = self.act, self.act.cupti.ActivityKind
+        dev = int(self.info.index or 0)
+        if dev in act.offsets_ns or int(act.kernel_kind) != int(K.KERNEL) or not self.events.can_delay:
+            return
+        act.offsets_ns[dev] = 0
+        try:
+            conc = self._tiny(K.CONCURRENT_KERNEL, n)
+            ser = self._tiny(K.KERNEL, n)
+        finally:
+            act.use_kernel_kind(K.KERNEL)
+        if conc and ser:
+            tick = self.tick_of(ser) or 1e-9
+            act.offsets_ns[dev] = int(round(max(0.0, median(ser) - median(conc)) / tick) * round(tick * 1e9))
+
+    def _tiny(self, kind: Any, n: int) -> list[float]:
+        """Record durations of n one-cycle delay kernels recorded as ``kind``."""
+        self.act.use_kernel_kind(kind)
+        self.events.sync()
+        self.act.drain()
+        ids = self._ids(n)
+        for i in ids:
+            self.act.push(i)
+            self.events.delay(1e-12)
+            self.act.pop()
+        self.events.sync()
+        ops, ext = self.act.drain()
+        return [t for t, k, _gap in per_sample(ops, ext, ids) if k]
+
+    @property
+    def record_offset_s(self) -> float:
+        """Seconds taken off each kernel record of this device (``calibrate``)."""
+        return self.act.offsets_ns.get(int(self.info.index or 0), 0) * 1e-9
 
     def delay(self, seconds: float) -> None:
         self.events.delay(seconds)
