@@ -92,13 +92,20 @@ def owns(config: pytest.Config, name: str) -> bool:
     return _names(config).owns(name)
 
 
-def plugin_marks(item: pytest.Item) -> list[PluginMark]:
+def plugin_marks(item: Any, parents: Optional[dict[Any, list[PluginMark]]] = None) -> list[PluginMark]:
     """The item's marks that mean plugin markers (closest first, the order of ``item.iter_markers()``), named
     without the prefix. The walk up the nodes is written out: pytest's three nested generators cost a few
-    microseconds a test, and this runs for every test at collection and again at setup."""
+    microseconds a test, and this runs for every test at collection and again at setup. ``parents``: the
+    marks of each parent already walked (filled here), for one pass over items whose parents gain no mark
+    meanwhile (collection): each module is walked once, not once per test."""
     out: list[PluginMark] = []
     node: Any = item
     while node is not None:
+        if parents is not None and node is not item:
+            chain = parents.get(node)
+            if chain is None:
+                chain = parents[node] = plugin_marks(node)
+            return out + chain
         for m in node.own_markers:
             if m.name.startswith(PREFIX) and m.name[len(PREFIX):] in MARKER_NAMES:
                 out.append(PluginMark(m.name[len(PREFIX):], tuple(m.args), dict(m.kwargs)))

@@ -41,12 +41,15 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
 
         session.plan_lines = plan_lines(items, session.plan_profiles)
     perf_off = session.settings.perf == "off"
+    parents: dict[object, list[_marknames.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpuenv_perf)
             if _marknames.owns(item.config, "perf"):
                 item.add_marker(pytest.mark.perf)
-        marks = _marknames.plugin_marks(item)
+        marks = _marknames.plugin_marks(item, parents)
+        if not marks:  # most tests: nothing to check, warn about or mark
+            continue
         error = markers.check_marks(marks)
         markers.warn_small_sizes(item, marks)
         if error:
