@@ -65,7 +65,9 @@ def estimates_gpu_bench(bench, fn, k: int, mode: str = "cold", timer=None) -> di
             meds.append(m.median)
             ns.append(m.n)
             reasons.append(m.sampler.stop_reason)
+    off = getattr(m.sampler.backend, "offset_of", None)
     return {"median_us": statistics.median(meds) * 1e6, "cv": cv(meds), "wall_s": statistics.median(walls),
+            "offset_us": off(fn) * 1e6 if off else None,
             "n": statistics.median(ns), "stop": max(set(reasons), key=reasons.count), "mode": m.mode,
             "repeat": m.sampler.repeat, "all_us": [x * 1e6 for x in meds], "timer": m.device.timer,
             "timer_note": m.sampler.timer_note or getattr(m.sampler.backend, "timer_note", None),
@@ -164,10 +166,10 @@ def main() -> int:
     if events.floor_s is not None:
         log(f"event floor (empty start/stop pair, cold): {events.floor_s * 1e6:.3f} us")
     log(f"default timer: {bench.backend.name}")
-    if hasattr(bench.backend, "record_offset_s"):
-        results["cupti_record_offset_us"] = bench.backend.record_offset_s * 1e6
-        log(f"CUPTI kernel records: {getattr(bench.backend.act.kernel_kind, 'name', bench.backend.act.kernel_kind)}, "
-            f"{bench.backend.record_offset_s * 1e6:.3f} us taken off each (serialised records' fixed time)")
+    if hasattr(bench.backend, "act"):
+        kind = bench.backend.act.kernel_kind
+        log(f"CUPTI kernel records: {getattr(kind, 'name', kind)}; taken off each sample (serialised minus "
+            f"concurrent, per callable): {results.get('cupti_offsets_us')}")
     gate_table(bench, kernel, fns, args.trials, results)
     with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
@@ -213,6 +215,7 @@ def timers_table(bench, fns: dict, estimates: int, results: dict) -> None:  # ty
         e = estimates_gpu_bench(bench, fn, estimates, timer="events")
         d = estimates_do_bench(fn, estimates) if have_triton else None
         results["sizes"][label] = {"gpu_bench": g, "events": e, "do_bench": d}
+        results.setdefault("cupti_offsets_us", {})[label] = g["offset_us"]
         rows.append([label] + _cells(d) + _cells(e) + _cells(g) + [g["timer"], g["n"], g["stop"]])
         log(f"  {label}: gpu_bench[{g['timer']}] {g['median_us']:.3f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s "
             f"n {g['n']} ops {g['ops']} gap {g['gap_us']} | events {e['median_us']:.3f} us cv {e['cv']:.2%} n {e['n']}"

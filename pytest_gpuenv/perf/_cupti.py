@@ -15,11 +15,14 @@ Kernels are recorded as ``KERNEL`` (serialised) activity, not ``CONCURRENT_KERNE
 tracing CUPTI instruments the kernel's code, which on the H200 made a 262,144-block ``vector_add`` run
 7 % slower (238 -> 255 us by CUDA events in the same process; torch.add unchanged), while serialised
 records left it at 239-240 us. A sample is a sum of operation durations anyway, so serialising several
-streams' kernels loses nothing it reports. A serialised record holds a fixed stretch of front-end time
-(1.44 us on the H200: torch.add at 4,096 elements read 2.78 us, where concurrent records and
-torch.profiler read 1.30-1.33 us); ``CuptiBackend.calibrate`` times a one-cycle kernel both ways once
-per device and every kernel record is shortened by the difference, rounded to the records' tick.
-``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's, torch.profiler's choice).
+streams' kernels loses nothing it reports. A serialised record holds a stretch of front-end time
+(1.2-1.5 us on the H200, depending on the kernel: torch.add at 4,096 elements read 2.78 us, where
+concurrent records and torch.profiler read 1.30-1.33 us). So before sampling, ``CuptiBackend.calibrate``
+records ten cold calls of each callable both ways, and each sample of that callable is shortened by the
+median difference (serialised minus concurrent), rounded to the records' tick and never below 0: where
+instrumentation slows the concurrent records more than the front-end time adds (vector_add), nothing is
+taken off. ``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's choice), without
+calibration.
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
 puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
@@ -91,8 +94,6 @@ class Activity:
         self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
-        #: ns taken off each kernel record, per CUPTI device id (``CuptiBackend.calibrate``)
-        self.offsets_ns: dict[int, int] = {}
         self._lock = threading.Lock()
         self.ensure()
 
@@ -146,10 +147,7 @@ class Activity:
         for a in activities:
             kind = int(a.kind)
             if kind in self.op_kinds:
-                start, end = int(a.start), int(a.end)
-                if kind == int(self.kernel_kind):
-                    start = min(end, start + self.offsets_ns.get(int(getattr(a, "device_id", 0)), 0))
-                ops.append((int(a.correlation_id), start, end))
+                ops.append((int(a.correlation_id), int(a.start), int(a.end)))
             elif kind == self.ext_kind_value and int(a.external_kind) == self.custom:
                 ext[int(a.correlation_id)] = int(a.external_id)
         with self._lock:
@@ -232,6 +230,9 @@ class CuptiBackend:
         self.note = getattr(events, "note", None)
         self._next = 1
         self.last_detail: list[tuple[int, float]] = []
+        #: seconds per call taken off each sample, by id() of the callable (``calibrate``)
+        self.offsets: dict[int, float] = {}
+        self._taken: dict[int, float] = {}  # per external id: seconds to take off its sample
 
     @staticmethod
     def tick_of(samples: Sequence[float], repeat: int = 1) -> float:
@@ -244,43 +245,32 @@ class CuptiBackend:
                 return t * 1e-9 / repeat
         return 0.0
 
-    def calibrate(self, n: int = 20) -> None:
-        """Once per device: the fixed time a serialised kernel record holds (the module's docstring), as
-        the median record of a one-cycle delay kernel serialised minus concurrent, rounded to the records'
-        tick; kernel records of this device are shortened by it. Nothing to do for concurrent records or
-        without a delay kernel."""
-        act, K = self.act, self.act.cupti.ActivityKind
-        dev = int(self.info.index or 0)
-        if dev in act.offsets_ns or int(act.kernel_kind) != int(K.KERNEL) or not self.events.can_delay:
+    def calibrate(self, fns: Sequence[Callable[[], Any]], n: int = 10) -> None:
+        """Before sampling: what each callable's serialised records hold beyond its concurrent ones, taken
+        off each of its samples (the module's docstring). Nothing to do for concurrent records."""
+        self.offsets = {}
+        K = self.act.cupti.ActivityKind
+        if int(self.act.kernel_kind) != int(K.KERNEL):
             return
-        act.offsets_ns[dev] = 0
         try:
-            conc = self._tiny(K.CONCURRENT_KERNEL, n)
-            ser = self._tiny(K.KERNEL, n)
+            self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
+            conc = [self._cold(f, n) for f in fns]
         finally:
-            act.use_kernel_kind(K.KERNEL)
-        if conc and ser:
-            tick = self.tick_of(ser) or 1e-9
-            act.offsets_ns[dev] = int(round(max(0.0, median(ser) - median(conc)) / tick) * round(tick * 1e9))
+            self.act.use_kernel_kind(K.KERNEL)
+        for f, c in zip(fns, conc):
+            ser = self._cold(f, n)
+            if c and ser:
+                tick = self.tick_of(ser) or 1e-9
+                self.offsets[id(f)] = round(max(0.0, median(ser) - median(c)) / tick) * tick
 
-    def _tiny(self, kind: Any, n: int) -> list[float]:
-        """Record durations of n one-cycle delay kernels recorded as ``kind``."""
-        self.act.use_kernel_kind(kind)
-        self.events.sync()
-        self.act.drain()
-        ids = self._ids(n)
-        for i in ids:
-            self.act.push(i)
-            self.events.delay(1e-12)
-            self.act.pop()
-        self.events.sync()
-        ops, ext = self.act.drain()
-        return [t for t, k, _gap in per_sample(ops, ext, ids) if k]
+    def _cold(self, f: Callable[[], Any], n: int) -> list[float]:
+        """n cold samples of ``f`` as recorded now, nothing taken off."""
+        handle = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
+        return [t for t in self.collect(handle) if t > 0]
 
-    @property
-    def record_offset_s(self) -> float:
-        """Seconds taken off each kernel record of this device (``calibrate``)."""
-        return self.act.offsets_ns.get(int(self.info.index or 0), 0) * 1e-9
+    def offset_of(self, fn: Callable[[], Any]) -> float:
+        """Seconds taken off each sample of ``fn`` (``calibrate``); 0 before or without calibration."""
+        return self.offsets.get(id(fn), 0.0)
 
     def delay(self, seconds: float) -> None:
         self.events.delay(seconds)
@@ -305,6 +295,8 @@ class CuptiBackend:
             else:
                 self.act.pop()
 
+        for i, k in zip(ids, schedule):
+            self._taken[i] = self.offset_of(fns[k]) * repeat
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
         enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
@@ -316,7 +308,8 @@ class CuptiBackend:
         ops, ext = self.act.drain()
         rows = per_sample(ops, ext, ids)
         self.last_detail = [(n, gap) for _t, n, gap in rows]
-        return [t for t, _n, _gap in rows]
+        # a sample with operations in it stays above 0 (exactly 0 means "nothing enqueued")
+        return [max(1e-9, t - self._taken.pop(i, 0.0)) if n else 0.0 for i, (t, n, _gap) in zip(ids, rows)]
 
     def operations(self, fn: Callable[[], Any]) -> int:
         """How many kernels, memcpys and memsets one call of ``fn`` makes the device run. None seen: our
