@@ -15,14 +15,13 @@ Kernels are recorded as ``KERNEL`` (serialised) activity, not ``CONCURRENT_KERNE
 tracing CUPTI instruments the kernel's code, which on the H200 made a 262,144-block ``vector_add`` run
 7 % slower (238 -> 255 us by CUDA events in the same process; torch.add unchanged), while serialised
 records left it at 239-240 us. A sample is a sum of operation durations anyway, so serialising several
-streams' kernels loses nothing it reports. A serialised record holds a stretch of front-end time
-(1.2-1.5 us on the H200, depending on the kernel: torch.add at 4,096 elements read 2.78 us, where
-concurrent records and torch.profiler read 1.30-1.33 us). So before sampling, ``CuptiBackend.calibrate``
-records ten cold calls of each callable both ways, and each sample of that callable is shortened by the
-median difference (serialised minus concurrent), rounded to the records' tick and never below 0: where
-instrumentation slows the concurrent records more than the front-end time adds (vector_add), nothing is
-taken off. ``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's choice), without
-calibration.
+streams' kernels loses nothing it reports. A serialised record holds a stretch of front-end time:
+torch.add at 4,096 elements read 2.78 us on the H200, where concurrent records and torch.profiler read
+1.30-1.33 us. ``CuptiBackend.calibrate`` measures it once per device and process: 50 cold samples (flush,
+delay, push, kernel, pop) of a one-cycle kernel recorded both ways, the median difference rounded to the
+records' tick; every sample is shortened by it. (Measured per callable from ten samples instead, the
+difference varied by +-0.1 us between measurements of a 1.3 us kernel: 8.8 % CV.)
+``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's choice), without calibration.
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
 puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
@@ -94,6 +93,8 @@ class Activity:
         self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
+        #: per device (UUID or index): seconds a serialised kernel record holds (``CuptiBackend.calibrate``)
+        self.offsets: dict[Any, float] = {}
         self._lock = threading.Lock()
         self.ensure()
 
@@ -230,9 +231,9 @@ class CuptiBackend:
         self.note = getattr(events, "note", None)
         self._next = 1
         self.last_detail: list[tuple[int, float]] = []
-        #: seconds per call taken off each sample, by id() of the callable (``calibrate``)
-        self.offsets: dict[int, float] = {}
-        self._taken: dict[int, float] = {}  # per external id: seconds to take off its sample
+        #: seconds taken off each kernel-holding sample per call (``calibrate``)
+        self.offset_s = 0.0
+        self._repeat = 1
 
     @staticmethod
     def tick_of(samples: Sequence[float], repeat: int = 1) -> float:
@@ -245,32 +246,41 @@ class CuptiBackend:
                 return t * 1e-9 / repeat
         return 0.0
 
-    def calibrate(self, fns: Sequence[Callable[[], Any]], n: int = 10) -> None:
-        """Before sampling: what each callable's serialised records hold beyond its concurrent ones, taken
-        off each of its samples (the module's docstring). Nothing to do for concurrent records."""
-        self.offsets = {}
+    def calibrate(self, n: int = 50) -> None:
+        """Once per device and process: the front-end time a serialised kernel record holds (the module's
+        docstring), taken off every sample from now on. Nothing to do for concurrent records or without
+        a delay kernel."""
         K = self.act.cupti.ActivityKind
-        if int(self.act.kernel_kind) != int(K.KERNEL):
+        offsets = self.act.offsets
+        key = self.info.uuid or self.info.index
+        if key in offsets:
+            self.offset_s = offsets[key]
             return
+        offsets[key] = self.offset_s = 0.0
+        if int(self.act.kernel_kind) != int(K.KERNEL) or not self.events.can_delay:
+            return
+        tiny = self._tiny
         try:
             self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
-            conc = [self._cold(f, n) for f in fns]
+            conc = self._cold(tiny, n)
         finally:
             self.act.use_kernel_kind(K.KERNEL)
-        for f, c in zip(fns, conc):
-            ser = self._cold(f, n)
-            if c and ser:
-                tick = self.tick_of(ser) or 1e-9
-                self.offsets[id(f)] = round(max(0.0, median(ser) - median(c)) / tick) * tick
+        ser = self._cold(tiny, n)
+        if conc and ser:
+            tick = self.tick_of(ser) or 1e-9
+            offsets[key] = self.offset_s = round(max(0.0, median(ser) - median(conc)) / tick) * tick
+
+    def _tiny(self) -> None:
+        self.events.delay(1e-12)  # a one-cycle kernel
 
     def _cold(self, f: Callable[[], Any], n: int) -> list[float]:
         """n cold samples of ``f`` as recorded now, nothing taken off."""
-        handle = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
-        return [t for t in self.collect(handle) if t > 0]
-
-    def offset_of(self, fn: Callable[[], Any]) -> float:
-        """Seconds taken off each sample of ``fn`` (``calibrate``); 0 before or without calibration."""
-        return self.offsets.get(id(fn), 0.0)
+        saved, self.offset_s = self.offset_s, 0.0
+        try:
+            handle = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
+            return [t for t in self.collect(handle) if t > 0]
+        finally:
+            self.offset_s = saved
 
     def delay(self, seconds: float) -> None:
         self.events.delay(seconds)
@@ -295,8 +305,7 @@ class CuptiBackend:
             else:
                 self.act.pop()
 
-        for i, k in zip(ids, schedule):
-            self._taken[i] = self.offset_of(fns[k]) * repeat
+        self._repeat = repeat
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
         enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
@@ -309,7 +318,8 @@ class CuptiBackend:
         rows = per_sample(ops, ext, ids)
         self.last_detail = [(n, gap) for _t, n, gap in rows]
         # a sample with operations in it stays above 0 (exactly 0 means "nothing enqueued")
-        return [max(1e-9, t - self._taken.pop(i, 0.0)) if n else 0.0 for i, (t, n, _gap) in zip(ids, rows)]
+        off = self.offset_s * self._repeat
+        return [max(1e-9, t - off) if n else 0.0 for t, n, _gap in rows]
 
     def operations(self, fn: Callable[[], Any]) -> int:
         """How many kernels, memcpys and memsets one call of ``fn`` makes the device run. None seen: our
