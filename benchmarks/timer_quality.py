@@ -68,6 +68,7 @@ def estimates_gpu_bench(bench, fn, k: int, mode: str = "cold", timer=None) -> di
     off = getattr(m.sampler.backend, "offset_s", None)
     return {"median_us": statistics.median(meds) * 1e6, "cv": cv(meds), "wall_s": statistics.median(walls),
             "offset_us": off * 1e6 if off is not None else None,
+            "records": getattr(getattr(getattr(m.sampler.backend, "act", None), "kernel_kind", None), "name", None),
             "n": statistics.median(ns), "stop": max(set(reasons), key=reasons.count), "mode": m.mode,
             "repeat": m.sampler.repeat, "all_us": [x * 1e6 for x in meds], "timer": m.device.timer,
             "timer_note": m.sampler.timer_note or getattr(m.sampler.backend, "timer_note", None),
@@ -169,7 +170,7 @@ def main() -> int:
     if hasattr(bench.backend, "act"):
         kind = bench.backend.act.kernel_kind
         log(f"CUPTI kernel records: {getattr(kind, 'name', kind)}; taken off each sample (serialised minus "
-            f"concurrent records of a one-cycle kernel): {bench.backend.offset_s * 1e6:.3f} us")
+            f"concurrent records of a one-cycle kernel, serialised records only): {bench.backend.offset_s * 1e6:.3f} us")
     gate_table(bench, kernel, fns, args.trials, results)
     with open(os.path.join(args.out, "timer_quality.json"), "w") as f:
         json.dump(results, f, indent=1, default=str)
@@ -216,7 +217,8 @@ def timers_table(bench, fns: dict, estimates: int, results: dict) -> None:  # ty
         d = estimates_do_bench(fn, estimates) if have_triton else None
         results["sizes"][label] = {"gpu_bench": g, "events": e, "do_bench": d}
         results.setdefault("cupti_offsets_us", {})[label] = g["offset_us"]
-        rows.append([label] + _cells(d) + _cells(e) + _cells(g) + [g["timer"], g["n"], g["stop"]])
+        rows.append([label] + _cells(d) + _cells(e) + _cells(g) + [g["timer"] + (f" {g['records']}" if g["records"] else ""),
+                                                                   g["n"], g["stop"]])
         log(f"  {label}: gpu_bench[{g['timer']}] {g['median_us']:.3f} us cv {g['cv']:.2%} wall {g['wall_s']:.3f}s "
             f"n {g['n']} ops {g['ops']} gap {g['gap_us']} | events {e['median_us']:.3f} us cv {e['cv']:.2%} n {e['n']}"
             + (f" | do_bench {d['median_us']:.2f} us cv {d['cv']:.2%} wall {d['wall_s']:.3f}s" if d else ""))

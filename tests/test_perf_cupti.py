@@ -156,9 +156,8 @@ def test_activity_enables_kernels_copies_and_correlation_and_reads_only_its_own_
     assert act.drain() == ([], {})
 
 
-def test_kernels_are_recorded_serialised_unless_concurrent_is_asked_for(monkeypatch):
-    """Serialised KERNEL records by default: concurrent tracing instruments the kernel's code (+7 % on a
-    262,144-block vector_add on the H200); GPUENV_CUPTI_KERNELS=concurrent takes Kineto's kind."""
+def test_concurrent_mode_records_concurrent_kernels_only_and_bad_modes_are_named(monkeypatch):
+    """GPUENV_CUPTI_KERNELS=concurrent takes Kineto's kind for every measurement."""
     monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "concurrent")
     fake = FakeCupti()
     act = _cupti.Activity(fake)
@@ -169,25 +168,48 @@ def test_kernels_are_recorded_serialised_unless_concurrent_is_asked_for(monkeypa
     act.pop()
     assert len(act.drain()[0]) == 1
     monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "sometimes")
-    with pytest.raises(ValueError, match="GPUENV_CUPTI_KERNELS='sometimes'.*'serial' or 'concurrent'"):
+    with pytest.raises(ValueError, match="GPUENV_CUPTI_KERNELS='sometimes'.*auto, serial, concurrent"):
         _cupti.Activity(FakeCupti())
 
 
-def test_the_serialised_records_front_end_time_is_calibrated_once_and_taken_off_each_sample():
-    """Serialised records hold 1.44 us of front-end time on the H200 (45 ticks of 32 ns): cold samples of a
-    one-cycle kernel recorded both ways give it once per device, and every sample is shortened by it."""
+def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the_front_end_time():
+    """Serialised records hold 1.2-1.5 us of front-end time on the H200 (here 1.44 us: 45 ticks of 32 ns),
+    calibrated once per device; a 1.3 us call is recorded concurrently (nothing to take off), a 232 us call
+    serialised (concurrent records are slowed by instrumentation) with the front-end time taken off."""
     fake = FakeCupti()
     fake.serial_ns = 1440
     bench, backend, _ctx = make(fake)
     m = bench(lambda: fake.launch(1312), name="add 4096")
     assert backend.offset_s == pytest.approx(1.44e-6) and backend.act.offsets == {"GPU-fake-0": backend.offset_s}
     assert m.median == pytest.approx(1.312e-6) and m.device.timer == "cupti"
-    assert int(backend.act.kernel_kind) == _Kind.KERNEL and _Kind.CONCURRENT_KERNEL not in fake.enabled
-    switches = []
-    fake.activity_disable = switches.append  # type: ignore[method-assign]
-    m2 = bench(lambda: fake.launch(232_000), name="vector_add")
+    assert int(backend.act.kernel_kind) == _Kind.CONCURRENT_KERNEL and _Kind.KERNEL not in fake.enabled
+
+    def vector_add() -> None:  # instrumented, a concurrent record reads 7 % more
+        fake.launch(250_000 if _Kind.CONCURRENT_KERNEL in fake.enabled else 232_000)
+
+    m2 = bench(vector_add, name="vector_add")
+    assert int(backend.act.kernel_kind) == _Kind.KERNEL
     assert m2.median == pytest.approx(232e-6) and backend.offset_s == pytest.approx(1.44e-6)
-    assert switches == []  # calibrated once: the second measurement switched no record kind
+    assert _cupti.SERIAL_FROM_S == 20e-6
+
+
+def test_the_front_end_time_is_calibrated_once_per_device():
+    fake = FakeCupti()
+    fake.serial_ns = 1440
+    bench, backend, _ctx = make(fake)
+    bench(lambda: fake.launch(232_000), name="long")
+    fake.serial_ns = 5000  # a second calibration would read this
+    m = bench(lambda: fake.launch(232_000), name="again")
+    assert backend.offset_s == pytest.approx(1.44e-6) and m.median == pytest.approx(232e-6 + 3.56e-6)
+
+
+def test_serial_mode_keeps_serialised_records_for_short_calls(monkeypatch):
+    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "serial")
+    fake = FakeCupti()
+    fake.serial_ns = 1440
+    bench, backend, _ctx = make(fake)
+    m = bench(lambda: fake.launch(1312), name="add 4096")
+    assert int(backend.act.kernel_kind) == _Kind.KERNEL and m.median == pytest.approx(1.312e-6)
 
 
 def test_concurrent_records_need_no_calibration(monkeypatch):

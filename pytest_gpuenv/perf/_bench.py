@@ -111,7 +111,7 @@ class GpuBench:
         elif timer == "auto" and not all(b.operations(f) for f in fns):
             why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
-            b.calibrate()
+            b.calibrate(fns)
             return b, None
         self._calibrate(events)
         return events, why

@@ -11,17 +11,17 @@ API calls (correlation ids) ran under which external id. The flush and delay ker
 are not counted. The sample schedule (flush, delay, push, fn, pop) is the event timer's
 (``_schedule.enqueue_samples``); the inner event backend flushes, delays and synchronises.
 
-Kernels are recorded as ``KERNEL`` (serialised) activity, not ``CONCURRENT_KERNEL``: for concurrent
-tracing CUPTI instruments the kernel's code, which on the H200 made a 262,144-block ``vector_add`` run
-7 % slower (238 -> 255 us by CUDA events in the same process; torch.add unchanged), while serialised
-records left it at 239-240 us. A sample is a sum of operation durations anyway, so serialising several
-streams' kernels loses nothing it reports. A serialised record holds a stretch of front-end time:
-torch.add at 4,096 elements read 2.78 us on the H200, where concurrent records and torch.profiler read
-1.30-1.33 us. ``CuptiBackend.calibrate`` measures it once per device and process: 50 cold samples (flush,
-delay, push, kernel, pop) of a one-cycle kernel recorded both ways, the median difference rounded to the
-records' tick; every sample is shortened by it. (Measured per callable from ten samples instead, the
-difference varied by +-0.1 us between measurements of a 1.3 us kernel: 8.8 % CV.)
-``GPUENV_CUPTI_KERNELS=concurrent`` records concurrently instead (Kineto's choice), without calibration.
+How kernels are recorded depends on their length (``GPUENV_CUPTI_KERNELS``: ``auto``, the default;
+``serial``; ``concurrent``). For concurrent records (``CONCURRENT_KERNEL``, Kineto's and torch.profiler's
+kind) CUPTI instruments the kernel's code: on the H200 that made a 262,144-block ``vector_add`` run 7 %
+slower (234 -> 251 us by CUDA events in the same process; torch.add unchanged). Serialised records
+(``KERNEL``) leave the kernel alone but hold a stretch of front-end time: torch.add at 4,096 elements read
+2.78 us where concurrent records and torch.profiler read 1.30-1.33 us. ``CuptiBackend.calibrate``
+measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.3
+us on the H200, where torch.add's own is nearer 1.5 us) and, before each measurement, records five cold
+calls serialised: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error would exceed 1 %)
+is then recorded concurrently; longer calls serialised, less the calibrated stretch. A sample is a sum
+of operation durations, so serialising several streams' kernels loses nothing it reports.
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
 puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
@@ -64,15 +64,18 @@ def load_cupti() -> tuple[Any, Optional[str]]:
     return _STATE["module"], _STATE["why"]
 
 
-def kernel_kind(kinds: Any, choice: Optional[str] = None) -> Any:
-    """The activity kind kernels are recorded as: ``KERNEL`` (serialised, the default) or, with
-    ``GPUENV_CUPTI_KERNELS=concurrent``, ``CONCURRENT_KERNEL`` (see the module's docstring)."""
+#: calls at least this long are recorded serialised in ``auto`` mode (the module's docstring)
+SERIAL_FROM_S = 20e-6
+KERNEL_MODES = ("auto", "serial", "concurrent")
+
+
+def kernel_mode(choice: Optional[str] = None) -> str:
+    """How kernels are recorded: ``GPUENV_CUPTI_KERNELS`` (auto, serial, concurrent; default auto)."""
     choice = (choice if choice is not None else os.environ.get("GPUENV_CUPTI_KERNELS", "")).strip().lower()
-    if choice in ("", "serial", "serialized", "kernel"):
-        return kinds.KERNEL
-    if choice in ("concurrent", "concurrent_kernel"):
-        return kinds.CONCURRENT_KERNEL
-    raise ValueError(f"invalid GPUENV_CUPTI_KERNELS={choice!r} (from the environment): expected 'serial' or 'concurrent'")
+    if choice in KERNEL_MODES or choice == "":
+        return choice or "auto"
+    raise ValueError(f"invalid GPUENV_CUPTI_KERNELS={choice!r} (from the environment): expected one of "
+                     f"{', '.join(KERNEL_MODES)}")
 
 
 class Activity:
@@ -85,7 +88,8 @@ class Activity:
     def __init__(self, cupti: Any, kernels: Optional[str] = None) -> None:
         self.cupti = cupti
         K = cupti.ActivityKind
-        self.kernel_kind = kernel_kind(K, kernels)
+        self.mode = kernel_mode(kernels)
+        self.kernel_kind = K.CONCURRENT_KERNEL if self.mode == "concurrent" else K.KERNEL
         self.op_kinds = {int(self.kernel_kind), int(K.MEMCPY), int(K.MEMSET)}
         self.ext_kind_value = int(K.EXTERNAL_CORRELATION)
         self.custom = int(cupti.ExternalCorrelationKind.CUSTOM2)
@@ -246,29 +250,37 @@ class CuptiBackend:
                 return t * 1e-9 / repeat
         return 0.0
 
-    def calibrate(self, n: int = 50) -> None:
-        """Once per device and process: the front-end time a serialised kernel record holds (the module's
-        docstring), taken off every sample from now on. Nothing to do for concurrent records or without
-        a delay kernel."""
+    def calibrate(self, fns: Sequence[Callable[[], Any]] = ()) -> None:
+        """Before a measurement of ``fns``: the record kind for them and what is taken off each sample
+        (the module's docstring). ``concurrent`` mode: nothing to do."""
         K = self.act.cupti.ActivityKind
-        offsets = self.act.offsets
+        if self.act.mode == "concurrent":
+            return
+        self.act.use_kernel_kind(K.KERNEL)
+        self._front_end()
+        if self.act.mode == "auto" and fns:
+            longest = max((median(x) for x in (self._cold(f, 5) for f in fns) if x), default=0.0)
+            if longest - self.offset_s < SERIAL_FROM_S:
+                self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
+
+    def _front_end(self, n: int = 50) -> None:
+        """Once per device: the front-end time of a serialised record (``offset_s``), from n cold samples of
+        a one-cycle kernel recorded both ways, rounded to the records' tick; 0 without a delay kernel."""
+        K, offsets = self.act.cupti.ActivityKind, self.act.offsets
         key = self.info.uuid or self.info.index
-        if key in offsets:
-            self.offset_s = offsets[key]
-            return
-        offsets[key] = self.offset_s = 0.0
-        if int(self.act.kernel_kind) != int(K.KERNEL) or not self.events.can_delay:
-            return
-        tiny = self._tiny
-        try:
-            self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
-            conc = self._cold(tiny, n)
-        finally:
-            self.act.use_kernel_kind(K.KERNEL)
-        ser = self._cold(tiny, n)
-        if conc and ser:
-            tick = self.tick_of(ser) or 1e-9
-            offsets[key] = self.offset_s = round(max(0.0, median(ser) - median(conc)) / tick) * tick
+        if key not in offsets:
+            offsets[key] = 0.0
+            if self.events.can_delay:
+                try:
+                    self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
+                    conc = self._cold(self._tiny, n)
+                finally:
+                    self.act.use_kernel_kind(K.KERNEL)
+                ser = self._cold(self._tiny, n)
+                if conc and ser:
+                    tick = self.tick_of(ser) or 1e-9
+                    offsets[key] = round(max(0.0, median(ser) - median(conc)) / tick) * tick
+        self.offset_s = offsets[key]
 
     def _tiny(self) -> None:
         self.events.delay(1e-12)  # a one-cycle kernel
@@ -318,7 +330,8 @@ class CuptiBackend:
         rows = per_sample(ops, ext, ids)
         self.last_detail = [(n, gap) for _t, n, gap in rows]
         # a sample with operations in it stays above 0 (exactly 0 means "nothing enqueued")
-        off = self.offset_s * self._repeat
+        serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
+        off = self.offset_s * self._repeat if serial else 0.0
         return [max(1e-9, t - off) if n else 0.0 for t, n, _gap in rows]
 
     def operations(self, fn: Callable[[], Any]) -> int:
