@@ -63,8 +63,8 @@ def _digest(text: str) -> str:
 
 def _boot_id() -> str:
     try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            return f.read(64).strip()
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:  # bytes: a text file would import a codec
+            return f.read(64).decode("ascii", "replace").strip()
     except OSError:
         return ""
 
