@@ -178,8 +178,9 @@ def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the
     serialised (concurrent records are slowed by instrumentation) with the front-end time taken off."""
     fake = FakeCupti()
     fake.serial_ns = 1440
-    bench, backend, _ctx = make(fake)
+    bench, backend, ctx = make(fake)
     m = bench(lambda: fake.launch(1312), name="add 4096")
+    assert ctx.session.records[-1].cupti_records == "concurrent"
     assert backend.offset_s == pytest.approx(1.44e-6) and backend.act.offsets == {"GPU-fake-0": backend.offset_s}
     assert m.median == pytest.approx(1.312e-6) and m.device.timer == "cupti"
     assert int(backend.act.kernel_kind) == _Kind.CONCURRENT_KERNEL and _Kind.KERNEL not in fake.enabled
@@ -189,6 +190,7 @@ def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the
 
     m2 = bench(vector_add, name="vector_add")
     assert int(backend.act.kernel_kind) == _Kind.KERNEL
+    assert ctx.session.records[-1].to_dict()["cupti_records"] == "serialised, less 1.44 us front-end time"
     assert m2.median == pytest.approx(232e-6) and backend.offset_s == pytest.approx(1.44e-6)
     assert _cupti.SERIAL_FROM_S == 20e-6
 

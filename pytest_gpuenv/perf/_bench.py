@@ -152,6 +152,7 @@ class GpuBench:
         s = Sampler(b, fns, mode=mode, options=self._options(max_time, b), monitor=self._monitor,
                     lock=self._lock(), name=name, **kw)
         s.timer_note = why
+        s.records = getattr(b, "records", None)
         return s
 
     # ------------------------------------------------------------------ API

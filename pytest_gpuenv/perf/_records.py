@@ -34,7 +34,7 @@ KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 OPTIONAL = frozenset({
     "host", "message", "reference_Bps", "reference", "fraction", "baseline_path", "baseline_median_s", "ratio",
     "ratio_ci", "reference_median_s", "reference_samples_s", "timer_note", "ops_per_call", "gap_s", "attempts",
-    "monitor_note",
+    "monitor_note", "cupti_records",
 })
 #: fields of one measured callable, absent from ratio records
 PER_CALLABLE = frozenset({"bytes", "flops_count"})
@@ -148,6 +148,8 @@ class PerfRecord:
     #: first start and the last end that none of them covers (launch gaps), seconds
     ops_per_call: Optional[float] = None
     gap_s: Optional[float] = None
+    #: CUPTI timer: how kernels were recorded ("concurrent", or "serialised, less <t> front-end time")
+    cupti_records: Optional[str] = None
     #: an INCONCLUSIVE verdict re-measured once with a larger sample: each attempt's summary
     #: ({"attempt", "unit", "value", "ci_low", "ci_high", "n", "verdict", "problems", "stop_reason", "spent_s"})
     attempts: Optional[list[dict[str, Any]]] = None
