@@ -17,8 +17,9 @@ kind) CUPTI instruments the kernel's code: on the H200 that made a 262,144-block
 slower (234 -> 251 us by CUDA events in the same process; torch.add unchanged). Serialised records
 (``KERNEL``) leave the kernel alone but hold a stretch of front-end time: torch.add at 4,096 elements read
 2.78 us where concurrent records and torch.profiler read 1.30-1.33 us. ``CuptiBackend.calibrate``
-measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.3
-us on the H200, where torch.add's own is nearer 1.5 us) and, before each measurement, records five cold
+measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.8
+us on the H200 from one process to the next, where torch.add's own is nearer 1.5 us; 0.3 us of error is
+0.2 % at 150 us) and, before each measurement, records five cold
 calls serialised: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error would exceed 1 %)
 is then recorded concurrently; longer calls serialised, less the calibrated stretch. A sample is a sum
 of operation durations, so serialising several streams' kernels loses nothing it reports.
