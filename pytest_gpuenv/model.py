@@ -1,7 +1,8 @@
 """The environment model: what the detector found, as plain serialisable data.
 
 ``GpuEnv.to_dict()`` is what ``gpuenv info --json`` prints and what reaches xdist workers through
-``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data: no I/O.
+``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data: no I/O. The classes are
+dataclasses (``_record.record``: their methods written once rather than compiled at every import).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import dataclasses
 import fnmatch
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from decimal import Decimal
 from typing import Any, Optional, Union
+
+from pytest_gpuenv._record import record
 
 SCHEMA = 1
 
@@ -47,7 +50,7 @@ STABLE_CODES = (
 )
 
 
-@dataclass
+@record
 class Problem:
     """Something wrong (or worth knowing) about the environment, with the fix a person needs."""
 
@@ -64,7 +67,7 @@ class Problem:
         return dataclasses.asdict(self)
 
 
-@dataclass
+@record
 class Device:
     """One GPU, after the visible-devices variables are applied, in the frameworks' order."""
 
@@ -108,7 +111,7 @@ class Device:
         return f"{name} ({', '.join(bits)})" if bits else name
 
 
-@dataclass
+@record
 class GpuEnv:
     """What the run is on. INTERFACE.md lists the keys; extra keys are additions, never renames."""
 
@@ -312,7 +315,7 @@ _SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
 _SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchPattern:
     """``gfx90a``, ``gfx94*``, ``sm_90``, ``sm_80+`` (8.0 or newer). Never matches the other vendor."""
 
