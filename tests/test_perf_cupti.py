@@ -393,10 +393,15 @@ def test_api_records_of_calls_that_enqueue_nothing_are_turned_off():
 
     calls = []
     fake = FakeCupti()
-    fake.RuntimeApiTraceCbid = Cbid  # type: ignore[attr-defined]
+    fake.Runtime_api_trace_cbid = Cbid  # type: ignore[attr-defined]  # cupti-python 13.2's name
     fake.activity_enable_runtime_api = lambda cbid, on: calls.append((cbid, on))  # type: ignore[attr-defined]
     _cupti.Activity(fake)
     assert calls == [(1, 0), (4, 0)]  # launches and copies keep their records (and external correlation)
+    older = FakeCupti()
+    older.RuntimeApiTraceCbid = Cbid  # type: ignore[attr-defined]
+    older.activity_enable_runtime_api = lambda cbid, on: calls.append((cbid, on))  # type: ignore[attr-defined]
+    _cupti.Activity(older)
+    assert calls == [(1, 0), (4, 0)] * 2
 
 
 def test_a_replaced_activity_client_is_registered_again():
