@@ -14,7 +14,6 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from pytest_gpuenv import _hide, _skip_patterns
 from pytest_gpuenv.model import BACKEND_CHOICES, MAX_DEVICES, safe_repr
 
 BACKEND_DESC = (
@@ -307,6 +306,22 @@ def _warp_sizes(value: Any, where: str) -> list[int]:
     return [int(p) for p in parts]
 
 
+def _suite_lists(config: pytest.Config) -> tuple[list[str], list[str]]:
+    """ini ``gpuenv_skip_patterns`` (regular expressions, checked by ``_skip_patterns``) and
+    ``gpuenv_hide_modules`` (module names, checked by ``_hide``); each checker imported only where its option
+    is set."""
+    patterns, names = getini(config, "gpuenv_skip_patterns"), getini(config, "gpuenv_hide_modules")
+    if patterns:
+        from pytest_gpuenv._skip_patterns import parse_extra
+
+        patterns = parse_extra(patterns, ini_where(config, "gpuenv_skip_patterns"))
+    if names:
+        from pytest_gpuenv._hide import parse_names
+
+        names = parse_names(names, ini_where(config, "gpuenv_hide_modules"))
+    return list(patterns or []), list(names or [])
+
+
 def resolve(config: pytest.Config) -> Settings:
     """Read every option once. Raises ``pytest.UsageError`` naming the bad value and its source."""
     s = Settings()
@@ -355,9 +370,7 @@ def resolve(config: pytest.Config) -> Settings:
     s.cpu_warp_sizes = _warp_sizes(v, w)
     v, w = _lookup(config, "gpuenv_require", "GPUENV_REQUIRE")
     s.require = _choice(v, REQUIRE_MODES, "--gpuenv-require value", w)
-    s.skip_patterns = _skip_patterns.parse_extra(getini(config, "gpuenv_skip_patterns"),
-                                                 ini_where(config, "gpuenv_skip_patterns"))
-    s.hide_modules = _hide.parse_names(getini(config, "gpuenv_hide_modules"), ini_where(config, "gpuenv_hide_modules"))
+    s.skip_patterns, s.hide_modules = _suite_lists(config)
 
     s.kernel_dirs = _kernel_dirs(config)
     base = getini(config, "gpuenv_baselines")

@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, _skip_patterns, _skipping, markers
+from pytest_gpuenv import _marknames, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
-from pytest_gpuenv._skipping import Skip
 from pytest_gpuenv.report import summary
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._skipping import Skip
     from pytest_gpuenv.runtime import Poison
 
-_SKIP_INFO = pytest.StashKey[Skip]()
+# ``_skipping`` (the markers' evaluation) and ``_skip_patterns`` (the suite's skip reasons) are imported where a
+# test has a plugin mark or a skip to read: a suite of unmarked, passing tests never loads them.
+_SKIP_INFO: pytest.StashKey[Skip] = pytest.StashKey()
 _MARK_ERROR = pytest.StashKey[str]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
@@ -55,6 +57,8 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         if error:
             item.stash[_MARK_ERROR] = error
             continue
+        from pytest_gpuenv import _skipping
+
         xf = _skipping.xfail_for(marks, session.env)
         if xf is not None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
@@ -68,9 +72,16 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     worker on another host than its controller's names the host in the reason."""
     if _MARK_ERROR in item.stash:  # (``in``: a missing key costs Stash.get an exception, on every test)
         pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
-    skip = _skipping.evaluate(_marknames.plugin_marks(item), session.env)
-    poison = _poisoned()
-    if skip is None and poison is not None and _uses_gpu(item):
+    marks = _marknames.plugin_marks(item)
+    skip = None
+    if marks:
+        from pytest_gpuenv import _skipping
+
+        skip = _skipping.evaluate(marks, session.env)
+    poison = _poisoned() if skip is None else None
+    if poison is not None and _uses_gpu(item):
+        from pytest_gpuenv._skipping import Skip
+
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
         skip = skip._replace(reason=skip.reason + _host_note(session))
@@ -129,6 +140,8 @@ def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:
 def suite_skip_cause(longrepr: object, session: GpuenvSession) -> Optional[str]:
     """The summary cause of a skip the suite wrote itself (``pytest.skip("CUDA not available")``, a
     ``skipif``, ``unittest.skipUnless``) when its reason is a hardware one (``_skip_patterns``), else None."""
+    from pytest_gpuenv import _skip_patterns
+
     reason = _skip_patterns.reason_of(longrepr)
     if reason is None or not _skip_patterns.is_hardware_reason(reason, session.settings.skip_patterns):
         return None
@@ -145,8 +158,11 @@ def check_required(config: pytest.Config, session: GpuenvSession) -> None:
     """``--gpuenv-require``: a ``pytest.UsageError`` (exit code 4) before any test when the backend is not
     usable, saying what was found, each problem and its fix. Not with ``--collect-only`` or ``--fixtures``
     (nothing runs)."""
-    if any(getattr(config.option, name, False) for name in ("collectonly", "showfixtures", "show_fixtures_per_test")):
+    if session.settings.require == "off" or any(
+            getattr(config.option, name, False) for name in ("collectonly", "showfixtures", "show_fixtures_per_test")):
         return
+    from pytest_gpuenv import _skipping
+
     failure = _skipping.require_failure(session.env, session.settings.require, summary(session.env))
     if failure is not None:
         raise pytest.UsageError(failure)

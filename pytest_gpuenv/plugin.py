@@ -6,8 +6,8 @@ summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measure
 ``fixtures`` (the fixtures, found here by pytest).
 
 What only some runs need is imported where they need it, so that loading the plugin costs a plain run
-little: ``_xdist`` (with pytest-xdist), ``_hide`` (``--gpuenv-backend=cpu``), the runtime (a test that
-launches kernels), ``_skipping`` (a test with a GPU marker).
+little: ``_xdist`` (with pytest-xdist), the runtime (a test that launches kernels), ``_skipping`` (a test
+with a GPU marker), ``_skip_patterns`` (a skipped test).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -119,7 +119,7 @@ class _SkipCollector:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        skip = _runtest.hardware_skip(report)
+        skip = _runtest.hardware_skip(report) if report.skipped else None  # most reports: one attribute
         if skip is not None:
             self.session.skips.append(skip)
 

@@ -46,20 +46,40 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     assert res["patterns"] == 0
 
 
+#: what a run of plain tests never needs: the timer, the compiler, the GPU runtime (even its sticky-error
+#: record), the xdist side, the markers' evaluation and the suite skips' reasons, packages only some runs use
+LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime", "pytest_gpuenv.plan",
+        "pytest_gpuenv._xdist", "pytest_gpuenv._skipping", "pytest_gpuenv._skip_patterns", "pytest_gpuenv._outputs",
+        "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "_hashlib", "encodings.ascii")
+
+
 def test_plugin_load_imports_no_timer_compiler_or_runtime_binding():
-    """Loading the plugin imports neither the timer, the kernel compiler, NVML, a GPU framework, nor what
-    only some runs need (tabulate, filelock, hashlib's OpenSSL)."""
+    """Loading the plugin imports neither the timer, the kernel compiler, the runtime, a GPU framework, nor
+    what only some runs need (``LAZY``: the xdist side, the markers' evaluation, tabulate, hashlib's OpenSSL...)."""
     code = (
         "import sys\n"
         "import pytest\n"
         "before = set(sys.modules)\n"
         "import pytest_gpuenv.plugin\n"
-        "RESULT = sorted(m for m in set(sys.modules) - before if m.startswith(('pytest_gpuenv.perf',\n"
-        "    'pytest_gpuenv.rtc', 'pytest_gpuenv.runtime.nvml', 'pytest_gpuenv.runtime.cuda',\n"
-        "    'pytest_gpuenv.runtime.hip', 'pytest_gpuenv.plan', 'torch', 'hip', 'cuda', 'numpy', 'tabulate',\n"
-        "    'filelock', '_hashlib')))\n"
+        f"RESULT = sorted(m for m in set(sys.modules) - before if m.startswith({LAZY!r}))\n"
     )
     assert _modules_after(code) == []
+
+
+def test_plain_run_on_a_cpu_machine_imports_nothing_lazy(tmp_path):
+    """Collecting and running unmarked, passing tests without xdist, on a machine without GPU or ROCm (an
+    empty ``--gpuenv-root``), loads none of ``LAZY``."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "test_plain.py").write_text("def test_one():\n    assert True\n\n\ndef test_two():\n    pass\n")
+    code = (
+        "import os, sys\n"
+        "import pytest\n"
+        "os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'\n"
+        f"rc = pytest.main(['-q', '-p', 'pytest_gpuenv.plugin', '-p', 'no:cacheprovider', {str(tmp_path)!r},\n"
+        f"                  '--gpuenv-root', {str(tmp_path / 'root')!r}])\n"
+        f"RESULT = [int(rc)] + sorted(m for m in sys.modules if m.startswith({LAZY!r}))\n"
+    )
+    assert _modules_after(code) == [0]
 
 
 def test_overhead_benchmark_runs(tmp_path):
