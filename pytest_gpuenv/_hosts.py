@@ -37,7 +37,7 @@ import json
 import os
 import socket
 import sys
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, Optional
 
 import pytest
 
@@ -69,15 +69,30 @@ def _boot_id() -> str:
         return ""
 
 
-class Host(NamedTuple):
+class Host:
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
-    detection" (see the module docstring)."""
+    detection" (see the module docstring); equal to another with the same three fields. A plain class, as
+    ``Seats``: a NamedTuple or dataclass would cost every run its creation at import."""
 
-    name: str
-    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
-    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
-    key_of: str
-    inputs_of: str
+    __slots__ = ("name", "key_of", "inputs_of")
+
+    def __init__(self, name: str, key_of: str, inputs_of: str) -> None:
+        self.name = name
+        #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
+        #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
+        self.key_of, self.inputs_of = key_of, inputs_of
+
+    def _fields(self) -> tuple[str, str, str]:
+        return self.name, self.key_of, self.inputs_of
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Host) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Host(name={self.name!r})"
 
     @property
     def key(self) -> str:
@@ -107,8 +122,7 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
 
 
 class Seats:
-    """The GPU positions a worker holds, with the seat locks it keeps until ``release`` (a plain class, as
-    ``Host`` is a NamedTuple: creating a dataclass would cost every run at import)."""
+    """The GPU positions a worker holds, with the seat locks it keeps until ``release``."""
 
     def __init__(self, positions: list[int], shared: int = 1, locks: Optional[list[filelock.BaseFileLock]] = None,
                  error: Optional[str] = None) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
 
@@ -26,14 +26,17 @@ if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
 
 
-class HardwareSkip(NamedTuple):
-    """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary."""
+class HardwareSkip:
+    """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary; ``host``: the
+    host the test ran on (``GpuenvSession.host`` of the process that ran it)."""
 
-    nodeid: str
-    category: str
-    cause: str
-    #: the host the test ran on (``GpuenvSession.host`` of the process that ran it)
-    host: str = ""
+    __slots__ = ("nodeid", "category", "cause", "host")
+
+    def __init__(self, nodeid: str, category: str, cause: str, host: str = "") -> None:
+        self.nodeid, self.category, self.cause, self.host = nodeid, category, cause, host
+
+    def __repr__(self) -> str:
+        return f"HardwareSkip({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
     def to_dict(self) -> dict[str, str]:
         return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause, "host": self.host}

@@ -14,7 +14,7 @@ the running test on disk first.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, NamedTuple, Optional
+from typing import Callable, Iterator, Optional
 
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
@@ -37,15 +37,20 @@ STICKY = frozenset({
 })
 
 
-class Poison(NamedTuple):
-    """Who poisoned a backend's GPU context in this process, and with what."""
+class Poison:
+    """Who poisoned a backend's GPU context in this process (``backend``: "cuda" or "rocm"), with what
+    (``code``), and ``by`` which test (a nodeid, or "<outside pytest>"). ``culprit``: True when the fault was
+    caught waiting for a kernel launch (the culprit is known); False when a later call found the context
+    already broken (by earlier GPU work, e.g. torch, in ``by`` or before). A plain class: a NamedTuple or
+    dataclass costs every run that loads the runtime its creation."""
 
-    backend: str  # "cuda" | "rocm"
-    code: str
-    by: str  # a test nodeid, or "<outside pytest>"
-    #: True when the fault was caught waiting for a kernel launch (the culprit is known); False when a
-    #: later call found the context already broken (by earlier GPU work, e.g. torch, in ``by`` or before)
-    culprit: bool = True
+    __slots__ = ("backend", "code", "by", "culprit")
+
+    def __init__(self, backend: str, code: str, by: str, culprit: bool = True) -> None:
+        self.backend, self.code, self.by, self.culprit = backend, code, by, culprit
+
+    def __repr__(self) -> str:
+        return f"Poison(backend={self.backend!r}, code={self.code!r}, by={self.by!r}, culprit={self.culprit!r})"
 
     def reason(self) -> str:
         api = "CUDA context" if self.backend == "cuda" else "HIP device"
