@@ -43,7 +43,7 @@ DEFAULT_HIDDEN = (
     "rmm",
 )
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"  # compiled by re on first use
-_KEY = pytest.StashKey["HiddenModules"]()
+_KEY: pytest.StashKey[HiddenModules] = pytest.StashKey()
 
 
 class HiddenModules(importlib.abc.MetaPathFinder):

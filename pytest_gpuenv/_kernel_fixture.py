@@ -38,7 +38,7 @@ from pytest_gpuenv.runtime import poisoned
 
 __all__ = ["HipKernelFactory"]
 
-_LOGS = pytest.StashKey[LogOnce]()
+_LOGS: pytest.StashKey[LogOnce] = pytest.StashKey()
 
 
 def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:

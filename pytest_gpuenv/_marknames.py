@@ -50,7 +50,7 @@ class MarkerNames:
         return name in MARKER_NAMES and name not in self.left
 
 
-_KEY = pytest.StashKey[MarkerNames]()
+_KEY: pytest.StashKey[MarkerNames] = pytest.StashKey()
 
 
 def _names(config: pytest.Config) -> MarkerNames:

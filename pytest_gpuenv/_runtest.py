@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # ``_skipping`` (the markers' evaluation) and ``_skip_patterns`` (the suite's skip reasons) are imported where a
 # test has a plugin mark or a skip to read: a suite of unmarked, passing tests never loads them.
 _SKIP_INFO: pytest.StashKey[Skip] = pytest.StashKey()
-_MARK_ERROR = pytest.StashKey[str]()
+_MARK_ERROR: pytest.StashKey[str] = pytest.StashKey()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
@@ -84,7 +84,7 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
 
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
-        skip = skip._replace(reason=skip.reason + _host_note(session))
+        skip = skip.noted(_host_note(session))
         item.stash[_SKIP_INFO] = skip
         pytest.skip(skip.reason)
 

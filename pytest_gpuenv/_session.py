@@ -128,7 +128,7 @@ class GpuenvSession:
                         returncode=pytest.ExitCode.USAGE_ERROR)
 
 
-SESSION_KEY = pytest.StashKey[GpuenvSession]()
+SESSION_KEY: pytest.StashKey[GpuenvSession] = pytest.StashKey()  # (annotated: a subscript costs every import)
 
 
 def get_session(config: pytest.Config) -> GpuenvSession:

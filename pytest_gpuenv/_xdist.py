@@ -182,7 +182,7 @@ class _WorkerState:
     summary: str = ""
 
 
-_WORKER = pytest.StashKey[_WorkerState]()
+_WORKER: pytest.StashKey[_WorkerState] = pytest.StashKey()
 
 
 def _workerinput(config: pytest.Config) -> Optional[dict[str, Any]]:
