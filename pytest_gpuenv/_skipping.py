@@ -10,7 +10,7 @@ machines.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from pytest_gpuenv.markers import validate
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
@@ -214,7 +214,8 @@ def _check_skip_on(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[
     return None
 
 
-_Check = Callable[[GpuEnv, Any, tuple, dict], Optional[Skip]]
+if TYPE_CHECKING:  # (an alias for the checker: a typing subscript costs every import)
+    _Check = Callable[[GpuEnv, Any, tuple, dict], Optional[Skip]]
 #: the markers that can skip a test (xfail_on marks it expected to fail instead; perf only labels it)
 _CHECKS: dict[str, _Check] = {
     "requires_gpu": _check_gpu,

@@ -23,14 +23,15 @@ import os
 import re
 import shutil
 import stat
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 _LIMIT = 65536
 _HOPS = 40  # symlinks followed in one lookup (Linux's MAXSYMLINKS)
 _PATH_MAX = 4096  # longer paths are ENAMETOOLONG, as for the kernel
 _STEPS = 4096  # components walked in one lookup (links expanding into links): more is ELOOP
 _MAGIC = r"[*?[]"  # compiled by re on first use
-_Dir = Union[list[str], tuple[int, str]]  # canonical components, or (errno, "") of why it is no folder
+if TYPE_CHECKING:  # (an alias for the checker: a typing subscript costs every import)
+    _Dir = Union[list[str], tuple[int, str]]  # canonical components, or (errno, "") of why it is no folder
 
 
 def _error(code: int, path: str = "") -> OSError:
