@@ -19,8 +19,11 @@ fresh process, its imports included), with the heavy modules it imported (goal: 
 The modules are timed with their bytecode cached (as a pip install leaves them: this script points
 ``PYTHONPYCACHEPREFIX`` at a temporary folder); ``--no-bytecode`` compiles every source each run instead.
 Goals (2-core CI machine): strict ratio <= 1.05, detection <= 10 ms. The machine is shared: quote ratios.
+``--callgrind`` adds what wall time on a busy machine cannot give: the instructions each process of the strict
+collect-only setting executes under valgrind (bare, ``-p`` an empty plugin, ``-p gpuenv``), the same from run to
+run to within a few tenths of a percent (averaged over 3 memory layouts); 2-3 minutes more.
 
-    python benchmarks/overhead.py [--tests 2000] [--pairs 5] [--marked 0.25] [--quick] [--no-bytecode]
+    python benchmarks/overhead.py [--tests 2000] [--pairs 5] [--marked 0.25] [--quick] [--no-bytecode] [--callgrind]
 """
 
 from __future__ import annotations
@@ -288,6 +291,34 @@ def detection(pycache: Optional[str], repeat: int) -> None:
           f"{last['heavy'] or 'none'} (goal: none)")
 
 
+def instructions(cwd: str, pycache: Optional[str], layouts: int = 3) -> None:
+    """Instructions (valgrind's callgrind) of one strict collect-only process: bare, -p empty_plugin, -p gpuenv."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("\ninstructions: valgrind is not installed")
+        return
+    py = [sys.executable, "-m", "pytest", "-q", "--collect-only"]
+    sides = [("bare", py), ("-p empty_plugin", [*py, "-p", "empty_plugin"]), (f"-p {plugin_arg()}", [*py, "-p", plugin_arg()])]
+    env = base_env(pycache, autoload=False)
+    env["PYTHONPATH"] = cwd + os.pathsep + env["PYTHONPATH"]
+    env["PYTHONHASHSEED"] = "0"
+    counts: dict[str, list[int]] = {name: [] for name, _ in sides}
+    for layout in range(layouts):  # the environment's size moves the heap: a few tenths of a percent
+        for name, cmd in sides:
+            lay = dict(env, GPUENV_BENCH_LAYOUT="x" * 41 * layout)
+            r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=cwd, env=lay,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+            m = re.search(r"Collected : (\d+)", r.stderr.decode(errors="replace"))
+            counts[name].append(int(m.group(1)) if m else 0)
+    bare = statistics.mean(counts["bare"])
+    print(f"\ninstructions, strict collect-only (callgrind, mean of {layouts} layouts; goal: ratio <= 1.05):")
+    for name, _ in sides:
+        n = statistics.mean(counts[name])
+        print(f"  {name:<20} {n / 1e6:9.1f} M  {n / bare:.4f}x bare  (+{(n - bare) / 1e6:.1f} M)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tests", type=int, default=2000)
@@ -295,6 +326,7 @@ def main() -> None:
     ap.add_argument("--marked", type=float, default=0.0, help="fraction of tests with a gpuenv marker")
     ap.add_argument("--quick", action="store_true", help="collect-only, one profile run (a smoke test)")
     ap.add_argument("--no-bytecode", action="store_true", help="compile every module from source each run")
+    ap.add_argument("--callgrind", action="store_true", help="also count instructions under valgrind (deterministic)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         suite, pycache = os.path.join(d, "suite"), None if args.no_bytecode else os.path.join(d, "pyc")
@@ -311,6 +343,8 @@ def main() -> None:
         phases(suite, pycache, 1 if args.quick else 5, args.quick)
         slowest_imports(pycache)
         detection(pycache, 1 if args.quick else 5)
+        if args.callgrind:
+            instructions(suite, pycache)
 
 
 if __name__ == "__main__":
