@@ -3,11 +3,12 @@
 Hiding the GPUs (visible-devices variables) is not enough for suites that gate on importability:
 ``pytest.importorskip("cupy")`` succeeds on a GPU machine whose GPUs are hidden, and the tests then fail
 with ``cudaErrorNoDevice``, where a real CPU runner, which has no CuPy, skips them. ``install`` puts a
-meta-path finder first on ``sys.meta_path`` that raises ``ModuleNotFoundError`` naming the option for
-each package of ``DEFAULT_HIDDEN`` plus the ini option ``gpuenv_hide_modules`` (and their submodules);
-``uninstall`` removes it (``pytest_unconfigure``). Each process installs its own (xdist workers run
-``pytest_configure`` too). A package imported before the plugin configured stays importable, and
-``header_line`` names it.
+meta-path finder (``HiddenModules``, kept by the session) first on ``sys.meta_path`` that raises
+``ModuleNotFoundError`` naming the option for each package of ``DEFAULT_HIDDEN`` plus the ini option
+``gpuenv_hide_modules`` (and their submodules); its ``uninstall`` removes it (``pytest_unconfigure``). Each
+process installs its own (xdist workers run ``pytest_configure`` too). A package imported before the plugin
+configured stays importable, and the finder's ``header_line`` names it. Only runs with that option import
+this module.
 
 Not hidden by default, because each imports and answers correctly on a CPU-only runner (or is used by
 this plugin): ``torch`` (CPU builds), ``numba`` and ``numba.cuda`` (imports without a GPU, has a CPU
@@ -43,7 +44,6 @@ DEFAULT_HIDDEN = (
     "rmm",
 )
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"  # compiled by re on first use
-_KEY: pytest.StashKey[HiddenModules] = pytest.StashKey()
 
 
 class HiddenModules(importlib.abc.MetaPathFinder):
@@ -66,6 +66,18 @@ class HiddenModules(importlib.abc.MetaPathFinder):
             )
         return None
 
+    def uninstall(self) -> None:
+        """Take the finder off ``sys.meta_path`` (``pytest_unconfigure``)."""
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+    def header_line(self) -> str:
+        """``gpuenv: hidden from imports by --gpuenv-backend=cpu: cupy, ...``."""
+        line = "gpuenv: hidden from imports by --gpuenv-backend=cpu: " + ", ".join(self.names)
+        if self.already:
+            line += f" (already imported, so not hidden: {', '.join(self.already)})"
+        return line
+
 
 def parse_names(value: Any, where: str) -> list[str]:
     """The ini option ``gpuenv_hide_modules``: module names, one per line or separated by commas or
@@ -81,28 +93,10 @@ def parse_names(value: Any, where: str) -> list[str]:
     return names
 
 
-def install(config: pytest.Config, extra: Iterable[str]) -> HiddenModules:
+def install(extra: Iterable[str]) -> HiddenModules:
     """Hide ``DEFAULT_HIDDEN`` and ``extra`` (except packages already imported) until ``uninstall``."""
     wanted = list(dict.fromkeys([*DEFAULT_HIDDEN, *extra]))
     finder = HiddenModules([n for n in wanted if sys.modules.get(n) is None],
                            [n for n in wanted if sys.modules.get(n) is not None])
     sys.meta_path.insert(0, finder)
-    config.stash[_KEY] = finder
     return finder
-
-
-def uninstall(config: pytest.Config) -> None:
-    finder = config.stash.get(_KEY, None)
-    if finder is not None and finder in sys.meta_path:
-        sys.meta_path.remove(finder)
-
-
-def header_line(config: pytest.Config) -> Optional[str]:
-    """``gpuenv: hidden from imports by --gpuenv-backend=cpu: cupy, ...``; None when nothing is hidden."""
-    finder = config.stash.get(_KEY, None)
-    if finder is None:
-        return None
-    line = "gpuenv: hidden from imports by --gpuenv-backend=cpu: " + ", ".join(finder.names)
-    if finder.already:
-        line += f" (already imported, so not hidden: {', '.join(finder.already)})"
-    return line

@@ -22,6 +22,7 @@ from pytest_gpuenv._options import Settings
 from pytest_gpuenv.model import GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._hide import HiddenModules
     from pytest_gpuenv._outputs import Outputs
     from pytest_gpuenv.perf.session import PerfSession
 
@@ -66,6 +67,8 @@ class GpuenvSession:
         self.saved_environ: dict[str, Optional[str]] = {}
         #: the JSON report's run fields and the JUnit properties (registered as a plugin by ``start``)
         self.outputs: Optional[Outputs] = None
+        #: ``--gpuenv-backend=cpu``: the finder that hides GPU-only packages from imports (``_hide``)
+        self.hidden: Optional[HiddenModules] = None
         self._perf: Optional[PerfSession] = None
 
     @property

@@ -6,8 +6,8 @@ summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measure
 ``fixtures`` (the fixtures, found here by pytest).
 
 What only some runs need is imported where they need it, so that loading the plugin costs a plain run
-little: ``_xdist`` (with pytest-xdist), the runtime (a test that launches kernels), ``_skipping`` (a test
-with a GPU marker), ``_skip_patterns`` (a skipped test).
+little: ``_xdist`` (with pytest-xdist), ``_hide`` (``--gpuenv-backend=cpu``), the runtime (a test that
+launches kernels), ``_skipping`` (a test with a GPU marker), ``_skip_patterns`` (a skipped test).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _hide, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv import _crash, _marknames, _options, _runtest, _session, fixtures, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -37,7 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _marknames.register_aliases(config)
     session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
-        _hide.install(config, session.settings.hide_modules)
+        from pytest_gpuenv import _hide
+
+        session.hidden = _hide.install(session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
     _crash.start(config, session)
     if config.pluginmanager.hasplugin("xdist"):
@@ -63,16 +65,18 @@ class _LastConfigure:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _hide.uninstall(config)
     session = config.stash.get(_session.SESSION_KEY, None)
     if session is not None:
+        if session.hidden is not None:
+            session.hidden.uninstall()
         session.restore_environ()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     lines = report.header_lines(session.env, verbose=config.get_verbosity(), worker=session.worker_gpu)
-    return lines + [x for x in (_marknames.header_line(config), _hide.header_line(config)) if x]
+    hidden = session.hidden.header_line() if session.hidden is not None else None
+    return lines + [x for x in (_marknames.header_line(config), hidden) if x]
 
 
 @pytest.hookimpl(tryfirst=True)

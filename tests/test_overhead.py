@@ -50,6 +50,7 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
 #: record), the xdist side, the markers' evaluation and the suite skips' reasons, packages only some runs use
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime", "pytest_gpuenv.plan",
         "pytest_gpuenv._xdist", "pytest_gpuenv._skipping", "pytest_gpuenv._skip_patterns", "pytest_gpuenv._outputs",
+        "pytest_gpuenv._hide",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "_hashlib", "encodings.ascii")
 
 
