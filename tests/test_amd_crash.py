@@ -152,3 +152,14 @@ def test_no_guard_where_no_hip_kernel_can_run(pytester, roots, monkeypatch):
     result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('mi300x_linux')}", "-p", "xdist", "-n", "1")
     result.assert_outcomes(passed=1)
     assert (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").is_dir()  # the control: ROCm makes it
+
+
+def test_no_guard_where_rocm_is_installed_without_a_gpu(pytester, roots):
+    """ROCm's packages without the amdgpu driver (this CI machine): nothing can fault, so no guard runs."""
+    pytester.makepyfile(test_y="def test_ok():\n    pass\n")
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('rocm_installed_no_gpu')}")
+    result.assert_outcomes(passed=1)
+    assert not (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").exists()
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('rocm_no_permission')}")
+    result.assert_outcomes(passed=1)  # an AMD GPU kept out by a permission problem: the guard stays
+    assert (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").is_dir()
