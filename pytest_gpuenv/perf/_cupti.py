@@ -21,7 +21,8 @@ measures that stretch once per device (50 cold samples of a one-cycle kernel rec
 us on the H200 from one process to the next, where torch.add's own is nearer 1.5 us; 0.3 us of error is
 0.2 % at 150 us) and, before each measurement, records five cold
 calls serialised: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error would exceed 1 %)
-is then recorded concurrently; longer calls serialised, less the calibrated stretch. A sample is a sum
+is then recorded concurrently; longer calls serialised, less the calibrated stretch (for
+``assert_ratio``'s two callables the longer one decides, so both are recorded alike). A sample is a sum
 of operation durations, so serialising several streams' kernels loses nothing it reports.
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
