@@ -69,18 +69,24 @@ def test_plugin_load_imports_no_timer_compiler_or_runtime_binding():
 
 def test_plain_run_on_a_cpu_machine_imports_nothing_lazy(tmp_path):
     """Collecting and running unmarked, passing tests without xdist, on a machine without GPU or ROCm (an
-    empty ``--gpuenv-root``), loads none of ``LAZY``."""
+    empty ``--gpuenv-root``), loads none of ``LAZY`` that bare pytest does not load itself (pytest 9.2
+    imports hashlib's OpenSSL, for one)."""
     (tmp_path / "root").mkdir()
     (tmp_path / "test_plain.py").write_text("def test_one():\n    assert True\n\n\ndef test_two():\n    pass\n")
-    code = (
-        "import os, sys\n"
-        "import pytest\n"
-        "os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'\n"
-        f"rc = pytest.main(['-q', '-p', 'pytest_gpuenv.plugin', '-p', 'no:cacheprovider', {str(tmp_path)!r},\n"
-        f"                  '--gpuenv-root', {str(tmp_path / 'root')!r}])\n"
-        f"RESULT = [int(rc)] + sorted(m for m in sys.modules if m.startswith({LAZY!r}))\n"
-    )
-    assert _modules_after(code) == [0]
+
+    def run(*plugin: str) -> list:
+        return _modules_after(
+            "import os, sys\n"
+            "import pytest\n"
+            "os.environ['PYTEST_DISABLE_PLUGIN_AUTOLOAD'] = '1'\n"
+            f"rc = pytest.main(['-q', *{list(plugin)!r}, '-p', 'no:cacheprovider', {str(tmp_path)!r}])\n"
+            f"RESULT = [int(rc)] + sorted(m for m in sys.modules if m.startswith({LAZY!r}))\n"
+        )
+
+    bare = run()
+    with_plugin = run("-p", "pytest_gpuenv.plugin", f"--gpuenv-root={tmp_path / 'root'}")
+    assert bare[0] == with_plugin[0] == 0
+    assert sorted(set(with_plugin[1:]) - set(bare[1:])) == []
 
 
 def test_overhead_benchmark_runs(tmp_path):
