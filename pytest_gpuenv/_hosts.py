@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Optional
 
 import pytest
 
+from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import Device, GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,10 +70,10 @@ def _boot_id() -> str:
         return ""
 
 
-class Host:
+class Host(Value):
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
-    detection" (see the module docstring); equal to another with the same three fields. A plain class, as
-    ``Seats``: a NamedTuple or dataclass would cost every run its creation at import."""
+    detection" (see the module docstring); equal to another with the same three fields (``Value``: a
+    NamedTuple or dataclass would cost every run its creation at import)."""
 
     __slots__ = ("name", "key_of", "inputs_of")
 
@@ -82,16 +83,7 @@ class Host:
         #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
         self.key_of, self.inputs_of = key_of, inputs_of
 
-    def _fields(self) -> tuple[str, str, str]:
-        return self.name, self.key_of, self.inputs_of
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Host) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # the digests' inputs are long and say nothing to a person
         return f"Host(name={self.name!r})"
 
     @property

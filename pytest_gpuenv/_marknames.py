@@ -18,22 +18,20 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv._record import Value
 from pytest_gpuenv.markers import MARKER_NAMES, MARKERS
 
 PREFIX = "gpuenv_"
 
 
-class PluginMark:
-    """One of an item's marks that means a plugin marker; ``name`` without the prefix. (Plain classes here and
-    for the run's other small records: a NamedTuple costs every plugin load about 0.1 ms to create.)"""
+class PluginMark(Value):
+    """One of an item's marks that means a plugin marker; ``name`` without the prefix. (``Value`` here and for
+    the run's other small records: a NamedTuple costs every plugin load about 0.1 ms to create.)"""
 
     __slots__ = ("name", "args", "kwargs")
 
     def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.name, self.args, self.kwargs = name, args, kwargs
-
-    def __repr__(self) -> str:
-        return f"PluginMark(name={self.name!r}, args={self.args!r}, kwargs={self.kwargs!r})"
 
 
 class MarkerNames:

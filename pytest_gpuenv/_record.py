@@ -9,6 +9,11 @@ keyword arguments, defaults and default factories (a new list per instance), a `
 missing, repeated or unknown argument; ``ClassName(field=value, ...)``; equal when of the same class with
 equal fields, ``NotImplemented`` against anything else; a frozen class hashes its fields and refuses
 assignment, the others are unhashable. The type checker sees ``dataclasses.dataclass`` itself.
+
+``Value``: the base of the plugin's small internal records (``Host``, ``Skip``, ``HardwareSkip``, ``Poison``,
+``PluginMark``), which nothing reads through ``dataclasses``: each names its fields in ``__slots__`` and
+writes its ``__init__``; equality, hash and ``repr`` come from here, as a frozen dataclass's would. Nothing
+is built when such a class is created.
 """
 
 from __future__ import annotations
@@ -82,3 +87,27 @@ def _hash(compared: tuple[str, ...]) -> Callable[[Any], int]:
         return hash(tuple(getattr(self, n) for n in compared))
 
     return __hash__
+
+
+class Value:
+    """Equal when of the same class with equal ``__slots__`` values (``NotImplemented`` against anything
+    else), hashed on them, shown as ``ClassName(slot=value, ...)``."""
+
+    __slots__ = ()
+
+    def _names(self) -> tuple[str, ...]:
+        return self.__slots__  # the subclass's
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self._names())
+
+    def __eq__(self, other: object) -> Any:
+        if other.__class__ is self.__class__:
+            return self._fields() == other._fields()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self._names())})"

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_gpuenv import _hosts, _options
 from pytest_gpuenv._options import Settings
+from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
 
 
-class HardwareSkip:
+class HardwareSkip(Value):
     """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary; ``host``: the
     host the test ran on (``GpuenvSession.host`` of the process that ran it)."""
 
@@ -35,9 +36,6 @@ class HardwareSkip:
 
     def __init__(self, nodeid: str, category: str, cause: str, host: str = "") -> None:
         self.nodeid, self.category, self.cause, self.host = nodeid, category, cause, host
-
-    def __repr__(self) -> str:
-        return f"HardwareSkip({', '.join(f'{k}={v!r}' for k, v in self.to_dict().items())})"
 
     def to_dict(self) -> dict[str, str]:
         return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause, "host": self.host}

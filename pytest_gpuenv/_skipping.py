@@ -12,36 +12,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
+from pytest_gpuenv._record import Value
 from pytest_gpuenv.markers import validate
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
 
 
-class Skip:
+class Skip(Value):
     """Why a test skips: its ``reason``, and the ``category`` ("vendor", "arch", "memory", "devices",
     "toolchain", "wsl", "platform", "problem", "backend-option", "condition", "no-gpu") and ``cause`` (a
-    group label, no test-specific detail) that group it in the summary. A plain class, as the plugin's other
-    small records."""
+    group label, no test-specific detail) that group it in the summary (``Value``, as the plugin's other
+    small records)."""
 
     __slots__ = ("category", "cause", "reason")
 
     def __init__(self, category: str, cause: str, reason: str) -> None:
         self.category, self.cause, self.reason = category, cause, reason
 
-    def _fields(self) -> tuple[str, str, str]:
-        return self.category, self.cause, self.reason
-
     def noted(self, note: str) -> Skip:
         """This skip with ``note`` added to its reason."""
         return Skip(self.category, self.cause, self.reason + note)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Skip) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"Skip(category={self.category!r}, cause={self.cause!r}, reason={self.reason!r})"
 
 
 def _blocking_problem(env: GpuEnv) -> Optional[Problem]:

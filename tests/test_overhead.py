@@ -150,3 +150,28 @@ def test_model_records_behave_as_generated_dataclasses():
         Device(0, "amd", index=1)
     with pytest.raises(TypeError, match="missing"):
         Device(0)
+
+
+def test_the_internal_records_compare_hash_and_show_as_frozen_dataclasses_did():
+    """``_record.Value`` gives Host, Skip, HardwareSkip, Poison and PluginMark the equality, hash and repr
+    their frozen dataclasses (PluginMark: NamedTuple) had: one piece of code for all five."""
+    from pytest_gpuenv._hosts import Host
+    from pytest_gpuenv._marknames import PluginMark
+    from pytest_gpuenv._session import HardwareSkip
+    from pytest_gpuenv._skipping import Skip
+    from pytest_gpuenv.runtime._sticky import Poison
+
+    cases = [(Skip, ("arch", "needs sm_90", "requires sm_90: found sm_80")),
+             (HardwareSkip, ("t.py::test_a", "no-gpu", "no GPU found", "host")),
+             (Poison, ("cuda", "CUDA_ERROR_ILLEGAL_ADDRESS", "t.py::test_a", False)),
+             (Host, ("box", '{"k": 1}', '{"i": 2}'))]
+    for cls, args in cases:
+        a, b, other = cls(*args), cls(*args), cls(*args[:-1], "x")
+        assert a == b and hash(a) == hash(b) and a != other and a != args and (a == args) is False
+    assert repr(Poison("cuda", "E", "t")) == "Poison(backend='cuda', code='E', by='t', culprit=True)"
+    assert repr(Host("box", "k", "i")) == "Host(name='box')"
+    mark = PluginMark("requires_gpu", (), {"reason": "x"})
+    assert mark == PluginMark("requires_gpu", (), {"reason": "x"}) != PluginMark("requires_rocm", (), {})
+    assert repr(mark) == "PluginMark(name='requires_gpu', args=(), kwargs={'reason': 'x'})"
+    with pytest.raises(TypeError):
+        hash(mark)  # a dict among its fields, as the NamedTuple's

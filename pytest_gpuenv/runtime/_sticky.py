@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Iterator, Optional
 
+from pytest_gpuenv._record import Value
+
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
     "CUDA_ERROR_ILLEGAL_ADDRESS",
@@ -37,20 +39,17 @@ STICKY = frozenset({
 })
 
 
-class Poison:
+class Poison(Value):
     """Who poisoned a backend's GPU context in this process (``backend``: "cuda" or "rocm"), with what
     (``code``), and ``by`` which test (a nodeid, or "<outside pytest>"). ``culprit``: True when the fault was
     caught waiting for a kernel launch (the culprit is known); False when a later call found the context
-    already broken (by earlier GPU work, e.g. torch, in ``by`` or before). A plain class: a NamedTuple or
+    already broken (by earlier GPU work, e.g. torch, in ``by`` or before). A ``Value``: a NamedTuple or
     dataclass costs every run that loads the runtime its creation."""
 
     __slots__ = ("backend", "code", "by", "culprit")
 
     def __init__(self, backend: str, code: str, by: str, culprit: bool = True) -> None:
         self.backend, self.code, self.by, self.culprit = backend, code, by, culprit
-
-    def __repr__(self) -> str:
-        return f"Poison(backend={self.backend!r}, code={self.code!r}, by={self.by!r}, culprit={self.culprit!r})"
 
     def reason(self) -> str:
         api = "CUDA context" if self.backend == "cuda" else "HIP device"
