@@ -247,7 +247,6 @@ class CuptiBackend:
         self.last_detail: list[tuple[int, float]] = []
         #: seconds taken off each kernel-holding sample per call (``calibrate``)
         self.offset_s = 0.0
-        self._repeat = 1
 
     @staticmethod
     def tick_of(samples: Sequence[float], repeat: int = 1) -> float:
@@ -305,12 +304,8 @@ class CuptiBackend:
 
     def _cold(self, f: Callable[[], Any], n: int) -> list[float]:
         """n cold samples of ``f`` as recorded now, nothing taken off."""
-        saved, self.offset_s = self.offset_s, 0.0
-        try:
-            handle = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
-            return [t for t in self.collect(handle) if t > 0]
-        finally:
-            self.offset_s = saved
+        ids, _take = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
+        return [t for t in self.collect((ids, 0.0)) if t > 0]
 
     def delay(self, seconds: float) -> None:
         self.events.delay(seconds)
@@ -335,22 +330,21 @@ class CuptiBackend:
             else:
                 self.act.pop()
 
-        self._repeat = repeat
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
         enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
                         delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
-        return ids
+        serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
+        return ids, (self.offset_s * repeat if serial else 0.0)  # the handle: ids, seconds off each sample
 
-    def collect(self, ids: Any) -> list[float]:
+    def collect(self, handle: Any) -> list[float]:
+        ids, take = handle
         self.events.sync()
         ops, ext = self.act.drain()
         rows = per_sample(ops, ext, ids)
         self.last_detail = [(n, gap) for _t, n, gap in rows]
         # a sample with operations in it stays above 0 (exactly 0 means "nothing enqueued")
-        serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
-        off = self.offset_s * self._repeat if serial else 0.0
-        return [max(1e-9, t - off) if n else 0.0 for t, n, _gap in rows]
+        return [max(1e-9, t - take) if n else 0.0 for t, n, _gap in rows]
 
     def operations(self, fn: Callable[[], Any]) -> int:
         """How many kernels, memcpys and memsets one call of ``fn`` makes the device run. None seen: our
