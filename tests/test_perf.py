@@ -146,6 +146,22 @@ def test_batches_grow_with_the_sample_count_up_to_max_batch():
     assert all(b <= max(10, n // 4) for b, n in zip(sizes, [sum(sizes[:i]) for i in range(len(sizes))]))
 
 
+def test_the_garbage_collector_is_paused_while_sampling_and_restored():
+    """Like timeit: a full collection would otherwise land in one batch's host time."""
+    import gc
+
+    seen = []
+    bench, fb, _ = make([100e-6])
+    bench(lambda: seen.append(gc.isenabled()))
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        bench(lambda: None)
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()
+
+
 def test_the_sync_probe_waits_fifty_host_calls_at_least_half_a_millisecond():
     bench, fb, _ = make([100e-6])
     bench(noop)

@@ -15,6 +15,7 @@ import pytest
 from pytest_gpuenv import requires_cuda
 from pytest_gpuenv.perf import _bench, _cupti
 from pytest_gpuenv.perf._bench import GpuBench, PerfContext
+from pytest_gpuenv.perf._schedule import cold_prelude
 from pytest_gpuenv.perf.report import summary_lines
 from tests._perf_fake import FakeBackend, FakeClock
 
@@ -111,6 +112,9 @@ class FakeEvents(FakeBackend):
         super().delay(seconds)
         if seconds > 0:
             self.cupti.launch(int(seconds * 1e9))
+
+    def prelude(self, flush: bool, delay_s: float) -> Any:
+        return cold_prelude(self._flush if flush else None, self.delay, delay_s)
 
 
 def make(fake: FakeCupti, **ctx: Any) -> tuple[GpuBench, Any, PerfContext]:
@@ -356,6 +360,9 @@ def test_ties_spread_over_the_tick_move_the_median_smoothly():
     assert 1296e-9 < med < 1328e-9 and med != 1312e-9 and lo < med < hi
     assert _stats.spread_ties([3.0, 1.0], 0.0) == [1.0, 3.0]
     assert _stats.summarize([5e-6] * 20, 0.95, tick=32e-9)[0] == pytest.approx(5e-6)
+    # readings a nanosecond off the tick (CUPTI's rounding) are tied with it, at the middle reading
+    near = _stats.spread_ties([1311e-9] * 3 + [1312e-9] * 14 + [1313e-9] * 3, 32e-9)
+    assert 1296e-9 < min(near) and max(near) < 1328e-9 and _stats.median(near) == pytest.approx(1312e-9)
 
 
 def test_warm_up_ends_when_medians_agree_within_two_ticks():

@@ -108,10 +108,9 @@ class GpuBench:
         why = None
         if timer == "events":
             why = "event timer requested (timer='events')"
-        elif timer == "auto" and not all(b.operations(f) for f in fns):
+        elif not all(b.prepare(fns)) and timer == "auto":  # prepare also picks the record kind
             why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
-            b.calibrate(fns)
             return b, None
         self._calibrate(events)
         return events, why

@@ -16,7 +16,7 @@ How kernels are recorded depends on their length (``GPUENV_CUPTI_KERNELS``: ``au
 kind) CUPTI instruments the kernel's code: on the H200 that made a 262,144-block ``vector_add`` run 7 %
 slower (234 -> 251 us by CUDA events in the same process; torch.add unchanged). Serialised records
 (``KERNEL``) leave the kernel alone but hold a stretch of front-end time: torch.add at 4,096 elements read
-2.78 us where concurrent records and torch.profiler read 1.30-1.33 us. ``CuptiBackend.calibrate``
+2.78 us where concurrent records and torch.profiler read 1.30-1.33 us. ``CuptiBackend.prepare``
 measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.8
 us on the H200 from one process to the next, where torch.add's own is nearer 1.5 us; 0.3 us of error is
 0.2 % at 150 us) and, before each measurement, records five cold
@@ -105,7 +105,7 @@ class Activity:
         self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
-        #: per device (UUID or index): seconds a serialised kernel record holds (``CuptiBackend.calibrate``)
+        #: per device (UUID or index): seconds a serialised kernel record holds (``CuptiBackend.prepare``)
         self.offsets: dict[Any, float] = {}
         self._lock = threading.Lock()
         self.ensure()
@@ -245,7 +245,7 @@ class CuptiBackend:
         self.note = getattr(events, "note", None)
         self._next = 1
         self.last_detail: list[tuple[int, float]] = []
-        #: seconds taken off each kernel-holding sample per call (``calibrate``)
+        #: seconds taken off each kernel-holding sample per call (``prepare``)
         self.offset_s = 0.0
 
     @staticmethod
@@ -259,18 +259,29 @@ class CuptiBackend:
                 return t * 1e-9 / repeat
         return 0.0
 
-    def calibrate(self, fns: Sequence[Callable[[], Any]] = ()) -> None:
-        """Before a measurement of ``fns``: the record kind for them and what is taken off each sample
-        (the module's docstring). ``concurrent`` mode: nothing to do."""
+    def prepare(self, fns: Sequence[Callable[[], Any]]) -> list[int]:
+        """Before a measurement of ``fns``: how many kernels, memcpys and memsets one call of each makes
+        the device run, and the record kind for them with what is taken off each sample (the module's
+        docstring), from the same few cold calls (five in ``auto`` mode, one otherwise).
+
+        A callable that shows no operation is tried once more after our activity client registers again
+        (a torch.profiler session in the process replaces it)."""
         K = self.act.cupti.ActivityKind
-        if self.act.mode == "concurrent":
-            return
-        self.act.use_kernel_kind(K.KERNEL)
-        self._front_end()
-        if self.act.mode == "auto" and fns:
-            longest = max((median(x) for x in (self._cold(f, 5) for f in fns) if x), default=0.0)
-            if longest - self.offset_s < SERIAL_FROM_S:
-                self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
+        if self.act.mode != "concurrent":
+            self.act.use_kernel_kind(K.KERNEL)
+            self._front_end()
+        calls = 5 if self.act.mode == "auto" else 1
+        counts, longest = [], 0.0
+        for f in fns:
+            times, ops = self._cold(f, calls)
+            if not any(ops):
+                self.act.ensure()
+                times, ops = self._cold(f, calls)
+            counts.append(max(ops))
+            longest = max(longest, median(times) if times else 0.0)
+        if self.act.mode == "auto" and longest - self.offset_s < SERIAL_FROM_S:
+            self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
+        return counts
 
     def _front_end(self, n: int = 50) -> None:
         """Once per device: the front-end time of a serialised record (``offset_s``), from n cold samples of
@@ -282,10 +293,10 @@ class CuptiBackend:
             if self.events.can_delay:
                 try:
                     self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
-                    conc = self._cold(self._tiny, n)
+                    conc = self._cold(self._tiny, n)[0]
                 finally:
                     self.act.use_kernel_kind(K.KERNEL)
-                ser = self._cold(self._tiny, n)
+                ser = self._cold(self._tiny, n)[0]
                 if conc and ser:
                     tick = self.tick_of(ser) or 1e-9
                     offsets[key] = round(max(0.0, median(ser) - median(conc)) / tick) * tick
@@ -302,10 +313,12 @@ class CuptiBackend:
     def _tiny(self) -> None:
         self.events.delay(1e-12)  # a one-cycle kernel
 
-    def _cold(self, f: Callable[[], Any], n: int) -> list[float]:
-        """n cold samples of ``f`` as recorded now, nothing taken off."""
+    def _cold(self, f: Callable[[], Any], n: int) -> tuple[list[float], list[int]]:
+        """n cold samples of ``f`` as recorded now, nothing taken off: (the durations of those with
+        operations in them, the operations in each)."""
         ids, _take = self.enqueue([f], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
-        return [t for t in self.collect((ids, 0.0)) if t > 0]
+        times = self.collect((ids, 0.0))
+        return [t for t in times if t > 0], [ops for ops, _gap in self.last_detail]
 
     def delay(self, seconds: float) -> None:
         self.events.delay(seconds)
@@ -332,8 +345,8 @@ class CuptiBackend:
 
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
-        enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
-                        delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
+        enqueue_samples(pairs, record, self.events.prelude(flush, delay_s), self.events.delay, fns, schedule,
+                        head_delay_s=0.0, repeat=repeat)
         serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
         return ids, (self.offset_s * repeat if serial else 0.0)  # the handle: ids, seconds off each sample
 
@@ -345,28 +358,6 @@ class CuptiBackend:
         self.last_detail = [(n, gap) for _t, n, gap in rows]
         # a sample with operations in it stays above 0 (exactly 0 means "nothing enqueued")
         return [max(1e-9, t - take) if n else 0.0 for t, n, _gap in rows]
-
-    def operations(self, fn: Callable[[], Any]) -> int:
-        """How many kernels, memcpys and memsets one call of ``fn`` makes the device run. None seen: our
-        activity client is registered again (a torch.profiler session replaces it) and asked once more."""
-        n = self._operations(fn)
-        if n == 0:
-            self.act.ensure()
-            n = self._operations(fn)
-        return n
-
-    def _operations(self, fn: Callable[[], Any]) -> int:
-        self.events.sync()
-        self.act.drain()
-        (i,) = self._ids(1)
-        self.act.push(i)
-        try:
-            fn()
-        finally:
-            self.act.pop()
-        self.events.sync()
-        ops, ext = self.act.drain()
-        return per_sample(ops, ext, [i])[0][1]
 
     def copy_fn(self, nbytes: int) -> Callable[[], Any]:
         return self.events.copy_fn(nbytes)

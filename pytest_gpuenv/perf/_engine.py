@@ -15,10 +15,11 @@ events, with no flush.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 from pytest_gpuenv.perf import _stats
 from pytest_gpuenv.perf._syncprobe import sync_warnings
@@ -151,6 +152,7 @@ class Sampler:
         self._started = False
         self._last_enqueue_s: Optional[float] = None
         self._intrinsic: list[str] = []
+        self._tick_kept: Optional[float] = None
 
     # ------------------------------------------------------------------ public
     @property
@@ -164,8 +166,14 @@ class Sampler:
         return self.samples[i] or self.discarded[i]
 
     def _tick(self, xs: Sequence[float]) -> float:
-        """The tick of a profiler timer's clock in these samples (seconds per call); 0 for events."""
-        return self.backend.tick_of(xs, self.repeat) if hasattr(self.backend, "tick_of") else 0.0
+        """The tick of a profiler timer's clock in these samples (seconds per call); 0 for events. It is
+        read from the first 200 samples, so once there are 200 it is kept."""
+        if self._tick_kept is not None:
+            return self._tick_kept
+        tick = float(self.backend.tick_of(xs, self.repeat)) if hasattr(self.backend, "tick_of") else 0.0
+        if len(xs) >= 200:
+            self._tick_kept = tick
+        return tick
 
     def stats(self, i: int = 0) -> tuple[float, float, float]:
         xs = self._kept(i)  # a profiler timer reads whole ticks of its clock: ties are spread over a tick
@@ -179,7 +187,7 @@ class Sampler:
         """Sample until ``done(self)`` (default: precise enough) or the time cap. Returns why it stopped."""
         done = done or self.precise
         ctx = self._lock() if self._lock is not None else contextlib.nullcontext()
-        with ctx:
+        with ctx, _gc_paused():
             t0 = self._clock()
             try:
                 if not self._started:
@@ -363,6 +371,20 @@ class Sampler:
             who = ", ".join(f"pid {p.get('pid')}" + (f" ({p['name']})" if p.get("name") else "") for p in self.foreign)
             inc.append(f"another process used the GPU during the measurement: {who}")
         self.problems.inconclusive = inc
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while sampling, as ``timeit`` does: a full collection in a
+    process holding torch takes tens of milliseconds, which would land in one batch's host time (behind
+    the event timer's head delay it can outlast the delay and put host time into samples)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _call(f: Callable[[], Any], name: str) -> Any:

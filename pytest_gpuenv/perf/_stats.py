@@ -60,8 +60,10 @@ def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
 def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
     """Sorted ``xs`` from a timer that reads whole ``tick``s (CUPTI's timestamps: 32 ns on Hopper), with
     the f samples tied at a value v spread evenly over its cell [v - tick/2, v + tick/2] (the k-th at
-    v - tick/2 + tick * (k - 1/2) / f). A median or interval of tied data then moves with the share of
-    samples at each value instead of jumping a whole tick. ``tick <= 0``: sorted, unchanged."""
+    v - tick/2 + tick * (k - 1/2) / f). Readings within a quarter tick of each other are one tie (CUPTI's
+    rounding puts some a nanosecond off the tick), at their middle reading. A median or interval of
+    tied data then moves with the share of samples at each value instead of jumping a whole tick.
+    ``tick <= 0``: sorted, unchanged."""
     s = sorted(xs)
     if tick <= 0:
         return s
@@ -69,10 +71,10 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
     i = 0
     while i < len(s):
         j = i
-        while j < len(s) and s[j] == s[i]:
+        while j < len(s) and s[j] - s[i] <= tick / 4:
             j += 1
-        f = j - i
-        out.extend(s[i] - tick / 2 + tick * (k + 0.5) / f for k in range(f))
+        f, v = j - i, s[(i + j) // 2]
+        out.extend(v - tick / 2 + tick * (k + 0.5) / f for k in range(f))
         i = j
     return out
 
