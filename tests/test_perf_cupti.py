@@ -15,7 +15,6 @@ import pytest
 from pytest_gpuenv import requires_cuda
 from pytest_gpuenv.perf import _bench, _cupti
 from pytest_gpuenv.perf._bench import GpuBench, PerfContext
-from pytest_gpuenv.perf._schedule import cold_prelude
 from pytest_gpuenv.perf.report import summary_lines
 from tests._perf_fake import FakeBackend, FakeClock
 
@@ -112,9 +111,6 @@ class FakeEvents(FakeBackend):
         super().delay(seconds)
         if seconds > 0:
             self.cupti.launch(int(seconds * 1e9))
-
-    def prelude(self, flush: bool, delay_s: float) -> Any:
-        return cold_prelude(self._flush if flush else None, self.delay, delay_s)
 
 
 def make(fake: FakeCupti, **ctx: Any) -> tuple[GpuBench, Any, PerfContext]:

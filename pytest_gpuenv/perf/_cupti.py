@@ -345,8 +345,8 @@ class CuptiBackend:
 
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
-        enqueue_samples(pairs, record, self.events.prelude(flush, delay_s), self.events.delay, fns, schedule,
-                        head_delay_s=0.0, repeat=repeat)
+        enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
+                        delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
         serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
         return ids, (self.offset_s * repeat if serial else 0.0)  # the handle: ids, seconds off each sample
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
-from pytest_gpuenv.perf._schedule import cold_prelude, enqueue_samples
+from pytest_gpuenv.perf._schedule import enqueue_samples
 from pytest_gpuenv.rtc import compile_kernel
 
 HELPERS_SRC = r"""
@@ -117,10 +117,6 @@ class DriverBackend:
             kernel, func = self._k["gpuenv_spin"]
             self._launch(func, 1, 1, kernel.pack(ticks, device=self.runtime.device))
 
-    def prelude(self, flush: bool, delay_s: float) -> Optional[Callable[[], None]]:
-        """Before each sample: the flush (when ``flush``) and a ``delay_s`` delay (``_schedule.cold_prelude``)."""
-        return cold_prelude(self._flush if flush else None, self.delay, delay_s)
-
     def sync(self) -> None:
         self.runtime.synchronize(self.stream)
 
@@ -134,8 +130,8 @@ class DriverBackend:
         rt = self.runtime
         while len(self._events) < len(schedule):
             self._events.append((rt.event_create(), rt.event_create()))
-        return enqueue_samples(self._events[: len(schedule)], self._record, self.prelude(flush, delay_s),
-                               self.delay, fns, schedule, head_delay_s=head_delay_s, repeat=repeat)
+        return enqueue_samples(self._events[: len(schedule)], self._record, self._flush if flush else None,
+                               self.delay, fns, schedule, delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         self.runtime.event_synchronize(pairs[-1][1])

@@ -12,37 +12,21 @@ from typing import Any, Callable, Optional, Sequence
 from pytest_gpuenv.perf import _stats
 
 
-def cold_prelude(flush: Optional[Callable[[], None]], delay: Callable[[float], None],
-                 delay_s: float) -> Optional[Callable[[], None]]:
-    """What runs before each sample's start event, as plain calls: the flush (when given), then a
-    ``delay_s`` device delay; None when there is neither. ``TorchBackend.prelude`` replays the same
-    work as one captured graph."""
-    if flush is None and delay_s <= 0:
-        return None
-
-    def prelude() -> None:
-        if flush is not None:
-            flush()
-        delay(delay_s)
-
-    return prelude
-
-
 def enqueue_samples(
-    pairs: Sequence[tuple[Any, Any]], record: Callable[[Any], None], prelude: Optional[Callable[[], None]],
+    pairs: Sequence[tuple[Any, Any]], record: Callable[[Any], None], flush: Optional[Callable[[], None]],
     delay: Callable[[float], None], fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *,
-    head_delay_s: float, repeat: int,
+    delay_s: float, head_delay_s: float, repeat: int,
 ) -> Sequence[tuple[Any, Any]]:
-    """The sample schedule every real backend runs, with its own events, prelude and delay.
+    """The sample schedule every real backend runs, with its own events, flush and delay.
 
     One head delay (so the host has queued the batch before the device reaches it), then per sample:
-    the prelude (flush the cache and a short delay, outside the interval), start event, ``fn``
-    ``repeat`` times, end event.
+    flush the cache (outside the interval), a short delay, start event, ``fn`` ``repeat`` times, end event.
     """
     delay(head_delay_s)
     for (start, end), i in zip(pairs, schedule):
-        if prelude is not None:
-            prelude()
+        if flush is not None:
+            flush()
+        delay(delay_s)
         record(start)
         f = fns[i]
         for _ in range(repeat):

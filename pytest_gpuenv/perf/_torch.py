@@ -1,10 +1,10 @@
 """Timer backend on torch: events on torch's current stream, flush and delay as torch ops.
 
-The flush and delay before each cold sample are captured once as a graph (``torch.cuda.CUDAGraph``, a
-HIP graph on ROCm) and replayed: one launch where the plain calls make three (the flush's memset and
-reduction, and the delay). On the H200 under CUPTI that took the host 8 us per sample where the plain
-calls took 20-28 us, and the host's enqueue time is what a cold sample of a microsecond kernel costs.
-Where capture fails, the plain calls run.
+The flush and delay are plain launches, not a captured CUDA graph: on the H200 a graph replay of them
+cut the host's enqueue time per cold sample (8 us where the three launches took 20-28 us under CUPTI),
+but the kernel after it read longer, by CUPTI and by events alike: torch.add at 1M elements 4.19-4.21 us
+after a replay, 4.08-4.09 us after the plain launches (torch.profiler, plain launches: 4.10 us), whatever
+the delay between (2 to 10 us).
 
 Imported only when a measurement runs with torch already in use.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.perf._device import DeviceInfo, cache_facts, format_uuid
-from pytest_gpuenv.perf._schedule import cold_prelude, enqueue_samples
+from pytest_gpuenv.perf._schedule import enqueue_samples
 
 #: ticks per second of AMD's ``wall_clock64()`` (hipDeviceAttributeWallClockRate, read by ROCr from
 #: amdgpu's GPU counter): the 100 MHz reference clock (``soc21_get_xclk`` in amdgpu's soc21.c; 99.81 MHz
@@ -86,8 +86,6 @@ class TorchBackend:
         #: ticks per second of the counter torch.cuda._sleep spins on (``sleep_rate``)
         self.cycles_per_s = float(sm_hz) if sm_hz else sleep_rate(self._hip, arch, props)
         self._events: list[Any] = []
-        #: (flush mode, delay ticks) -> the captured prelude's replay, or None where capture failed
-        self._graphs: dict[tuple[Any, int], Optional[Callable[[], None]]] = {}
 
     def use_max_clock(self, max_mhz: Optional[float]) -> None:
         """Take the monitor's maximum clock (MHz) into the delay's rate where ``_sleep`` counts core cycles."""
@@ -103,43 +101,9 @@ class TorchBackend:
             self._buf.zero_()
             self.torch.sum(self._buf, 0, out=self._scratch)
 
-    def _ticks(self, seconds: float) -> int:
-        return max(1, int(seconds * self.cycles_per_s)) if seconds > 0 else 0
-
     def delay(self, seconds: float) -> None:
         if seconds > 0:
-            self.torch.cuda._sleep(self._ticks(seconds))
-
-    def prelude(self, flush: bool, delay_s: float) -> Optional[Callable[[], None]]:
-        """Before each sample: the flush (when ``flush``) and a ``delay_s`` delay, replayed as one graph
-        (the module's docstring); the plain calls where capture failed."""
-        plain = cold_prelude(self._flush if flush else None, self.delay, delay_s)
-        if plain is None:
-            return None
-        key = (self.flush_mode if flush else None, self._ticks(delay_s))
-        if key not in self._graphs:
-            self._graphs[key] = self._capture(plain)
-        return self._graphs[key] or plain
-
-    def _capture(self, body: Callable[[], None]) -> Optional[Callable[[], None]]:
-        """``body``'s device work captured on a side stream (run once there first, so nothing is
-        initialised during capture); the graph's ``replay`` launches it on the current stream."""
-        torch = self.torch
-        try:
-            graph = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream(self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                body()
-                graph.capture_begin(capture_error_mode="thread_local")
-                try:
-                    body()
-                finally:
-                    graph.capture_end()
-            side.synchronize()
-            return graph.replay  # type: ignore[no-any-return]
-        except Exception:  # no graphs here (an old runtime, a capture this op refuses): plain calls
-            return None
+            self.torch.cuda._sleep(max(1, int(seconds * self.cycles_per_s)))
 
     def sync(self) -> None:
         self.torch.cuda.synchronize(self.device)
@@ -157,8 +121,8 @@ class TorchBackend:
     ) -> Any:
         stream = self.torch.cuda.current_stream(self.device)
         return enqueue_samples(self._event_pairs(len(schedule)), lambda ev: ev.record(stream),
-                               self.prelude(flush, delay_s), self.delay, fns, schedule,
-                               head_delay_s=head_delay_s, repeat=repeat)
+                               self._flush if flush else None, self.delay, fns, schedule,
+                               delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         pairs[-1][1].synchronize()
