@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from typing import Optional, Sequence
@@ -21,7 +22,10 @@ INCONCLUSIVE = "INCONCLUSIVE"
 def median(xs: Sequence[float]) -> float:
     if not xs:
         raise ValueError("median of no samples")
-    s = sorted(xs)
+    return _median_sorted(sorted(xs))
+
+
+def _median_sorted(s: Sequence[float]) -> float:
     n = len(s)
     mid = n // 2
     return s[mid] if n % 2 else 0.5 * (s[mid - 1] + s[mid])
@@ -70,9 +74,7 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
     out: list[float] = []
     i = 0
     while i < len(s):
-        j = i
-        while j < len(s) and s[j] - s[i] <= tick / 4:
-            j += 1
+        j = bisect.bisect_right(s, s[i] + tick / 4, i)
         f, v = j - i, s[(i + j) // 2]
         out.extend(v - tick / 2 + tick * (k + 0.5) / f for k in range(f))
         i = j
@@ -81,10 +83,11 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
 
 def summarize(xs: Sequence[float], confidence: float = 0.95, tick: float = 0.0) -> tuple[float, float, float]:
     """(median, ci_low, ci_high); with ``tick`` > 0, of the data with ties spread (``spread_ties``)."""
-    if tick > 0:
-        xs = spread_ties(xs, tick)
-    lo, hi = median_ci(xs, confidence)
-    return median(xs), lo, hi
+    s = spread_ties(xs, tick)  # sorted (with ties spread when tick > 0): sorted once for all three
+    if not s:
+        raise ValueError("median of no samples")
+    j, k = median_ci_ranks(len(s), confidence)
+    return _median_sorted(s), s[j - 1], s[k - 1]
 
 
 def decide(lo: float, hi: float, limit: float, *, upper: bool = True, guard: float = 0.02) -> Optional[str]:
