@@ -20,12 +20,10 @@ slower (234 -> 251 us by CUDA events in the same process; torch.add unchanged). 
 measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.8
 us on the H200 from one process to the next, where torch.add's own is nearer 1.5 us; 0.3 us of error is
 0.2 % at 150 us) and, before each measurement, records five cold
-calls as kernels are recorded then: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error
-would exceed 1 %; a serialised record less the calibrated stretch) is recorded concurrently, longer calls
-serialised, less the calibrated stretch (for ``assert_ratio``'s two callables the longer one decides, so
-both are recorded alike). The kind is switched only for a call on the other side of that line (a switch
-cost about a millisecond on the H200); a concurrent record of a long kernel reads up to 7 % more, so the
-line sits between 18.7 and 20 us. A sample is a sum
+calls serialised: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error would exceed 1 %)
+is then recorded concurrently; longer calls serialised, less the calibrated stretch (for
+``assert_ratio``'s two callables the longer one decides, so both are recorded alike). Switching the kind
+costs little (35 us on the H200). A sample is a sum
 of operation durations, so serialising several streams' kernels loses nothing it reports.
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
@@ -156,9 +154,16 @@ class Activity:
         self.kinds[0] = kind
         self.op_kinds = {int(kind), int(K.MEMCPY), int(K.MEMSET)}
 
-    @staticmethod
-    def _requested() -> tuple[int, int]:
-        return 8 << 20, 0  # buffer bytes; 0: no limit on records per buffer
+    #: bytes of one activity buffer: about 250 cold samples of a one-kernel call (1 KB of records each).
+    #: Every drain hands CUPTI's current buffer back and the next record asks for a new one. On the H200,
+    #: wall time per sample of a cold estimate of torch.add at 4,096 elements: 99 us with 8 MiB buffers,
+    #: 80 with 1 MiB, 72 with 256 KiB, 70 with 64 KiB; a drain after one call took 104 us with 8 MiB and
+    #: 59-80 with the smaller ones. A callable with more records fills several buffers between drains.
+    BUFFER_BYTES = 256 << 10
+
+    @classmethod
+    def _requested(cls) -> tuple[int, int]:
+        return cls.BUFFER_BYTES, 0  # 0: no limit on records per buffer
 
     def _completed(self, activities: Sequence[Any]) -> None:
         ops, ext = [], {}
@@ -270,9 +275,8 @@ class CuptiBackend:
         A callable that shows no operation is tried once more after our activity client registers again
         (a torch.profiler session in the process replaces it)."""
         K = self.act.cupti.ActivityKind
-        if self.act.mode == "serial":
-            self.act.use_kernel_kind(K.KERNEL)
         if self.act.mode != "concurrent":
+            self.act.use_kernel_kind(K.KERNEL)
             self._front_end()
         calls = 5 if self.act.mode == "auto" else 1
         counts, longest = [], 0.0
@@ -283,11 +287,8 @@ class CuptiBackend:
                 times, ops = self._cold(f, calls)
             counts.append(max(ops))
             longest = max(longest, median(times) if times else 0.0)
-        if self.act.mode == "auto":  # the kind changes only where the call is on the other side of the line
-            serial = int(self.act.kernel_kind) == int(K.KERNEL)
-            long_call = longest - (self.offset_s if serial else 0.0) >= SERIAL_FROM_S
-            if long_call != serial:
-                self.act.use_kernel_kind(K.KERNEL if long_call else K.CONCURRENT_KERNEL)
+        if self.act.mode == "auto" and longest - self.offset_s < SERIAL_FROM_S:
+            self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
         return counts
 
     def _front_end(self, n: int = 50) -> None:
@@ -298,14 +299,12 @@ class CuptiBackend:
         if key not in offsets:
             offsets[key] = 0.0
             if self.events.can_delay:
-                kind = self.act.kernel_kind
                 try:
                     self.act.use_kernel_kind(K.CONCURRENT_KERNEL)
                     conc = self._cold(self._tiny, n)[0]
-                    self.act.use_kernel_kind(K.KERNEL)
-                    ser = self._cold(self._tiny, n)[0]
                 finally:
-                    self.act.use_kernel_kind(kind)
+                    self.act.use_kernel_kind(K.KERNEL)
+                ser = self._cold(self._tiny, n)[0]
                 if conc and ser:
                     tick = self.tick_of(ser) or 1e-9
                     offsets[key] = round(max(0.0, median(ser) - median(conc)) / tick) * tick
