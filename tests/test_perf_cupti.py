@@ -359,6 +359,9 @@ def test_ties_spread_over_the_tick_move_the_median_smoothly():
     # readings a nanosecond off the tick (CUPTI's rounding) are tied with it, at the middle reading
     near = _stats.spread_ties([1311e-9] * 3 + [1312e-9] * 14 + [1313e-9] * 3, 32e-9)
     assert 1296e-9 < min(near) and max(near) < 1328e-9 and _stats.median(near) == pytest.approx(1312e-9)
+    # a reading off the grid has a cell overlapping its neighbours': the result is still sorted
+    off = _stats.spread_ties([1280e-9] * 5 + [1290e-9] + [1312e-9] * 5, 32e-9)
+    assert off == sorted(off) and len(off) == 11
 
 
 def test_warm_up_ends_when_medians_agree_within_two_ticks():

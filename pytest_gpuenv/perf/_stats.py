@@ -78,6 +78,7 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
         f, v = j - i, s[(i + j) // 2]
         out.extend(v - tick / 2 + tick * (k + 0.5) / f for k in range(f))
         i = j
+    out.sort()  # cells of readings off the grid can overlap their neighbours'
     return out
 
 
