@@ -306,7 +306,9 @@ def test_torch_synchronize_inside_is_named(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, match",
     [({"bytes": -1}, "bytes=-1"), ({"flops": "many"}, "flops='many'"), ({"mode": "warm"}, "mode='warm'"),
-     ({"max_time": 0}, "max_time=0")],
+     ({"max_time": 0}, "max_time 0: must be a positive"), ({"max_time": "x"}, "max_time 'x': expected a number"),
+     ({"max_time": float("inf")}, "max_time inf"), ({"max_time": 10**400}, r"max_time 1000000000\d+\.\.\."), ({"bytes": 10**400}, r"bytes=1000000000\d+\.\.\.: expected"),
+     ({"flops": 10**5000}, "flops=<int too long to show>")],
 )
 def test_bad_arguments_are_named(kwargs, match):
     bench, _, _ = make([1e-4])
@@ -318,6 +320,15 @@ def test_not_callable():
     bench, _, _ = make([1e-4])
     with pytest.raises(TypeError, match="callable"):
         bench(42)
+
+
+def test_numbers_too_large_for_a_float_are_named_not_overflow_errors():
+    from pytest_gpuenv.perf._units import check_ratio, check_unit_fraction, parse_fraction
+
+    for call in (lambda: parse_time(10**400), lambda: parse_fraction(-(10**400)),
+                 lambda: check_ratio(10**400, "at_most"), lambda: check_unit_fraction(10**400, "at_least")):
+        with pytest.raises(ValueError, match=r"invalid .*1000000000\d+\.\.\."):
+            call()
 
 
 def test_bandwidth_checks():

@@ -19,7 +19,7 @@ from pytest_gpuenv.perf._engine import Options, Sampler
 from pytest_gpuenv.perf._lock import gpu_lock
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, very_precise
 from pytest_gpuenv.perf._schedule import event_floor
-from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate
+from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time
 from pytest_gpuenv.perf.session import PerfSession
 
 PERF_MODES = ("check", "strict", "warn", "off", "record")
@@ -115,14 +115,13 @@ class GpuBench:
         self._calibrate(events)
         return events, why
 
-    def _options(self, max_time: Optional[float], backend: Any = None) -> Options:
+    def _options(self, max_time: Optional[float | str], backend: Any = None) -> Options:
         o = Options(**{k: getattr(self.ctx.options, k) for k in self.ctx.options.__dataclass_fields__})
-        o.max_time = self.ctx.max_time if max_time is None else float(max_time)
+        # seconds, or a duration such as "500ms"; anything else is a ValueError naming it
+        o.max_time = self.ctx.max_time if max_time is None else parse_time(max_time, "max_time")
         b = self.backend if backend is None else backend
         o.event_floor_s = float(getattr(b, "floor_s", 0.0) or 0.0)
         o.empty_below_s = float(getattr(b, "empty_below_s", o.empty_below_s))
-        if not o.max_time > 0:
-            raise ValueError(f"invalid max_time={max_time!r}: expected seconds > 0")
         return o
 
     def _lock(self) -> Callable[[], ContextManager[Any]]:
@@ -140,7 +139,7 @@ class GpuBench:
             return n
         return self.ctx.test_name if self._count == 1 else f"{self.ctx.test_name}#{self._count}"
 
-    def _sampler(self, fns: list[Callable[[], Any]], mode: str, max_time: Optional[float], name: str,
+    def _sampler(self, fns: list[Callable[[], Any]], mode: str, max_time: Optional[float | str], name: str,
                  timer: Optional[str] = None) -> Sampler:
         if mode not in MEASURE_MODES:
             raise ValueError(f"invalid mode={mode!r}: expected one of {', '.join(MEASURE_MODES)}")
@@ -163,7 +162,7 @@ class GpuBench:
         flops: Optional[float] = None,
         name: Optional[str] = None,
         mode: str = "cold",
-        max_time: Optional[float] = None,
+        max_time: Optional[float | str] = None,
         timer: Optional[str] = None,
     ) -> Measurement:
         """Time the device work ``fn`` enqueues on the current stream.
@@ -172,7 +171,8 @@ class GpuBench:
         :param flops: floating-point operations per call (for the FLOP rate).
         :param mode: ``cold`` (L2 flushed before each sample; default), ``hot`` (back-to-back calls,
             warm caches), ``auto`` (cold, or hot for kernels under 5 us).
-        :param max_time: cap in seconds (default ``--gpuenv-perf-max-time``, 2 s).
+        :param max_time: cap in seconds, or a duration such as ``"500ms"`` (default ``--gpuenv-perf-max-time``,
+            2 s).
         :param timer: ``auto`` (default: CUPTI's kernel durations where cupti-python is installed on
             NVIDIA and the callable launches device work, else events), ``cupti`` or ``events``.
         """
@@ -197,7 +197,7 @@ class GpuBench:
         at_most: float = 1.2,
         name: Optional[str] = None,
         mode: str = "cold",
-        max_time: Optional[float] = None,
+        max_time: Optional[float | str] = None,
         timer: Optional[str] = None,
     ) -> Comparison:
         """``time(fast_fn) / time(reference_fn) <= at_most``, the two interleaved ABBA in one loop and

@@ -9,6 +9,8 @@ import math
 import re
 from typing import Any, Optional
 
+from pytest_gpuenv.model import safe_repr
+
 _TIME_UNITS = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -26,6 +28,15 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _float(value: Any) -> float:
+    """A number as a float; an int too large for one (``10**400``) is infinite, so the finiteness checks
+    name it instead of ``float()`` raising OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def parse_time(value: Any, what: str = "time budget") -> float:
     """Seconds from ``"250us"``, ``"1.5 ms"``, ``"2s"``, or a plain number of seconds.
 
@@ -33,36 +44,36 @@ def parse_time(value: Any, what: str = "time budget") -> float:
     0.00025
     """
     if _is_number(value):
-        seconds = float(value)
+        seconds = _float(value)
     elif isinstance(value, str):
         m = _TIME_RE.match(value)
         unit = m.group(2).lower() if m else None
         if m is None or unit not in _TIME_UNITS:
             raise ValueError(
-                f"invalid {what} {value!r}: expected a number with a unit "
+                f"invalid {what} {safe_repr(value, 80)}: expected a number with a unit "
                 f"(ns, us, ms or s), e.g. '250us' or '1.5ms'"
             )
         seconds = float(m.group(1)) * _TIME_UNITS[unit]
     else:
-        raise ValueError(f"invalid {what} {value!r}: expected a string such as '250us' or seconds as a number")
+        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a string such as '250us' or seconds as a number")
     if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"invalid {what} {value!r}: must be a positive, finite duration")
+        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: must be a positive, finite duration")
     return seconds
 
 
 def parse_fraction(value: Any, what: str = "threshold") -> float:
     """A relative amount from ``"10%"`` or ``0.10``; must be positive and finite."""
     if _is_number(value):
-        frac = float(value)
+        frac = _float(value)
     elif isinstance(value, str):
         m = _PERCENT_RE.match(value)
         if m is None:
-            raise ValueError(f"invalid {what} {value!r}: expected a percentage such as '10%' or a fraction such as 0.1")
+            raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a percentage such as '10%' or a fraction such as 0.1")
         frac = float(m.group(1)) / 100.0
     else:
-        raise ValueError(f"invalid {what} {value!r}: expected a percentage such as '10%' or a fraction such as 0.1")
+        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a percentage such as '10%' or a fraction such as 0.1")
     if not math.isfinite(frac) or frac <= 0:
-        raise ValueError(f"invalid {what} {value!r}: must be positive")
+        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: must be positive")
     return frac
 
 
@@ -70,21 +81,21 @@ def check_count(value: Any, what: str) -> Optional[float]:
     """``bytes=``/``flops=``: None, or a positive finite number."""
     if value is None:
         return None
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-        raise ValueError(f"invalid {what}={value!r}: expected a positive number (or None)")
+    if not _is_number(value) or not math.isfinite(_float(value)) or _float(value) <= 0:
+        raise ValueError(f"invalid {what}={safe_repr(value, 80)}: expected a positive number (or None)")
     return float(value)
 
 
 def check_unit_fraction(value: Any, what: str) -> float:
     """``at_least=0.8``: a fraction in (0, 1]."""
-    if not _is_number(value) or not (0 < float(value) <= 1):
-        raise ValueError(f"invalid {what}={value!r}: expected a fraction in (0, 1], e.g. 0.8")
+    if not _is_number(value) or not (0 < _float(value) <= 1):
+        raise ValueError(f"invalid {what}={safe_repr(value, 80)}: expected a fraction in (0, 1], e.g. 0.8")
     return float(value)
 
 
 def check_ratio(value: Any, what: str) -> float:
-    if not _is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-        raise ValueError(f"invalid {what}={value!r}: expected a positive ratio such as 1.2")
+    if not _is_number(value) or not math.isfinite(_float(value)) or _float(value) <= 0:
+        raise ValueError(f"invalid {what}={safe_repr(value, 80)}: expected a positive ratio such as 1.2")
     return float(value)
 
 
