@@ -308,7 +308,8 @@ def test_torch_synchronize_inside_is_named(monkeypatch):
     [({"bytes": -1}, "bytes=-1"), ({"flops": "many"}, "flops='many'"), ({"mode": "warm"}, "mode='warm'"),
      ({"max_time": 0}, "max_time 0: must be a positive"), ({"max_time": "x"}, "max_time 'x': expected a number"),
      ({"max_time": float("inf")}, "max_time inf"), ({"max_time": 10**400}, r"max_time 1000000000\d+\.\.\."),
-     ({"bytes": 10**400}, r"bytes=1000000000\d+\.\.\.: expected"), ({"flops": 10**5000}, "flops=<int too long to show>")],
+     ({"bytes": 10**400}, r"bytes=1000000000\d+\.\.\.: expected"),
+     ({"flops": 10**5000}, "flops=<int too long to show>")],
 )
 def test_bad_arguments_are_named(kwargs, match):
     bench, _, _ = make([1e-4])

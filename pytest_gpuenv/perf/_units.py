@@ -55,10 +55,15 @@ def parse_time(value: Any, what: str = "time budget") -> float:
             )
         seconds = float(m.group(1)) * _TIME_UNITS[unit]
     else:
-        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a string such as '250us' or seconds as a number")
+        raise ValueError(
+            f"invalid {what} {safe_repr(value, 80)}: expected a string such as '250us' or seconds as a number"
+        )
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"invalid {what} {safe_repr(value, 80)}: must be a positive, finite duration")
     return seconds
+
+
+_FRACTION_HINT = "expected a percentage such as '10%' or a fraction such as 0.1"
 
 
 def parse_fraction(value: Any, what: str = "threshold") -> float:
@@ -68,10 +73,10 @@ def parse_fraction(value: Any, what: str = "threshold") -> float:
     elif isinstance(value, str):
         m = _PERCENT_RE.match(value)
         if m is None:
-            raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a percentage such as '10%' or a fraction such as 0.1")
+            raise ValueError(f"invalid {what} {safe_repr(value, 80)}: {_FRACTION_HINT}")
         frac = float(m.group(1)) / 100.0
     else:
-        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: expected a percentage such as '10%' or a fraction such as 0.1")
+        raise ValueError(f"invalid {what} {safe_repr(value, 80)}: {_FRACTION_HINT}")
     if not math.isfinite(frac) or frac <= 0:
         raise ValueError(f"invalid {what} {safe_repr(value, 80)}: must be positive")
     return frac
