@@ -205,23 +205,18 @@ def test_the_front_end_time_is_calibrated_once_per_device():
     assert backend.offset_s == pytest.approx(1.44e-6) and m.median == pytest.approx(232e-6 + 3.56e-6)
 
 
-def test_serial_mode_keeps_serialised_records_for_short_calls(monkeypatch):
-    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "serial")
+@pytest.mark.parametrize("mode, kind, offset", [("serial", _Kind.KERNEL, 1.44e-6),
+                                                ("concurrent", _Kind.CONCURRENT_KERNEL, 0.0)])
+def test_a_forced_record_kind_holds_for_short_calls(monkeypatch, mode, kind, offset):
+    """serial: a short call keeps serialised records, less the front-end time; concurrent: nothing is
+    calibrated and serialised records are never enabled."""
+    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", mode)
     fake = FakeCupti()
     fake.serial_ns = 1440
     bench, backend, _ctx = make(fake)
     m = bench(lambda: fake.launch(1312), name="add 4096")
-    assert int(backend.act.kernel_kind) == _Kind.KERNEL and m.median == pytest.approx(1.312e-6)
-
-
-def test_concurrent_records_need_no_calibration(monkeypatch):
-    monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "concurrent")
-    fake = FakeCupti()
-    fake.serial_ns = 1440
-    bench, backend, _ctx = make(fake)
-    m = bench(lambda: fake.launch(1312), name="add 4096")
-    assert backend.offset_s == 0 and m.median == pytest.approx(1.312e-6)
-    assert _Kind.KERNEL not in fake.enabled
+    assert int(backend.act.kernel_kind) == kind and m.median == pytest.approx(1.312e-6)
+    assert backend.offset_s == pytest.approx(offset) and (_Kind.KERNEL in fake.enabled) == (mode == "serial")
 
 
 def test_cupti_samples_are_not_held_behind_a_head_delay():
