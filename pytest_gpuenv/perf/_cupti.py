@@ -98,12 +98,9 @@ class Activity:
         self.cupti = cupti
         K = cupti.ActivityKind
         self.mode = kernel_mode(kernels)
-        self.kernel_kind = K.CONCURRENT_KERNEL if self.mode == "concurrent" else K.KERNEL
-        self.op_kinds = {int(self.kernel_kind), int(K.MEMCPY), int(K.MEMSET)}
+        self._set_kernel_kind(K.CONCURRENT_KERNEL if self.mode == "concurrent" else K.KERNEL)
         self.ext_kind_value = int(K.EXTERNAL_CORRELATION)
         self.custom = int(cupti.ExternalCorrelationKind.CUSTOM2)
-        # external correlation records come with traced API calls: the runtime and driver API kinds
-        self.kinds = [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
         self.ops: list[tuple[int, int, int]] = []
         self.external: dict[int, int] = {}
         #: per device (UUID or index): seconds a serialised kernel record holds (``CuptiBackend.prepare``)
@@ -113,6 +110,23 @@ class Activity:
 
     #: API records kept: the calls that enqueue device work (the others would only cost parsing time)
     API_KEEP = ("Launch", "Memcpy", "Memset")
+
+    @property
+    def kinds(self) -> list[Any]:
+        """The activity kinds enabled: the kernel kind, copies, sets and external correlations, which come
+        with traced API calls (the runtime and driver API kinds)."""
+        K = self.cupti.ActivityKind
+        return [self.kernel_kind, K.MEMCPY, K.MEMSET, K.EXTERNAL_CORRELATION, K.RUNTIME, K.DRIVER]
+
+    @property
+    def serialised(self) -> bool:
+        """Kernels are recorded serialised (``KERNEL``), not concurrently."""
+        return int(self.kernel_kind) == int(self.cupti.ActivityKind.KERNEL)
+
+    def _set_kernel_kind(self, kind: Any) -> None:
+        K = self.cupti.ActivityKind
+        self.kernel_kind = kind
+        self.op_kinds = {int(kind), int(K.MEMCPY), int(K.MEMSET)}  # the records ``_completed`` keeps
 
     def ensure(self) -> None:
         """Enable the activity kinds, keep API records of the enqueuing calls only, and (re-)register
@@ -145,14 +159,11 @@ class Activity:
 
     def use_kernel_kind(self, kind: Any) -> None:
         """Record kernels as ``kind`` (``KERNEL`` or ``CONCURRENT_KERNEL``) from now on."""
-        K = self.cupti.ActivityKind
         if int(kind) == int(self.kernel_kind):
             return
         self.cupti.activity_disable(self.kernel_kind)
-        self.kernel_kind = kind
+        self._set_kernel_kind(kind)
         self.cupti.activity_enable(kind)
-        self.kinds[0] = kind
-        self.op_kinds = {int(kind), int(K.MEMCPY), int(K.MEMSET)}
 
     #: bytes of one activity buffer: about 250 cold samples of a one-kernel call (1 KB of records each).
     #: Every drain hands CUPTI's current buffer back and the next record asks for a new one. On the H200,
@@ -314,7 +325,7 @@ class CuptiBackend:
     def records(self) -> str:
         """How kernels are recorded now, for the measurement's record: "concurrent" or "serialised, less
         1.79 us front-end time"."""
-        if int(self.act.kernel_kind) != int(self.act.cupti.ActivityKind.KERNEL):
+        if not self.act.serialised:
             return "concurrent"
         return f"serialised, less {self.offset_s * 1e6:.2f} us front-end time"
 
@@ -355,8 +366,7 @@ class CuptiBackend:
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
         enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
                         delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
-        serial = int(self.act.kernel_kind) == int(self.act.cupti.ActivityKind.KERNEL)
-        return ids, (self.offset_s * repeat if serial else 0.0)  # the handle: ids, seconds off each sample
+        return ids, (self.offset_s * repeat if self.act.serialised else 0.0)  # the handle: ids, seconds off each sample
 
     def collect(self, handle: Any) -> list[float]:
         ids, take = handle
