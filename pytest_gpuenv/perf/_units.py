@@ -82,13 +82,20 @@ def parse_fraction(value: Any, what: str = "threshold") -> float:
     return frac
 
 
+def _positive(value: Any) -> Optional[float]:
+    """A plain number, positive and finite, as a float; None for anything else."""
+    v = _float(value) if _is_number(value) else math.nan
+    return v if math.isfinite(v) and v > 0 else None
+
+
 def check_count(value: Any, what: str) -> Optional[float]:
     """``bytes=``/``flops=``: None, or a positive finite number."""
     if value is None:
         return None
-    if not _is_number(value) or not math.isfinite(_float(value)) or _float(value) <= 0:
+    v = _positive(value)
+    if v is None:
         raise ValueError(f"invalid {what}={safe_repr(value, 80)}: expected a positive number (or None)")
-    return float(value)
+    return v
 
 
 def check_unit_fraction(value: Any, what: str) -> float:
@@ -99,9 +106,10 @@ def check_unit_fraction(value: Any, what: str) -> float:
 
 
 def check_ratio(value: Any, what: str) -> float:
-    if not _is_number(value) or not math.isfinite(_float(value)) or _float(value) <= 0:
+    v = _positive(value)
+    if v is None:
         raise ValueError(f"invalid {what}={safe_repr(value, 80)}: expected a positive ratio such as 1.2")
-    return float(value)
+    return v
 
 
 # --------------------------------------------------------------------------- formatting
