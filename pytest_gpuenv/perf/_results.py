@@ -114,8 +114,8 @@ class _Result:
             flush_bytes=info.flush_bytes if s.mode == "cold" else 0, n=s.n, clocks=self._clocks(),
             foreign_processes=list(s.foreign), problems=self.problems, warnings=self.notes,
             stop_reason=s.stop_reason, spent_s=round(spent, 6), host_enqueue_s=s.host_enqueue_s,
-            timer_note=s.timer_note, monitor_note=getattr(self.bench.backend, "monitor_note", None), ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None,
-            cupti_records=s.records, **fields,
+            timer_note=s.timer_note, monitor_note=getattr(self.bench.backend, "monitor_note", None),
+            ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, cupti_records=s.records, **fields,
         )
 
     def _act(self, verdict: Optional[str], fail_msg: str, why: list[str]) -> None:
