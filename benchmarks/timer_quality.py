@@ -40,7 +40,7 @@ def log(*a: object) -> None:
 
 def make_bench(**opts: object):  # type: ignore[no-untyped-def]
     from pytest_gpuenv.perf._bench import GpuBench, PerfContext, default_monitor, select_backend
-    from pytest_gpuenv.perf._engine import Options
+    from pytest_gpuenv.perf._settings import Options
 
     o = Options()
     for k, v in opts.items():

@@ -135,15 +135,60 @@ def test_one_sync_per_batch_and_flush_in_cold_mode():
     assert m.n >= 20 and m.mode == "cold"
 
 
-def test_batches_grow_with_the_sample_count_up_to_max_batch():
-    """A noisy kernel needs hundreds of samples: batches grow to a quarter of the samples so far (one sync
-    and one stopping check each), never past max_batch, and the first ones keep the base size."""
+def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predicts():
+    """A noisy kernel needs hundreds of samples: after the first check each batch aims at 0.9 times the
+    count at which the interval would be narrow enough (half-width ~ 1/sqrt(n)), never more than half the
+    samples so far or max_batch, never fewer than the base size or a sixteenth of the samples; the last
+    batch is a short one rather than a quarter of the samples past the stopping point."""
     bench, fb, _ = make([100e-6], cv=0.2, max_time=10.0)
     m = bench(noop)
-    sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(m.sampler.warmup_medians):]
-    assert m.n >= 200
-    assert sizes[0] == 10 and max(sizes) <= Options().max_batch and max(sizes) > 10
-    assert all(b <= max(10, n // 4) for b, n in zip(sizes, [sum(sizes[:i]) for i in range(len(sizes))]))
+    s = m.sampler
+    sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(s.warmup_medians):]
+    before = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert m.n >= 200 and sum(sizes) == m.n
+    assert sizes[:2] == [10, 10]  # until min_samples, the base size
+    assert all(max(10, n // 16) <= b <= max(10, n // 16, min(Options().max_batch, n // 2))
+               for b, n in zip(sizes, before))
+    assert max(sizes) > m.n // 8  # far from the stopping point, batches double the sample count
+    assert m.n - before[-1] < before[-1] // 4  # the last batch: short
+    quarter, k = 0, 0  # batches a quarter-growth schedule (the verdict stop's) would take to m.n
+    while quarter < m.n:
+        quarter, k = quarter + max(10, min(Options().max_batch, quarter // 4)), k + 1
+    assert len(sizes) < k
+
+
+def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
+    """Stopping on a verdict (an assertion), there is no precision target to aim at: batches are a quarter
+    of the samples so far, from the base size up to max_batch."""
+    bench, fb, _ = make([100e-6], cv=0.2, max_time=10.0)
+    m = bench(noop)
+    s = m.sampler.fresh()
+    s.run(lambda smp: smp.n >= 300)
+    sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][-s.batches:]
+    before = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert sizes == [max(10, min(Options().max_batch, n // 4)) for n in before]
+
+
+def test_batch_size_rule_against_a_recorded_interval():
+    """The aim in numbers: at n=100 with a half-width of 2 % against a 1 % target, 400 samples would do;
+    0.9 x 400 - 100 = 260, capped at half the samples (50); at 1.1 %, 0.9 x 121 - 100 = 8.9 -> the base
+    size 10; a verdict stop is not aimed."""
+    bench, _, _ = make([100e-6])
+    s = bench._sampler([noop], "cold", None, "x")
+    s.samples[0] = [1.0] * 100
+    s._interval = (100, 1.0, 0.98, 1.02)
+    assert s._batch_size(s.precise) == 50
+    s._interval = (100, 1.0, 0.989, 1.011)
+    assert s._batch_size(s.precise) == 10
+    s._interval = (100, 1.0, 0.96, 1.04)
+    s.opts.max_batch = 30
+    assert s._batch_size(s.precise) == 30
+    assert s._batch_size(lambda smp: False) == 25  # a verdict: a quarter of the samples
+    s.samples[0] = [1.0] * 320
+    s._interval = (320, 1.0, 0.9899, 1.0101)  # just short of the target: a sixteenth, not the base size
+    assert s._batch_size(s.precise) == 20
+    s._interval = (90, 1.0, 0.98, 1.02)  # a stale check (fewer samples than now): not aimed
+    assert s._batch_size(s.precise) == 30  # a quarter of 320, capped at max_batch
 
 
 def test_the_garbage_collector_is_paused_while_sampling_and_restored():

@@ -15,10 +15,11 @@ from typing import Any, Callable, ContextManager, Optional
 
 from pytest_gpuenv.perf._comparison import Comparison
 from pytest_gpuenv.perf._device import DeviceInfo
-from pytest_gpuenv.perf._engine import Options, Sampler
+from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._lock import gpu_lock
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, very_precise
 from pytest_gpuenv.perf._schedule import event_floor
+from pytest_gpuenv.perf._settings import Options
 from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time
 from pytest_gpuenv.perf.session import PerfSession
 

@@ -8,7 +8,8 @@ Before sampling, ``_syncprobe`` checks whether the callable waits for the device
 One timed sample in cold mode: [flush] [short delay] start-event fn end-event (``_schedule``). A batch
 of samples is enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so
 the device never waits for Python inside a timed interval, and the host synchronises once per batch;
-batches grow with the sample count. Hot mode times ``repeat`` back-to-back calls between one pair of
+batches grow with the sample count, and a stop on precision aims each batch at the count the interval
+predicts (``Sampler._batch_size``). Hot mode times ``repeat`` back-to-back calls between one pair of
 events, with no flush.
 """
 
@@ -18,83 +19,11 @@ import contextlib
 import gc
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from pytest_gpuenv.perf import _stats
+from pytest_gpuenv.perf._settings import Backend, Monitor, Options, Problems
 from pytest_gpuenv.perf._syncprobe import sync_warnings
-
-
-class Backend(Protocol):
-    name: str
-    info: Any  # DeviceInfo
-    can_delay: bool
-
-    def enqueue(
-        self, fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *, flush: bool, delay_s: float,
-        head_delay_s: float, repeat: int,
-    ) -> Any: ...
-
-    def collect(self, handle: Any) -> list[float]: ...
-
-    def delay(self, seconds: float) -> None: ...
-
-    def sync(self) -> None: ...
-
-
-class Monitor(Protocol):
-    max_mhz: Optional[float]
-
-    def sm_mhz(self) -> Optional[float]: ...
-
-    def foreign_processes(self) -> list[dict[str, Any]]: ...
-
-
-@dataclass
-class Options:
-    """Knobs of one measurement. Defaults are what the fixture uses."""
-
-    max_time: float = 2.0
-    #: stop a plain measurement once the median's interval half-width is within this fraction
-    rel_precision: float = 0.01
-    #: samples before a plain measurement may stop on precision
-    min_samples: int = 20
-    #: samples before any verdict is taken
-    min_verdict_samples: int = 10
-    #: samples (or ABBA rounds) enqueued per batch, one host sync each; a batch grows to a quarter of the
-    #: samples so far, up to ``max_batch`` (fewer syncs and stopping checks on long runs)
-    batch: int = 10
-    max_batch: int = 100
-    confidence: float = 0.95
-    #: FAIL only when the whole interval is beyond the limit by more than this fraction
-    guard: float = 0.02
-    warmup_batch: int = 5
-    warmup_agree: float = 0.02
-    warmup_max_time: float = 0.2
-    #: fixed device delay between the flush and the start event (lets the flush drain)
-    post_flush_delay_s: float = 2e-6
-    #: in "auto" mode, kernels faster than this (cold) are timed hot
-    hot_below_s: float = 5e-6
-    #: in hot mode, launches per timed interval are chosen to fill about this much device time
-    hot_interval_s: float = 100e-6
-    #: a batch whose SM clock reads below this fraction of the maximum is discarded
-    clock_floor: float = 0.75
-    #: more than this fraction of batches discarded -> INCONCLUSIVE
-    max_throttled: float = 0.2
-    #: time of an empty start/stop event pair on this device (calibrated by the bench; 1.31 us on H200)
-    event_floor_s: float = 0.0
-    #: a median below max(this, 1.3 x event_floor_s) is "fn enqueued nothing"
-    empty_below_s: float = 0.5e-6
-    #: longest device delay used to detect a callable that synchronises
-    sync_probe_s: float = 3e-3
-
-
-@dataclass
-class Problems:
-    """Why a measurement cannot give a verdict, plus advice that does not change the verdict."""
-
-    inconclusive: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 class Sampler:
@@ -153,6 +82,8 @@ class Sampler:
         self._last_enqueue_s: Optional[float] = None
         self._intrinsic: list[str] = []
         self._tick_kept: Optional[float] = None
+        #: (n, median, low, high) of the last precision check (``precise``), for ``_batch_size``
+        self._interval: Optional[tuple[int, float, float, float]] = None
 
     # ------------------------------------------------------------------ public
     @property
@@ -221,6 +152,7 @@ class Sampler:
             med, lo, hi = _stats.summarize(r, self.opts.confidence)
         else:
             med, lo, hi = self.stats()
+        self._interval = (self.n, med, lo, hi)
         return _stats.precise_enough(med, lo, hi, self.opts.rel_precision)
 
     # ------------------------------------------------------------------ steps
@@ -333,7 +265,7 @@ class Sampler:
                 return "time cap"
             # size the batch so one batch stays well inside the remaining time
             per = self._per_sample_estimate()
-            n = max(o.batch, min(o.max_batch, self.n // 4))
+            n = self._batch_size(done)
             if per > 0:
                 n = max(1, min(n, int(min(left, o.max_time / 8) / per)))
             if self.n >= 1 and per * n > left:
@@ -341,6 +273,24 @@ class Sampler:
             self._batch(n, repeat=self.repeat, flush=flush, keep=True)
             if self.batches >= 8 and self.discarded_batches == self.batches:
                 return "throttled"
+
+    def _batch_size(self, done: Callable[[Sampler], bool]) -> int:
+        """Samples in the next batch. Stopping on precision (``precise``), the batch aims at ``aim`` times
+        the count at which the interval would be narrow enough (its half-width shrinks as 1/sqrt(n)), so
+        the last batch is usually a small one rather than a quarter of the samples past the stopping point;
+        at most half the samples so far and ``max_batch``, at least ``batch`` and a sixteenth of the
+        samples (near the stopping point the interval wanders across the target, and batches too small to
+        move it would each cost a sync). Otherwise (a verdict, or no interval yet) a batch is a quarter of
+        the samples so far, from ``batch`` up to ``max_batch``."""
+        o, n = self.opts, self.n
+        grow = max(o.batch, min(o.max_batch, n // 4))
+        last = self._interval
+        if done != self.precise or last is None or last[0] != n or last[1] <= 0:
+            return grow
+        _n, med, lo, hi = last
+        half, target = (hi - lo) / 2, o.rel_precision * med
+        need = n * (half / target) ** 2 * o.aim if target > 0 else float("inf")
+        return int(max(o.batch, n // 16, min(o.max_batch, n // 2, need - n)))
 
     def _per_sample_estimate(self) -> float:
         base = self.warmup_medians[-1] if self.warmup_medians else 0.0
