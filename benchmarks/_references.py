@@ -36,13 +36,13 @@ flush_mode = sys.argv[2]
 vec = sys.argv[3] == "1"
 dev = torch.device("cuda")
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
-buf = torch.zeros(2 * l2 // 4, dtype=torch.float32, device=dev)
-scratch = torch.zeros((), dtype=torch.float32, device=dev)
-def flush():
+buf = torch.zeros((-(-2 * l2 // 4096), 1024), dtype=torch.float32, device=dev)
+row_sums = torch.zeros(buf.shape[0], dtype=torch.float32, device=dev)
+def flush():  # gpu_bench's flush (perf/_torch.py)
     if flush_mode in ("write", "both"):
         buf.zero_()
     if flush_mode in ("read", "both"):
-        torch.sum(buf, 0, out=scratch)
+        torch.sum(buf, 1, out=row_sums)
 def run(fn):
     for _ in range(5):
         flush()
@@ -105,8 +105,8 @@ sizes = [int(s) for s in sys.argv[1].split(",")]
 reps, out = int(sys.argv[2]), sys.argv[3]
 dev = torch.device("cuda")
 l2 = torch.cuda.get_device_properties(0).L2_cache_size
-buf = torch.zeros(2 * l2 // 4, dtype=torch.float32, device=dev)
-scratch = torch.zeros((), dtype=torch.float32, device=dev)
+buf = torch.zeros((-(-2 * l2 // 4096), 1024), dtype=torch.float32, device=dev)
+row_sums = torch.zeros(buf.shape[0], dtype=torch.float32, device=dev)
 fns = []
 for n in sizes:
     a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
@@ -117,7 +117,7 @@ torch.cuda.synchronize()
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
     for f in fns:
         for _ in range(reps):
-            torch.sum(buf, 0, out=scratch)
+            torch.sum(buf, 1, out=row_sums)  # gpu_bench's read flush (perf/_torch.py)
             torch.cuda._sleep(20000)
             f()
         torch.cuda.synchronize()
