@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import random
 import re
 import warnings
@@ -137,7 +138,7 @@ def test_one_sync_per_batch_and_flush_in_cold_mode():
 
 def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predicts():
     """A noisy kernel needs hundreds of samples: after the first check each batch aims at 0.9 times the
-    count at which the interval would be narrow enough (half-width ~ 1/sqrt(n)), never more than half the
+    count at which the interval would be narrow enough (``_stats.samples_needed``), never more than half the
     samples so far or max_batch, never fewer than the base size or a sixteenth of the samples; the last
     batch is a short one rather than a quarter of the samples past the stopping point."""
     bench, fb, _ = make([100e-6], cv=0.2, max_time=10.0)
@@ -169,26 +170,43 @@ def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
     assert sizes == [max(10, min(Options().max_batch, n // 4)) for n in before]
 
 
-def test_batch_size_rule_against_a_recorded_interval():
-    """The aim in numbers: at n=100 with a half-width of 2 % against a 1 % target, 400 samples would do;
-    0.9 x 400 - 100 = 260, capped at half the samples (50); at 1.1 %, 0.9 x 121 - 100 = 8.9 -> the base
-    size 10; a verdict stop is not aimed."""
+def test_batch_size_rule_against_a_recorded_check():
+    """The aim in numbers: at n=100 with 400 samples needed, 0.9 x 400 - 100 = 260, capped at half the
+    samples (50) or max_batch; with 121 needed, 0.9 x 121 - 100 = 8.9 -> the base size 10; just short at
+    320, a sixteenth (20); a verdict stop, or a check older than the samples, is not aimed."""
     bench, _, _ = make([100e-6])
     s = bench._sampler([noop], "cold", None, "x")
     s.samples[0] = [1.0] * 100
-    s._interval = (100, 1.0, 0.98, 1.02)
+    s._need = (100, 400.0)
     assert s._batch_size(s.precise) == 50
-    s._interval = (100, 1.0, 0.989, 1.011)
+    s._need = (100, 121.0)
     assert s._batch_size(s.precise) == 10
-    s._interval = (100, 1.0, 0.96, 1.04)
     s.opts.max_batch = 30
+    s._need = (100, 400.0)
     assert s._batch_size(s.precise) == 30
     assert s._batch_size(lambda smp: False) == 25  # a verdict: a quarter of the samples
     s.samples[0] = [1.0] * 320
-    s._interval = (320, 1.0, 0.9899, 1.0101)  # just short of the target: a sixteenth, not the base size
+    s._need = (320, 330.0)
     assert s._batch_size(s.precise) == 20
-    s._interval = (90, 1.0, 0.98, 1.02)  # a stale check (fewer samples than now): not aimed
+    s._need = (90, 400.0)  # a stale check (fewer samples than now): not aimed
     assert s._batch_size(s.precise) == 30  # a quarter of 320, capped at max_batch
+    s._need = (320, math.inf)  # no sample near the median yet: as large as allowed
+    assert s._batch_size(s.precise) == 30
+
+
+def test_samples_needed_reads_the_density_at_the_median():
+    """Uniform on [0.9, 1.1] (density 5): SE of the median 1/(2*5*sqrt(N)), so +-1 % at 95 % needs
+    N = (1.96 * 0.1 / 0.01)^2 = 384; 100 of 1,000 samples lie within 1 % of the median. Data on a tick,
+    with the median in a sparse cell between two modes, needs far more than its interval's width says."""
+    s = [0.9 + 0.2 * (i + 0.5) / 1000 for i in range(1000)]
+    assert _stats.samples_needed(s, 1.0, 0.01) == pytest.approx(384.1, rel=0.02)
+    assert _stats.samples_needed([1.0, 2.0, 3.0], 2.0, 0.01) == pytest.approx((1.96 * 3) ** 2, rel=0.01)
+    assert _stats.samples_needed([1.0, 3.0], 2.0, 0.01) == math.inf
+    two_modes = [1.12e-6] * 140 + [1.216e-6] * 20 + [1.344e-6] * 140  # median in the sparse middle cell
+    s = _stats.spread_ties(two_modes, 32e-9)
+    med = _stats.summarize_sorted(s)[0]
+    # 20 samples spread over the 32 ns middle cell, 16 of them within 12.2 ns of the median: (1.96*300/16)^2
+    assert _stats.samples_needed(s, med, 0.01) == pytest.approx((1.96 * 300 / 16) ** 2, rel=0.01)
 
 
 def test_the_garbage_collector_is_paused_while_sampling_and_restored():

@@ -82,8 +82,8 @@ class Sampler:
         self._last_enqueue_s: Optional[float] = None
         self._intrinsic: list[str] = []
         self._tick_kept: Optional[float] = None
-        #: (n, median, low, high) of the last precision check (``precise``), for ``_batch_size``
-        self._interval: Optional[tuple[int, float, float, float]] = None
+        #: (n, samples needed) at the last precision check (``precise``), for ``_batch_size``
+        self._need: Optional[tuple[int, float]] = None
 
     # ------------------------------------------------------------------ public
     @property
@@ -147,13 +147,15 @@ class Sampler:
     def precise(self, s: Sampler) -> bool:
         if self.n < self.opts.min_samples:
             return False
+        o = self.opts
         if len(self.fns) == 2:
-            r = self.ratios()
-            med, lo, hi = _stats.summarize(r, self.opts.confidence)
+            data = _stats.spread_ties(self.ratios(), 0.0)
         else:
-            med, lo, hi = self.stats()
-        self._interval = (self.n, med, lo, hi)
-        return _stats.precise_enough(med, lo, hi, self.opts.rel_precision)
+            xs = self._kept(0)
+            data = _stats.spread_ties(xs, self._tick(xs))
+        med, lo, hi = _stats.summarize_sorted(data, o.confidence)
+        self._need = (self.n, _stats.samples_needed(data, med, o.rel_precision, o.confidence))
+        return _stats.precise_enough(med, lo, hi, o.rel_precision)
 
     # ------------------------------------------------------------------ steps
     def _elapsed(self, t0: float) -> float:
@@ -276,21 +278,17 @@ class Sampler:
 
     def _batch_size(self, done: Callable[[Sampler], bool]) -> int:
         """Samples in the next batch. Stopping on precision (``precise``), the batch aims at ``aim`` times
-        the count at which the interval would be narrow enough (its half-width shrinks as 1/sqrt(n)), so
-        the last batch is usually a small one rather than a quarter of the samples past the stopping point;
-        at most half the samples so far and ``max_batch``, at least ``batch`` and a sixteenth of the
-        samples (near the stopping point the interval wanders across the target, and batches too small to
-        move it would each cost a sync). Otherwise (a verdict, or no interval yet) a batch is a quarter of
-        the samples so far, from ``batch`` up to ``max_batch``."""
+        the count the last check predicts (``_stats.samples_needed``), so the last batch is usually a small
+        one rather than a quarter of the samples past the stopping point; at most half the samples so far
+        and ``max_batch``, at least ``batch`` and a sixteenth of the samples (near the stopping point the
+        interval wanders across the target, and batches too small to move it would each cost a sync).
+        Otherwise (a verdict, or no check yet) a batch is a quarter of the samples so far, from ``batch`` up
+        to ``max_batch``."""
         o, n = self.opts, self.n
-        grow = max(o.batch, min(o.max_batch, n // 4))
-        last = self._interval
-        if done != self.precise or last is None or last[0] != n or last[1] <= 0:
-            return grow
-        _n, med, lo, hi = last
-        half, target = (hi - lo) / 2, o.rel_precision * med
-        need = n * (half / target) ** 2 * o.aim if target > 0 else float("inf")
-        return int(max(o.batch, n // 16, min(o.max_batch, n // 2, need - n)))
+        if done != self.precise or self._need is None or self._need[0] != n:
+            return max(o.batch, min(o.max_batch, n // 4))
+        want = min(o.max_batch, n // 2, self._need[1] * o.aim - n)
+        return int(max(o.batch, n // 16, want))
 
     def _per_sample_estimate(self) -> float:
         base = self.warmup_medians[-1] if self.warmup_medians else 0.0

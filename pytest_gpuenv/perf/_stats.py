@@ -84,11 +84,33 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
 
 def summarize(xs: Sequence[float], confidence: float = 0.95, tick: float = 0.0) -> tuple[float, float, float]:
     """(median, ci_low, ci_high); with ``tick`` > 0, of the data with ties spread (``spread_ties``)."""
-    s = spread_ties(xs, tick)  # sorted (with ties spread when tick > 0): sorted once for all three
+    return summarize_sorted(spread_ties(xs, tick), confidence)
+
+
+def summarize_sorted(s: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """``summarize`` of data already sorted (and ties spread): sorted once for all three."""
     if not s:
         raise ValueError("median of no samples")
     j, k = median_ci_ranks(len(s), confidence)
     return _median_sorted(s), s[j - 1], s[k - 1]
+
+
+def samples_needed(s: Sequence[float], med: float, rel: float, confidence: float = 0.95) -> float:
+    """About how many samples the median's interval needs to come within ``rel`` of ``med`` (``precise_enough``),
+    if the share of the sorted samples ``s`` lying within ``rel`` of the median stays as it is.
+
+    The interval spans about z*sqrt(N) ranks around the median; they fit in [med(1-rel), med(1+rel)] once
+    the c of n samples there, c*N/n of N, reach z*sqrt(N): N = (z*n/c)^2. It reads the density at the median
+    itself, so it holds for data on a timer's tick with several modes, where the interval's width does not
+    shrink as 1/sqrt(n) until it fits in the median's cell. Infinite when no sample is that close."""
+    from statistics import NormalDist  # imported by a measurement only
+
+    t = rel * abs(med)
+    c = bisect.bisect_right(s, med + t) - bisect.bisect_left(s, med - t)
+    if c == 0:
+        return math.inf
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    return (z * len(s) / c) ** 2
 
 
 def decide(lo: float, hi: float, limit: float, *, upper: bool = True, guard: float = 0.02) -> Optional[str]:
