@@ -8,8 +8,8 @@ Before sampling, ``_syncprobe`` checks whether the callable waits for the device
 One timed sample in cold mode: [flush] [short delay] start-event fn end-event (``_schedule``). A batch
 of samples is enqueued behind one "head" delay long enough for the host to enqueue the whole batch, so
 the device never waits for Python inside a timed interval, and the host synchronises once per batch;
-batches grow with the sample count, and a stop on precision aims each batch at the count the interval
-predicts (``Sampler._batch_size``). Hot mode times ``repeat`` back-to-back calls between one pair of
+batches grow with the sample count, and a stop on precision aims each batch at the count the samples
+near the median predict (``Sampler._batch_size``). Hot mode times ``repeat`` back-to-back calls between one pair of
 events, with no flush.
 """
 

@@ -46,7 +46,8 @@ class Options:
     #: samples (or ABBA rounds) enqueued per batch, one host sync each (``Sampler._batch_size``)
     batch: int = 10
     max_batch: int = 400
-    #: a precision stop aims its next batch at this fraction of the sample count the interval predicts
+    #: a precision stop aims its next batch at this fraction of the sample count it predicts
+    #: (``_stats.samples_needed``)
     aim: float = 0.9
     confidence: float = 0.95
     #: FAIL only when the whole interval is beyond the limit by more than this fraction
