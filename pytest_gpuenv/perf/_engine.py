@@ -107,8 +107,13 @@ class Sampler:
         return tick
 
     def stats(self, i: int = 0) -> tuple[float, float, float]:
-        xs = self._kept(i)  # a profiler timer reads whole ticks of its clock: ties are spread over a tick
-        return _stats.summarize(xs, self.opts.confidence, self._tick(xs))
+        return _stats.summarize_sorted(self._sorted(i), self.opts.confidence)
+
+    def _sorted(self, i: int) -> list[float]:
+        """The kept samples of ``fns[i]``, sorted; a profiler timer reads whole ticks of its clock, so its
+        ties are spread over a tick (``_stats.spread_ties``)."""
+        xs = self._kept(i)
+        return _stats.spread_ties(xs, self._tick(xs))
 
     def ratios(self) -> list[float]:
         a, b = self._kept(0), self._kept(1)
@@ -148,11 +153,7 @@ class Sampler:
         if self.n < self.opts.min_samples:
             return False
         o = self.opts
-        if len(self.fns) == 2:
-            data = _stats.spread_ties(self.ratios(), 0.0)
-        else:
-            xs = self._kept(0)
-            data = _stats.spread_ties(xs, self._tick(xs))
+        data = sorted(self.ratios()) if len(self.fns) == 2 else self._sorted(0)
         med, lo, hi = _stats.summarize_sorted(data, o.confidence)
         self._need = (self.n, _stats.samples_needed(data, med, o.rel_precision, o.confidence))
         return _stats.precise_enough(med, lo, hi, o.rel_precision)
