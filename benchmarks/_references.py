@@ -2,8 +2,9 @@
 gpu__time_duration.sum, and the kernel durations torch.profiler records (CUPTI through Kineto; a
 process of its own because CUPTI has one activity client per process).
 
-Both run the same target: per size, 5 (ncu) or 30 (profiler) launches of torch.add, each after a read
-flush of 2x L2 and a short GPU delay, as gpu_bench's cold mode does.
+Both run the same target: per size, 5 (ncu) or 30 (profiler) launches of torch.add, each after
+gpu_bench's own flush (``TorchBackend._flush``: a read of 2x the largest cache) and a short GPU delay, as
+gpu_bench's cold mode does.
 """
 
 from __future__ import annotations
@@ -35,14 +36,8 @@ sizes = [int(s) for s in sys.argv[1].split(",") if s]
 flush_mode = sys.argv[2]
 vec = sys.argv[3] == "1"
 dev = torch.device("cuda")
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
-buf = torch.zeros((-(-2 * l2 // 4096), 1024), dtype=torch.float32, device=dev)
-row_sums = torch.zeros(buf.shape[0], dtype=torch.float32, device=dev)
-def flush():  # gpu_bench's flush (perf/_torch.py)
-    if flush_mode in ("write", "both"):
-        buf.zero_()
-    if flush_mode in ("read", "both"):
-        torch.sum(buf, 1, out=row_sums)
+from pytest_gpuenv.perf._torch import TorchBackend
+flush = TorchBackend(flush=flush_mode)._flush  # gpu_bench's own flush
 def run(fn):
     for _ in range(5):
         flush()
@@ -103,10 +98,10 @@ import json, statistics, sys, torch
 from torch.profiler import ProfilerActivity, profile
 sizes = [int(s) for s in sys.argv[1].split(",")]
 reps, out = int(sys.argv[2]), sys.argv[3]
+sys.path.insert(0, sys.argv[4])
+from pytest_gpuenv.perf._torch import TorchBackend
+flush = TorchBackend(flush="read")._flush  # gpu_bench's own flush
 dev = torch.device("cuda")
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
-buf = torch.zeros((-(-2 * l2 // 4096), 1024), dtype=torch.float32, device=dev)
-row_sums = torch.zeros(buf.shape[0], dtype=torch.float32, device=dev)
 fns = []
 for n in sizes:
     a = torch.ones(n, device=dev); b = torch.ones(n, device=dev); c = torch.empty(n, device=dev)
@@ -117,7 +112,7 @@ torch.cuda.synchronize()
 with profile(activities=[ProfilerActivity.CUDA]) as prof:
     for f in fns:
         for _ in range(reps):
-            torch.sum(buf, 1, out=row_sums)  # gpu_bench's read flush (perf/_torch.py)
+            flush()
             torch.cuda._sleep(20000)
             f()
         torch.cuda.synchronize()
@@ -132,7 +127,7 @@ def profiler_times(sizes: list[int], outdir: str, reps: int = 30) -> dict:
         f.write(PROFILE)
         target = f.name
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, target, ",".join(map(str, sizes)), str(reps), trace],
+    p = subprocess.run([sys.executable, target, ",".join(map(str, sizes)), str(reps), trace, REPO],
                        capture_output=True, text=True, timeout=240)
     out: dict = {"wall_s": time.perf_counter() - t, "rc": p.returncode}
     if p.returncode != 0 or not os.path.exists(trace):
