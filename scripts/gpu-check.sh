@@ -82,6 +82,8 @@ if want perf; then
     # CUPTI timer (default where cupti-python is installed) beside the event timer and do_bench, against
     # torch.profiler and ncu, and the 1.10x gate
     run "benchmarks/timer_quality.py" 300 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/timer_quality.py --out "$OUT"
+    # where one CUPTI estimate's wall time goes at 4,096 elements: steps, host per call, device per sample
+    run "benchmarks/estimate_costs.py" 120 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/estimate_costs.py
     run "perf GPU tests (+ --gpuenv-perf-plot)" 150 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/test_perf_gpu.py \
         tests/test_perf_cupti.py -q -rfEs --gpuenv-json "$OUT/perf.json" --gpuenv-perf-plot "$OUT/perf.png"
     run "perf GPU tests again, gpuenv perf compare" 150 bash -c "CUDA_VISIBLE_DEVICES=0 $PY -m pytest \
