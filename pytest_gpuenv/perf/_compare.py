@@ -4,9 +4,12 @@ One row per measured test (``nodeid`` and measurement name; the record with the 
 assertion's last attempt): both medians with their intervals, the change NEW/BASE - 1 with a
 conservative interval [new low / base high, new high / base low] - 1 (as ``assert_no_regression``
 decides), and a verdict at the threshold t: ``slower`` when the whole interval is above +t,
-``faster`` when it is below -t, ``same`` when it lies within ±t, else ``unclear``. Tests found in one
-file only are listed as such. Exit status: 0, or 1 with ``--fail-on-regression T`` when a test is
-``slower`` by more than T; 2 for a usage error or a file that is not a report (never a traceback).
+``faster`` when it is below -t, ``same`` when it lies within ±t, else ``unclear``; ``inconclusive``
+when either measurement says why it cannot give a verdict (its ``problems``: the callable enqueued
+nothing, clocks dropped, another process used the GPU), with the reason below the table: such a change
+is not the kernel's. Tests found in one file only are listed as such. Exit status: 0, or 1 with
+``--fail-on-regression T`` when a test is ``slower`` by more than T; 2 for a usage error or a file that
+is not a report (never a traceback).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, Optional, Sequence
 from pytest_gpuenv.perf._records import PerfRecord
 from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction
 
-SLOWER, FASTER, SAME, UNCLEAR = "slower", "faster", "same", "unclear"
+SLOWER, FASTER, SAME, UNCLEAR, INCONCLUSIVE = "slower", "faster", "same", "unclear", "inconclusive"
 
 
 class CompareError(Exception):
@@ -76,7 +79,7 @@ def compare(base: dict[str, PerfRecord], new: dict[str, PerfRecord], threshold: 
             row.change = n.median_s / b.median_s - 1
             row.change_lo = n.ci_low_s / b.ci_high_s - 1
             row.change_hi = n.ci_high_s / b.ci_low_s - 1
-            row.verdict = verdict(row.change_lo, row.change_hi, threshold)
+            row.verdict = INCONCLUSIVE if (b.problems or n.problems) else verdict(row.change_lo, row.change_hi, threshold)
         else:
             row.verdict = "only in base" if n is None else "only in new"
         rows.append(row)
@@ -117,6 +120,9 @@ def table(rows: Sequence[Row], threshold: float) -> list[str]:
         if row.base and row.new and (row.base.device_key, row.base.timer) != (row.new.device_key, row.new.timer):
             lines.append(f"  {row.test}: measured on {row.base.device_key} [{row.base.timer}] and "
                          f"{row.new.device_key} [{row.new.timer}]: not the same device or timer")
+        if row.verdict == INCONCLUSIVE:
+            which, r = ("base", row.base) if row.base and row.base.problems else ("new", row.new)
+            lines.append(f"  {row.test}: inconclusive in {which}: {r.problems[0] if r else ''}")
     return lines
 
 
