@@ -147,9 +147,9 @@ def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predi
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(s.warmup_medians):]
     before = [sum(sizes[:i]) for i in range(len(sizes))]
     assert m.n >= 200 and sum(sizes) == m.n
-    assert sizes[:2] == [10, 10]  # until min_samples, the base size
+    assert sizes[0] == Options().min_samples  # no check before min_samples: one batch up to it
     assert all(max(10, n // 16) <= b <= max(10, n // 16, min(Options().max_batch, n // 2))
-               for b, n in zip(sizes, before))
+               for b, n in zip(sizes[1:], before[1:]))
     assert max(sizes) > m.n // 8  # far from the stopping point, batches double the sample count
     assert m.n - before[-1] < before[-1] // 4  # the last batch: short
     quarter, k = 0, 0  # batches a quarter-growth schedule (the verdict stop's) would take to m.n
@@ -171,11 +171,17 @@ def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
 
 
 def test_batch_size_rule_against_a_recorded_check():
-    """The aim in numbers: at n=100 with 400 samples needed, 0.9 x 400 - 100 = 260, capped at half the
+    """The aim in numbers: before min_samples one batch up to it; at n=100 with 400 samples needed, 0.9 x 400 - 100 = 260, capped at half the
     samples (50) or max_batch; with 121 needed, 0.9 x 121 - 100 = 8.9 -> the base size 10; just short at
     320, a sixteenth (20); a verdict stop, or a check older than the samples, is not aimed."""
     bench, _, _ = make([100e-6])
     s = bench._sampler([noop], "cold", None, "x")
+    assert s._batch_size(s.precise) == 20  # before min_samples (20): one batch up to it
+    s.samples[0] = [1.0] * 5
+    assert s._batch_size(s.precise) == 15
+    s.samples[0] = [1.0] * 15
+    assert s._batch_size(s.precise) == 10  # never below the base size
+    assert s._batch_size(lambda smp: False) == 10  # a verdict: the quarter rule from the base size
     s.samples[0] = [1.0] * 100
     s._need = (100, 400.0)
     assert s._batch_size(s.precise) == 50

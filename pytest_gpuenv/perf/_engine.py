@@ -283,9 +283,13 @@ class Sampler:
         one rather than a quarter of the samples past the stopping point; at most half the samples so far
         and ``max_batch``, at least ``batch`` and a sixteenth of the samples (near the stopping point the
         interval wanders across the target, and batches too small to move it would each cost a sync).
+        Before ``min_samples``, when no check is made, one batch takes the count up to it (the H200, torch.add
+        at 1M elements: one batch of 20 instead of two of 10, 6.55 ms per estimate instead of 7.17).
         Otherwise (a verdict, or no check yet) a batch is a quarter of the samples so far, from ``batch`` up
         to ``max_batch``."""
         o, n = self.opts, self.n
+        if done == self.precise and n < o.min_samples:  # no check before min_samples: one batch up to it
+            return max(o.batch, o.min_samples - n)
         if done != self.precise or self._need is None or self._need[0] != n:
             return max(o.batch, min(o.max_batch, n // 4))
         want = min(o.max_batch, n // 2, self._need[1] * o.aim - n)
