@@ -1,12 +1,11 @@
-"""The CUPTI timer (perf/_cupti.py): a fake ``cupti`` module at the binding boundary, so the record
-parsing, the per-sample grouping, the timer choice and the table run on a CPU; one GPU test with the real
-binding (requires_cuda, skipped where cupti-python is absent)."""
+"""The CUPTI timer (perf/_cupti.py): a fake ``cupti`` module at the binding boundary (tests/_cupti_fake.py),
+so the record parsing, the per-sample grouping, the timer choice and the table run on a CPU; one GPU test
+with the real binding (requires_cuda, skipped where cupti-python is absent)."""
 
 from __future__ import annotations
 
 import enum
 import sys
-import types
 import warnings
 from typing import Any
 
@@ -16,119 +15,8 @@ from pytest_gpuenv import requires_cuda
 from pytest_gpuenv.perf import _bench, _cupti
 from pytest_gpuenv.perf._bench import GpuBench, PerfContext
 from pytest_gpuenv.perf.report import summary_lines
-from tests._perf_fake import FakeBackend, FakeClock
-
-
-class _Kind(enum.IntEnum):
-    MEMCPY = 1
-    MEMSET = 2
-    KERNEL = 3
-    DRIVER = 4
-    RUNTIME = 5
-    CONCURRENT_KERNEL = 10
-    EXTERNAL_CORRELATION = 21
-
-
-class _Ext(enum.IntEnum):
-    CUSTOM0 = 4
-    CUSTOM1 = 5
-    CUSTOM2 = 6
-
-
-class FakeCupti:
-    """What perf/_cupti.py uses of ``cupti.cupti``: kinds, enable, callbacks, external ids, flush.
-
-    ``launch(ns)`` is a kernel the fake device runs: it gets the next correlation id, and an external
-    correlation record when an id is pushed, as CUPTI gives them."""
-
-    ActivityKind = _Kind
-    ExternalCorrelationKind = _Ext
-
-    def __init__(self) -> None:
-        self.enabled: set[int] = set()
-        self.callbacks: Any = None
-        self.stack: list[int] = []
-        self.corr = 0
-        self.t = 1_000_000
-        self.pending: list[Any] = []
-        self.flushes = 0
-
-    def activity_enable(self, kind: int) -> None:
-        self.enabled.add(int(kind))
-
-    def activity_disable(self, kind: int) -> None:
-        self.enabled.discard(int(kind))
-
-    def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
-        assert requested() == (256 << 10, 0)
-        self.callbacks = (requested, completed)
-
-    def activity_push_external_correlation_id(self, kind: int, ext: int) -> None:
-        assert kind == _Ext.CUSTOM2
-        self.stack.append(ext)
-
-    def activity_pop_external_correlation_id(self, kind: int) -> int:
-        return self.stack.pop()
-
-    def activity_flush_all(self, flag: int) -> None:
-        self.flushes += 1
-        recs, self.pending = self.pending, []
-        self.callbacks[1](recs)
-
-    #: what a serialised (KERNEL) record adds to a kernel's duration (the H200's 1.44 us: ``serial_ns``)
-    serial_ns = 0
-
-    def launch(self, ns: int, gap_ns: int = 0, kind: Any = None) -> None:
-        if kind is None:  # a kernel, recorded as the kind that is enabled
-            kind = _Kind.KERNEL if _Kind.KERNEL in self.enabled else _Kind.CONCURRENT_KERNEL
-        if kind == _Kind.KERNEL:
-            ns += self.serial_ns
-        self.corr += 1
-        self.t += gap_ns
-        rec = types.SimpleNamespace(kind=kind, correlation_id=self.corr, start=self.t, end=self.t + ns)
-        self.t += ns
-        self.pending.append(rec)
-        if self.stack:
-            self.pending.append(types.SimpleNamespace(kind=_Kind.EXTERNAL_CORRELATION, correlation_id=self.corr,
-                                                      external_kind=_Ext.CUSTOM2, external_id=self.stack[-1]))
-        else:  # the runtime's own API calls outside a push carry another tool's ids, or none
-            self.pending.append(types.SimpleNamespace(kind=_Kind.EXTERNAL_CORRELATION, correlation_id=self.corr,
-                                                      external_kind=_Ext.CUSTOM0, external_id=999))
-
-
-class FakeEvents(FakeBackend):
-    """The event backend CUPTI wraps: flush, delay and sync (flush and delay launch fake kernels too)."""
-
-    def __init__(self, cupti: FakeCupti, **kw: Any) -> None:
-        super().__init__([5e-6], cv=0.0, floor_s=0.0, **kw)
-        self.cupti = cupti
-        self.info.vendor = "nvidia"
-
-    def _flush(self) -> None:
-        self.cupti.launch(50_000)
-
-    def delay(self, seconds: float) -> None:
-        super().delay(seconds)
-        if seconds > 0:
-            self.cupti.launch(int(seconds * 1e9))
-
-
-def make(fake: FakeCupti, **ctx: Any) -> tuple[GpuBench, Any, PerfContext]:
-    clock = FakeClock()
-    events = FakeEvents(fake, clock=clock)
-    backend = _cupti.CuptiBackend(events, _cupti.Activity(fake))
-    ctx.setdefault("lock", lambda info: _null())
-    c = PerfContext(backend_factory=lambda: backend, nodeid="t.py::test_k", test_name="test_k",
-                    clock=clock, **ctx)
-    return GpuBench(c), backend, c
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: Any) -> None:
-        return None
+from tests._cupti_fake import FakeCupti, Kind, NullLock, make
+from tests._perf_fake import FakeBackend
 
 
 # ----------------------------------------------------------------------------------------------- tests
@@ -145,10 +33,10 @@ def test_per_sample_sums_kernels_and_measures_uncovered_gaps():
 def test_activity_enables_kernels_copies_and_correlation_and_reads_only_its_own_ids():
     fake = FakeCupti()
     act = _cupti.Activity(fake)
-    assert {_Kind.KERNEL, _Kind.MEMCPY, _Kind.MEMSET, _Kind.EXTERNAL_CORRELATION} <= fake.enabled
-    assert _Kind.CONCURRENT_KERNEL not in fake.enabled
+    assert {Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.EXTERNAL_CORRELATION} <= fake.enabled
+    assert Kind.CONCURRENT_KERNEL not in fake.enabled
     act.push(5)
-    fake.launch(2000, kind=_Kind.MEMCPY)
+    fake.launch(2000, kind=Kind.MEMCPY)
     act.pop()
     fake.launch(3000)  # outside: another tool's external id
     ops, ext = act.drain()
@@ -161,10 +49,10 @@ def test_concurrent_mode_records_concurrent_kernels_only_and_bad_modes_are_named
     monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "concurrent")
     fake = FakeCupti()
     act = _cupti.Activity(fake)
-    assert _Kind.CONCURRENT_KERNEL in fake.enabled and _Kind.KERNEL not in fake.enabled
+    assert Kind.CONCURRENT_KERNEL in fake.enabled and Kind.KERNEL not in fake.enabled
     act.push(1)
-    fake.launch(1000, kind=_Kind.CONCURRENT_KERNEL)
-    fake.launch(1000, kind=_Kind.KERNEL)  # not a kind this client asked for
+    fake.launch(1000, kind=Kind.CONCURRENT_KERNEL)
+    fake.launch(1000, kind=Kind.KERNEL)  # not a kind this client asked for
     act.pop()
     assert len(act.drain()[0]) == 1
     monkeypatch.setenv("GPUENV_CUPTI_KERNELS", "sometimes")
@@ -183,13 +71,13 @@ def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the
     assert ctx.session.records[-1].cupti_records == "concurrent"
     assert backend.offset_s == pytest.approx(1.44e-6) and backend.act.offsets == {"GPU-fake-0": backend.offset_s}
     assert m.median == pytest.approx(1.312e-6) and m.device.timer == "cupti"
-    assert int(backend.act.kernel_kind) == _Kind.CONCURRENT_KERNEL and _Kind.KERNEL not in fake.enabled
+    assert int(backend.act.kernel_kind) == Kind.CONCURRENT_KERNEL and Kind.KERNEL not in fake.enabled
 
     def vector_add() -> None:  # instrumented, a concurrent record reads 7 % more
-        fake.launch(250_000 if _Kind.CONCURRENT_KERNEL in fake.enabled else 232_000)
+        fake.launch(250_000 if Kind.CONCURRENT_KERNEL in fake.enabled else 232_000)
 
     m2 = bench(vector_add, name="vector_add")
-    assert int(backend.act.kernel_kind) == _Kind.KERNEL
+    assert int(backend.act.kernel_kind) == Kind.KERNEL
     assert ctx.session.records[-1].to_dict()["cupti_records"] == "serialised, less 1.44 us front-end time"
     assert m2.median == pytest.approx(232e-6) and backend.offset_s == pytest.approx(1.44e-6)
     assert _cupti.SERIAL_FROM_S == 20e-6
@@ -205,8 +93,8 @@ def test_the_front_end_time_is_calibrated_once_per_device():
     assert backend.offset_s == pytest.approx(1.44e-6) and m.median == pytest.approx(232e-6 + 3.56e-6)
 
 
-@pytest.mark.parametrize("mode, kind, offset", [("serial", _Kind.KERNEL, 1.44e-6),
-                                                ("concurrent", _Kind.CONCURRENT_KERNEL, 0.0)])
+@pytest.mark.parametrize("mode, kind, offset", [("serial", Kind.KERNEL, 1.44e-6),
+                                                ("concurrent", Kind.CONCURRENT_KERNEL, 0.0)])
 def test_a_forced_record_kind_holds_for_short_calls(monkeypatch, mode, kind, offset):
     """serial: a short call keeps serialised records, less the front-end time; concurrent: nothing is
     calibrated and serialised records are never enabled."""
@@ -216,7 +104,7 @@ def test_a_forced_record_kind_holds_for_short_calls(monkeypatch, mode, kind, off
     bench, backend, _ctx = make(fake)
     m = bench(lambda: fake.launch(1312), name="add 4096")
     assert int(backend.act.kernel_kind) == kind and m.median == pytest.approx(1.312e-6)
-    assert backend.offset_s == pytest.approx(offset) and (_Kind.KERNEL in fake.enabled) == (mode == "serial")
+    assert backend.offset_s == pytest.approx(offset) and (Kind.KERNEL in fake.enabled) == (mode == "serial")
 
 
 def test_cupti_samples_are_not_held_behind_a_head_delay():
@@ -275,7 +163,7 @@ def test_timer_argument_forces_events_and_rejects_bad_values():
     assert m.device.timer == "fake" and "timer='events'" in ctx.session.records[-1].timer_note
     with pytest.raises(ValueError, match="invalid timer='ncu'"):
         bench(lambda: fake.launch(2000), timer="ncu")
-    plain = GpuBench(PerfContext(backend_factory=lambda: FakeBackend([1e-6]), lock=lambda info: _null()))
+    plain = GpuBench(PerfContext(backend_factory=lambda: FakeBackend([1e-6]), lock=lambda info: NullLock()))
     with pytest.raises(ValueError, match="timer='cupti' is not available"):
         plain(lambda: None, timer="cupti")
 
