@@ -171,9 +171,10 @@ def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
 
 
 def test_batch_size_rule_against_a_recorded_check():
-    """The aim in numbers: before min_samples one batch up to it; at n=100 with 400 samples needed, 0.9 x 400 - 100 = 260, capped at half the
-    samples (50) or max_batch; with 121 needed, 0.9 x 121 - 100 = 8.9 -> the base size 10; just short at
-    320, a sixteenth (20); a verdict stop, or a check older than the samples, is not aimed."""
+    """The aim in numbers: before min_samples, one batch up to it; at n=100 with 400 samples needed,
+    0.9 x 400 - 100 = 260, capped at half the samples (50) or max_batch; with 121 needed, 0.9 x 121 - 100 =
+    8.9 -> the base size 10; just short at 320, a sixteenth (20); a verdict stop, or a check older than the
+    samples, is not aimed."""
     bench, _, _ = make([100e-6])
     s = bench._sampler([noop], "cold", None, "x")
     assert s._batch_size(s.precise) == 20  # before min_samples (20): one batch up to it

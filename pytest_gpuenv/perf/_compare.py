@@ -120,9 +120,9 @@ def table(rows: Sequence[Row], threshold: float) -> list[str]:
         if row.base and row.new and (row.base.device_key, row.base.timer) != (row.new.device_key, row.new.timer):
             lines.append(f"  {row.test}: measured on {row.base.device_key} [{row.base.timer}] and "
                          f"{row.new.device_key} [{row.new.timer}]: not the same device or timer")
-        if row.verdict == INCONCLUSIVE:
-            which, r = ("base", row.base) if row.base and row.base.problems else ("new", row.new)
-            lines.append(f"  {row.test}: inconclusive in {which}: {r.problems[0] if r else ''}")
+        if row.verdict == INCONCLUSIVE and row.base and row.new:  # both present: ``compare`` set it
+            which, r = ("base", row.base) if row.base.problems else ("new", row.new)
+            lines.append(f"  {row.test}: inconclusive in {which}: {r.problems[0]}")
     return lines
 
 
