@@ -3,8 +3,8 @@ gpu__time_duration.sum, and the kernel durations torch.profiler records (CUPTI t
 process of its own because CUPTI has one activity client per process).
 
 Both run the same target: per size, 5 (ncu) or 30 (profiler) launches of torch.add, each after
-gpu_bench's own flush (``TorchBackend._flush``: a read of 2x the largest cache) and a short GPU delay, as
-gpu_bench's cold mode does.
+gpu_bench's own flush (``TorchBackend.flush_fn``: on NVIDIA one kernel reading 1.25x the L2) and a short
+GPU delay, as gpu_bench's cold mode does.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ flush_mode = sys.argv[2]
 vec = sys.argv[3] == "1"
 dev = torch.device("cuda")
 from pytest_gpuenv.perf._torch import TorchBackend
-flush = TorchBackend(flush=flush_mode)._flush  # gpu_bench's own flush
+flush = TorchBackend(flush=flush_mode).flush_fn()  # gpu_bench's own flush, on the default stream
 def run(fn):
     for _ in range(5):
         flush()
@@ -100,7 +100,7 @@ sizes = [int(s) for s in sys.argv[1].split(",")]
 reps, out = int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, sys.argv[4])
 from pytest_gpuenv.perf._torch import TorchBackend
-flush = TorchBackend(flush="read")._flush  # gpu_bench's own flush
+flush = TorchBackend(flush="read").flush_fn()  # gpu_bench's own flush, on the default stream
 dev = torch.device("cuda")
 fns = []
 for n in sizes:

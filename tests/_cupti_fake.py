@@ -100,6 +100,9 @@ class FakeEvents(FakeBackend):
     def _flush(self) -> None:
         self.cupti.launch(50_000)
 
+    def flush_fn(self) -> Any:
+        return self._flush
+
     def delay(self, seconds: float) -> None:
         super().delay(seconds)
         if seconds > 0:

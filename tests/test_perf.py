@@ -115,7 +115,8 @@ def test_decide_three_valued():
 
 
 def test_flush_size_and_peaks():
-    assert flush_bytes(60 << 20, "sm_90") == 120 << 20
+    assert flush_bytes(60 << 20, "sm_90") == 75 << 20  # NVIDIA: 1.25x the L2
+    assert flush_bytes(40 << 20, "sm_80") == 50 << 20
     assert flush_bytes(4 << 20, "gfx942") == 512 << 20  # Infinity Cache
     assert flush_bytes(None, None) == 256 << 20
     assert peak_bandwidth("NVIDIA H200") == 4.8e12
@@ -675,11 +676,10 @@ class FakeRuntime:
         self.streams.add(stream)
         self.calls.append((f, _args_at(args_address, 1 if f == "SPIN" else 3)))
 
-
 def test_driver_backend_orders_flush_delay_events_and_syncs_once(helper_compiles):
     rt = FakeRuntime()
     be = DriverBackend(rt)
-    assert be.info.flush_bytes == 120 << 20 and be.can_delay
+    assert be.info.flush_bytes == 75 << 20 and be.can_delay
     assert [(n, a) for n, a, _d in helper_compiles] == [("gpuenv_spin", "sm_90"), ("gpuenv_read", "sm_90")]
     rt.calls.clear()
     h = be.enqueue([lambda: rt.calls.append(("fn",))], [0, 0], flush=True, delay_s=2e-6, head_delay_s=1e-4, repeat=1)
@@ -688,7 +688,7 @@ def test_driver_backend_orders_flush_delay_events_and_syncs_once(helper_compiles
     assert names == ["SPIN", "READ", "SPIN", "record", "fn", "record", "READ", "SPIN", "record", "fn", "record",
                      "event_sync"]
     assert rt.calls[0][1] == [100000]  # 100 us head delay in globaltimer ns
-    assert rt.calls[1][1][1] == (120 << 20) // 16  # float4s read by the flush
+    assert rt.calls[1][1][1] == (75 << 20) // 16  # float4s read by the flush
     assert rt.streams == {0}  # everything on the backend's one stream
 
 

@@ -364,7 +364,7 @@ class CuptiBackend:
 
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
-        enqueue_samples(pairs, record, self.events._flush if flush else None, self.events.delay, fns, schedule,
+        enqueue_samples(pairs, record, self.events.flush_fn() if flush else None, self.events.delay, fns, schedule,
                         delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
         return ids, (self.offset_s * repeat if self.act.serialised else 0.0)  # the handle: ids, seconds off each sample
 

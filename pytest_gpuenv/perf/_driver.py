@@ -46,10 +46,15 @@ extern "C" __global__ void gpuenv_read(const float4* p, unsigned long long n4, f
 HELPERS = ("gpuenv_spin", "gpuenv_read")
 
 
-def build_helpers(arch: str, device: int) -> dict[str, Any]:
-    """The two helper kernels for ``arch`` (``wall_clock64()`` under ``-DGPUENV_AMD`` for gfx targets)."""
+def build_helper(name: str, arch: str, device: int) -> Any:
+    """One helper kernel (``HELPERS``) for ``arch`` (``wall_clock64()`` under ``-DGPUENV_AMD`` for gfx)."""
     defines = {"GPUENV_AMD": 1} if arch.startswith("gfx") else {}
-    return {n: compile_kernel(HELPERS_SRC, n, arch=arch, defines=defines, device=device) for n in HELPERS}
+    return compile_kernel(HELPERS_SRC, name, arch=arch, defines=defines, device=device)
+
+
+def build_helpers(arch: str, device: int) -> dict[str, Any]:
+    """The two helper kernels for ``arch``."""
+    return {n: build_helper(n, arch, device) for n in HELPERS}
 
 
 class DriverBackend:
@@ -110,6 +115,10 @@ class DriverBackend:
             self.runtime.memset(self._buf, self.info.flush_bytes, self.stream)
         if mode in ("read", "both") and self._k is not None:
             self._launch(self._k["gpuenv_read"][1], 4 * self.sm_count, 256, self._read_args)
+
+    def flush_fn(self) -> Callable[[], None]:
+        """The flush, for one batch (on the backend's one stream; each launch selects the device again)."""
+        return self._flush
 
     def delay(self, seconds: float) -> None:
         if seconds > 0 and self._k is not None:

@@ -1,4 +1,13 @@
-"""Timer backend on torch: events on torch's current stream, flush and delay as torch ops.
+"""Timer backend on torch: events on torch's current stream, the delay a torch op, the flush one kernel.
+
+On NVIDIA the read flush is ``_driver``'s ``gpuenv_read`` kernel launched by one ``cuLaunchKernel`` on
+torch's current stream (``runtime.cuda.CudaRuntime.launcher``): on the H200 under CUPTI that launch cost
+the host 8.4-8.9 us where ``torch.sum`` over the rows took 18, and with the flush at 1.25x the L2
+(``_device.FLUSH_FACTOR``) a cold sample of torch.add at 4,096 elements took 46.8 us of wall time instead
+of 57.5 (200-sample batches, taking turns in one process; cold medians the same within one 32 ns tick).
+Where cuda-python or a compiler for the helper is missing, and on AMD, the flush is ``torch.sum`` over rows
+of 4,096 floats: ROCm builds of torch carry their own HIP runtime, and a stream of it is no handle for
+the one hip-python loads.
 
 The flush and delay are plain launches, not a captured CUDA graph: on the H200 a graph replay of them
 cut the host's enqueue time per cold sample (8 us where the three launches took 20-28 us under CUPTI),
@@ -80,14 +89,20 @@ class TorchBackend:
         )
         self.flush_mode = flush
         with torch.cuda.device(idx):
-            # the read flush sums rows of 4,096 floats: one kernel. A sum of the whole buffer to one value
-            # also memsets its blocks' semaphores, one more operation per sample (on the H200 under CUPTI:
-            # two more records of nine, and the memset's enqueue; the kernel after it read the same). Rows of
+            # without the kernel, the read flush sums rows of 4,096 floats: one kernel. A sum of the whole
+            # buffer to one value also memsets its blocks' semaphores, one more operation per sample. Rows of
             # 4,096 read the H200's 120 MiB in 34.3 us where rows of 1,024 took 37.5 (256: 44.7; 16,384: 38.1)
             rows = -(-self.info.flush_bytes // 16384)
             self._buf = torch.zeros((rows, 4096), dtype=torch.float32, device=self.device)
             self._row_sums = torch.zeros(rows, dtype=torch.float32, device=self.device)
         self._hip, self._props = bool(hip), props
+        #: the read flush kernel (NVIDIA): (runtime, function, packed arguments, grid), or None
+        self._read: Optional[tuple[Any, Any, Any, int]] = None
+        #: why the read flush is ``torch.sum`` where the kernel could have read (None: the kernel reads)
+        self.flush_note: Optional[str] = "AMD: torch.sum" if hip else None
+        if not hip and flush in ("read", "both"):
+            self._read, self.flush_note = _read_kernel(idx, str(arch), self._buf, self._row_sums,
+                                                       int(getattr(props, "multi_processor_count", 0) or 32))
         #: ticks per second of the counter torch.cuda._sleep spins on (``sleep_rate``)
         self.cycles_per_s = float(sm_hz) if sm_hz else sleep_rate(self._hip, arch, props)
         self._events: list[Any] = []
@@ -98,10 +113,33 @@ class TorchBackend:
 
     # ------------------------------------------------------------------ primitives
     def _flush(self) -> None:
+        self.flush_fn()()
+
+    def flush_fn(self) -> Callable[[], None]:
+        """The flush for one batch, on torch's current stream; the kernel's launch is made here, with the
+        device's context made current (torch's device guards restore it around each op of the batch)."""
+        stream = int(self.torch.cuda.current_stream(self.device).cuda_stream)
+        return self._make_flush(stream)
+
+    def _make_flush(self, stream: int) -> Callable[[], None]:
+        steps: list[Callable[[], Any]] = []
         if self.flush_mode in ("write", "both"):
-            self._buf.zero_()
+            steps.append(self._buf.zero_)
         if self.flush_mode in ("read", "both"):
-            self.torch.sum(self._buf, 1, out=self._row_sums)
+            if self._read is not None:
+                rt, func, args, grid = self._read
+                steps.append(rt.launcher(func, (grid, 1, 1), (256, 1, 1), args.address, stream))
+            else:
+                buf, sums, torch_sum = self._buf, self._row_sums, self.torch.sum
+                steps.append(lambda: torch_sum(buf, 1, out=sums))
+        if len(steps) == 1:
+            return steps[0]  # type: ignore[return-value]
+
+        def flush() -> None:
+            for step in steps:
+                step()
+
+        return flush
 
     def delay(self, seconds: float) -> None:
         if seconds > 0:
@@ -123,7 +161,7 @@ class TorchBackend:
     ) -> Any:
         stream = self.torch.cuda.current_stream(self.device)
         return enqueue_samples(self._event_pairs(len(schedule)), lambda ev: ev.record(stream),
-                               self._flush if flush else None, self.delay, fns, schedule,
+                               self.flush_fn() if flush else None, self.delay, fns, schedule,
                                delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
@@ -136,3 +174,19 @@ class TorchBackend:
         src = self.torch.ones(n, dtype=self.torch.float32, device=self.device)
         dst = self.torch.empty_like(src)
         return lambda: dst.copy_(src)
+
+
+def _read_kernel(device: int, arch: str, buf: Any, out: Any, sm_count: int) -> tuple[Any, Optional[str]]:
+    """((runtime, function, packed arguments, grid), None) for ``_driver``'s read flush over ``buf`` on an
+    NVIDIA ``device``, or (None, why not): no cuda-python, no NVRTC or nvcc, a runtime error."""
+    try:
+        from pytest_gpuenv import runtime
+        from pytest_gpuenv.perf._driver import build_helper
+
+        kernel = build_helper("gpuenv_read", arch, device)
+        rt = runtime.get("cuda", device)
+        func = rt.load(kernel.binary, kernel.name)
+        args = kernel.pack(buf.data_ptr(), buf.numel() // 4, out.data_ptr(), device=device)
+    except Exception as exc:  # the flush stays a torch op, as exact but dearer to enqueue
+        return None, f"torch.sum ({type(exc).__name__}: {exc})"
+    return (rt, func, args, 4 * sm_count), None

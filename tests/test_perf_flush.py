@@ -1,0 +1,187 @@
+"""The torch timer's cold flush: on NVIDIA one ``gpuenv_read`` launch on torch's current stream through
+``CudaRuntime.launcher``; ``torch.sum`` over rows where the kernel cannot be built, and on AMD. Fakes stand
+at the binding boundary (torch's module, cuda-python's driver module, the runtime compiler)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import types
+
+import pytest
+
+from pytest_gpuenv.perf._device import MiB, flush_bytes
+from pytest_gpuenv.rtc import Kernel, KernelCompileError
+from pytest_gpuenv.rtc._source import kernel_decl, load_source
+from pytest_gpuenv.runtime import KernelLaunchError
+from pytest_gpuenv.runtime.cuda import CudaRuntime
+
+
+class FakeTensor:
+    def __init__(self, shape: tuple, log: list, ptr: int) -> None:
+        self.shape, self.log, self.ptr = shape, log, ptr
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def zero_(self) -> None:
+        self.log.append(("zero_", self.ptr))
+
+
+def fake_torch(log: list, hip: bool = False, stream: int = 0x5000) -> types.ModuleType:
+    """torch at the calls TorchBackend makes: device properties (torch/_C/__init__.pyi), zeros, sum,
+    current_stream."""
+    props = types.SimpleNamespace(major=9, minor=0, L2_cache_size=60 * MiB, multi_processor_count=132, uuid=None,
+                                  clock_rate=1_980_000, gcnArchName="gfx942:sramecc+:xnack-")
+    ptrs = iter(range(0x1000_0000, 0x2000_0000, 0x100_0000))
+    t = types.ModuleType("torch")
+    t.__version__ = "2.11.0+cu130"
+    t.version = types.SimpleNamespace(hip="6.4" if hip else None, cuda=None if hip else "13.0")
+    t.device = lambda kind, idx: (kind, idx)
+    t.float32 = "float32"
+    t.zeros = lambda shape, **k: FakeTensor(shape if isinstance(shape, tuple) else (shape,), log, next(ptrs))
+    t.sum = lambda buf, dim, out: log.append(("sum", buf.ptr, dim, out.ptr))
+    t.cuda = types.SimpleNamespace(
+        current_device=lambda: 0, get_device_properties=lambda i: props,
+        get_device_name=lambda i: "AMD Instinct MI300X" if hip else "NVIDIA H200",
+        device=lambda i: contextlib.nullcontext(), _sleep=lambda n: log.append(("sleep", n)),
+        current_stream=lambda dev: types.SimpleNamespace(cuda_stream=stream))
+    return t
+
+
+class FakeRuntime:
+    """runtime.get("cuda", device) at what TorchBackend asks: load, launcher."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def load(self, binary: bytes, name: str) -> str:
+        return "FUNC:" + name
+
+    def launcher(self, func, grid, block, args_address, stream):  # type: ignore[no-untyped-def]
+        self.log.append(("bind", func, grid, block, stream))
+        return lambda: self.log.append(("launch", func, stream))
+
+
+@pytest.fixture
+def nvidia(monkeypatch):  # type: ignore[no-untyped-def]
+    """A fake torch on an H200, the helper compile and the runtime faked; yields the call log."""
+    log: list = []
+    compiles: list = []
+
+    def compile_kernel(source, name, *, arch, defines=None, device=None, **kw):  # type: ignore[no-untyped-def]
+        compiles.append((name, arch))
+        if getattr(compile_kernel, "fail", False):
+            raise KernelCompileError("no compiler for " + arch)
+        params = kernel_decl(load_source(source), name).params
+        return Kernel(name=name, arch=arch, compiler="fake", binary=name.encode(), params=params,
+                      compile_seconds=0.0, cache_hit=False, device=device)
+
+    monkeypatch.setattr("pytest_gpuenv.perf._driver.compile_kernel", compile_kernel)
+    monkeypatch.setattr("pytest_gpuenv.runtime.get", lambda backend, device: FakeRuntime(log))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(log))
+    return types.SimpleNamespace(log=log, compiles=compiles, compile=compile_kernel, monkeypatch=monkeypatch)
+
+
+def test_nvidia_flush_is_one_read_kernel_launch_on_torchs_stream(nvidia):
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    be = TorchBackend(0)
+    assert be.flush_note is None and nvidia.compiles == [("gpuenv_read", "sm_90")]
+    assert be.info.flush_bytes == flush_bytes(60 * MiB, "sm_90") == 75 * MiB
+    f = be.flush_fn()
+    f()
+    f()
+    assert nvidia.log == [("bind", "FUNC:gpuenv_read", (4 * 132, 1, 1), (256, 1, 1), 0x5000),
+                          ("launch", "FUNC:gpuenv_read", 0x5000), ("launch", "FUNC:gpuenv_read", 0x5000)]
+    args = be._read[2]  # the packed arguments: the buffer, its float4s, the never-written output
+    assert args.values[1].value == 75 * MiB // 16
+
+
+def test_a_batch_enqueues_the_flush_made_once_on_the_current_stream(nvidia):
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    be = TorchBackend(0)
+    be._event_pairs = lambda n: [(types.SimpleNamespace(record=lambda s: None),) * 2 for _ in range(n)]
+    be.enqueue([lambda: nvidia.log.append(("fn",))], [0, 0, 0], flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
+    kinds = [c[0] for c in nvidia.log]
+    assert kinds.count("bind") == 1 and kinds.count("launch") == 3 and kinds.count("fn") == 3
+    assert "sum" not in kinds
+
+
+def test_without_a_compiler_the_flush_is_torch_sum_and_says_why(nvidia):
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    nvidia.compile.fail = True
+    be = TorchBackend(0)
+    assert be._read is None and "KernelCompileError" in be.flush_note and "no compiler for sm_90" in be.flush_note
+    be._flush()
+    assert [c[0] for c in nvidia.log] == ["sum"]
+
+
+def test_write_then_read_flush_in_both_mode(nvidia):
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    be = TorchBackend(0, flush="both")
+    be._flush()
+    assert [c[0] for c in nvidia.log] == ["bind", "zero_", "launch"]  # made, then the write, then the read
+
+
+def test_amd_flush_is_torch_sum_and_builds_nothing(nvidia):
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    nvidia.monkeypatch.setitem(sys.modules, "torch", fake_torch(nvidia.log, hip=True))
+    be = TorchBackend(0)
+    assert nvidia.compiles == [] and be.flush_note == "AMD: torch.sum"
+    assert be.info.flush_bytes == 2 * be.info.last_level_cache_bytes  # AMD keeps 2x (unmeasured there)
+    be._flush()
+    assert [c[0] for c in nvidia.log] == ["sum"]
+
+
+class FakeDriver:
+    """cuda.bindings.driver at the calls CudaRuntime makes: every call returns (CUresult, *values)."""
+
+    CUstream = staticmethod(lambda h: ("CUstream", h))
+
+    def __init__(self, launch_result: int = 0) -> None:
+        self.calls: list = []
+        self.launch_result = launch_result
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        if not name.startswith("cu"):
+            raise AttributeError(name)
+
+        def call(*args):  # type: ignore[no-untyped-def]
+            self.calls.append((name, args))
+            if name == "cuLaunchKernel":
+                return (self.launch_result,)
+            if name in ("cuGetErrorName", "cuGetErrorString"):
+                return (0, b"CUDA_ERROR_INVALID_HANDLE" if name == "cuGetErrorName" else b"invalid resource handle")
+            return (0, f"<{name}>")
+
+        return call
+
+
+def test_cuda_launcher_makes_the_context_current_once_then_only_launches():
+    drv = FakeDriver()
+    rt = CudaRuntime(0, driver=drv)
+    drv.calls.clear()
+    run = rt.launcher(types.SimpleNamespace(handle="H"), (528, 1, 1), (256, 1, 1), 0xABC, 0x5000)
+    assert [c[0] for c in drv.calls] == ["cuCtxSetCurrent"]
+    drv.calls.clear()
+    run()
+    run()
+    assert drv.calls == [("cuLaunchKernel", ("H", 528, 1, 1, 256, 1, 1, 0, ("CUstream", 0x5000), 0xABC, 0))] * 2
+
+
+def test_cuda_launcher_raises_the_drivers_error_naming_the_call():
+    drv = FakeDriver(launch_result=400)
+    run = CudaRuntime(0, driver=drv).launcher(types.SimpleNamespace(handle="H"), (1, 1, 1), (1, 1, 1), 0xABC, 0)
+    with pytest.raises(KernelLaunchError, match="cuLaunchKernel: CUDA_ERROR_INVALID_HANDLE"):
+        run()
