@@ -45,6 +45,9 @@ class FakeCupti:
         self.t = 1_000_000
         self.pending: list[Any] = []
         self.flushes = 0
+        self.flags: list[int] = []  # the flag of each activity_flush_all
+        #: plays a buffer holding an incomplete record: the default flush (flag 0) hands nothing over
+        self.incomplete = False
 
     def activity_enable(self, kind: int) -> None:
         self.enabled.add(int(kind))
@@ -65,6 +68,9 @@ class FakeCupti:
 
     def activity_flush_all(self, flag: int) -> None:
         self.flushes += 1
+        self.flags.append(flag)
+        if flag == 0 and self.incomplete:
+            return
         recs, self.pending = self.pending, []
         self.callbacks[1](recs)
 

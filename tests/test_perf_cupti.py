@@ -127,6 +127,20 @@ def test_cupti_timer_reads_kernel_durations_not_the_flush_or_delay():
     assert "[cupti]" in "\n".join(summary_lines(ctx.session.records))
 
 
+def test_batches_are_read_with_the_default_flush_and_forced_only_when_records_are_missing():
+    """After the sync, cuptiActivityFlushAll(0) hands over every buffer whose records are complete; a
+    forced flush (which made the next batch's first launch dearer on the H200) only when a sample's
+    records did not come (a buffer still held an incomplete record)."""
+    fake = FakeCupti()
+    bench, _b, _ctx = make(fake)
+    assert bench(lambda: fake.launch(2345), name="add").median == pytest.approx(2.345e-6)
+    assert fake.flags and set(fake.flags) == {0}
+    fake.flags.clear()
+    fake.incomplete = True  # every default flush hands nothing over: each batch falls back to a forced one
+    assert bench(lambda: fake.launch(2345), name="add").median == pytest.approx(2.345e-6)
+    assert fake.flags[:2] == [0, 1] and fake.flags.count(0) == fake.flags.count(1)
+
+
 def test_cupti_timer_sums_a_calls_kernels_and_reports_the_gaps():
     fake = FakeCupti()
     bench, _b, ctx = make(fake)
