@@ -64,9 +64,9 @@ class FakeRuntime:
     def load(self, binary: bytes, name: str) -> str:
         return "FUNC:" + name
 
-    def launcher(self, func, grid, block, args_address, stream):  # type: ignore[no-untyped-def]
+    def launcher(self, func, grid, block, args, stream):  # type: ignore[no-untyped-def]
         self.log.append(("bind", func, grid, block, stream))
-        return lambda: self.log.append(("launch", func, stream))
+        return lambda: self.log.append(("launch", func, stream, args))
 
 
 @pytest.fixture
@@ -98,10 +98,29 @@ def test_nvidia_flush_is_one_read_kernel_launch_on_torchs_stream(nvidia):
     f = be.flush_fn()
     f()
     f()
-    assert nvidia.log == [("bind", "FUNC:gpuenv_read", (4 * 132, 1, 1), (256, 1, 1), 0x5000),
-                          ("launch", "FUNC:gpuenv_read", 0x5000), ("launch", "FUNC:gpuenv_read", 0x5000)]
     args = be._read[2]  # the packed arguments: the buffer, its float4s, the never-written output
-    assert args.values[1].value == 75 * MiB // 16
+    assert nvidia.log == [("bind", "FUNC:gpuenv_read", (4 * 132, 1, 1), (256, 1, 1), 0x5000),
+                          ("launch", "FUNC:gpuenv_read", 0x5000, args), ("launch", "FUNC:gpuenv_read", 0x5000, args)]
+    assert args.values[1].value == 75 * MiB // 16 and args.values[0].value == be._buf.ptr
+
+
+def test_a_flush_keeps_its_backend_and_arguments_alive(nvidia):
+    """``TorchBackend(...).flush_fn()`` with the backend dropped at once (benchmarks/_references.py does this):
+    the buffer the kernel reads and the packed arguments must outlive the backend, or the kernel reads freed
+    memory through a freed ``void*[]`` (on the H200: 'misaligned address')."""
+    import gc
+    import weakref
+
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    be = TorchBackend(0)
+    gone = weakref.ref(be)
+    flush = be.flush_fn()
+    del be
+    gc.collect()
+    assert gone() is not None
+    flush()
+    assert nvidia.log[-1][0] == "launch"
 
 
 def test_a_batch_enqueues_the_flush_made_once_on_the_current_stream(nvidia):
@@ -168,11 +187,25 @@ class FakeDriver:
         return call
 
 
+class Args:
+    """Packed arguments as the launcher reads them: the address of their ``void*[]``."""
+
+    address = 0xABC
+
+
 def test_cuda_launcher_makes_the_context_current_once_then_only_launches():
+    import gc
+    import weakref
+
     drv = FakeDriver()
     rt = CudaRuntime(0, driver=drv)
     drv.calls.clear()
-    run = rt.launcher(types.SimpleNamespace(handle="H"), (528, 1, 1), (256, 1, 1), 0xABC, 0x5000)
+    args = Args()
+    held = weakref.ref(args)
+    run = rt.launcher(types.SimpleNamespace(handle="H"), (528, 1, 1), (256, 1, 1), args, 0x5000)
+    del args
+    gc.collect()
+    assert held() is not None  # the launcher holds the packed arguments the driver reads
     assert [c[0] for c in drv.calls] == ["cuCtxSetCurrent"]
     drv.calls.clear()
     run()
@@ -182,6 +215,7 @@ def test_cuda_launcher_makes_the_context_current_once_then_only_launches():
 
 def test_cuda_launcher_raises_the_drivers_error_naming_the_call():
     drv = FakeDriver(launch_result=400)
-    run = CudaRuntime(0, driver=drv).launcher(types.SimpleNamespace(handle="H"), (1, 1, 1), (1, 1, 1), 0xABC, 0)
+    run = CudaRuntime(0, driver=drv).launcher(types.SimpleNamespace(handle="H"), (1, 1, 1), (1, 1, 1),
+                                              Args(), 0)
     with pytest.raises(KernelLaunchError, match="cuLaunchKernel: CUDA_ERROR_INVALID_HANDLE"):
         run()

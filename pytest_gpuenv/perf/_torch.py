@@ -128,15 +128,13 @@ class TorchBackend:
         if self.flush_mode in ("read", "both"):
             if self._read is not None:
                 rt, func, args, grid = self._read
-                steps.append(rt.launcher(func, (grid, 1, 1), (256, 1, 1), args.address, stream))
+                steps.append(rt.launcher(func, (grid, 1, 1), (256, 1, 1), args, stream))
             else:
                 buf, sums, torch_sum = self._buf, self._row_sums, self.torch.sum
                 steps.append(lambda: torch_sum(buf, 1, out=sums))
-        if len(steps) == 1:
-            return steps[0]  # type: ignore[return-value]
 
-        def flush() -> None:
-            for step in steps:
+        def flush(steps: tuple[Callable[[], Any], ...] = tuple(steps), owner: TorchBackend = self) -> None:
+            for step in steps:  # ``owner`` keeps the buffer the kernel reads alive with the flush
                 step()
 
         return flush

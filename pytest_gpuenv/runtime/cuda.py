@@ -74,21 +74,24 @@ class CudaRuntime:
         return h
 
     def launcher(
-        self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args_address: int,
+        self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args: Any,
         stream: Any = None,
     ) -> Callable[[], None]:
         """``launch`` of ``func`` with fixed arguments on ``stream``, made once: each call is one
         cuLaunchKernel, with no context made current again and no stream object built (on the H200 under
         CUPTI 8-9 us of host time a call from Python where ``launch`` took 12-13). For a caller that keeps
         this device's context current between the calls, as a perf batch on torch's stream does (torch's
-        device guards restore the context around each op)."""
+        device guards restore the context around each op). ``args``: the packed arguments
+        (``Kernel.pack``), held by the launcher for as long as it lives (their ``void*[]`` is what the
+        driver reads); the memory they point to is the caller's to keep."""
         d = self.driver
         self._current()
         s = d.CUstream(self.stream(stream))
         launch, h, (gx, gy, gz), (bx, by, bz) = d.cuLaunchKernel, func.handle, grid, block
+        address = args.address
 
-        def run() -> None:
-            result = launch(h, gx, gy, gz, bx, by, bz, 0, s, args_address, 0)
+        def run(args: Any = args) -> None:  # the default holds the packed arguments
+            result = launch(h, gx, gy, gz, bx, by, bz, 0, s, address, 0)
             if int(result[0]) != 0:
                 self._check(result, "cuLaunchKernel")
 
