@@ -34,7 +34,7 @@ class FakeTensor:
         self.log.append(("zero_", self.ptr))
 
 
-def fake_torch(log: list, hip: bool = False, stream: int = 0x5000) -> types.ModuleType:
+def fake_torch(log: list, hip: bool = False, stream: int = 0x5000, current: int = 0) -> types.ModuleType:
     """torch at the calls TorchBackend makes: device properties (torch/_C/__init__.pyi), zeros, sum,
     current_stream."""
     props = types.SimpleNamespace(major=9, minor=0, L2_cache_size=60 * MiB, multi_processor_count=132, uuid=None,
@@ -43,12 +43,12 @@ def fake_torch(log: list, hip: bool = False, stream: int = 0x5000) -> types.Modu
     t = types.ModuleType("torch")
     t.__version__ = "2.11.0+cu130"
     t.version = types.SimpleNamespace(hip="6.4" if hip else None, cuda=None if hip else "13.0")
-    t.device = lambda kind, idx: (kind, idx)
+    t.device = lambda kind, idx: types.SimpleNamespace(type=kind, index=idx)
     t.float32 = "float32"
     t.zeros = lambda shape, **k: FakeTensor(shape if isinstance(shape, tuple) else (shape,), log, next(ptrs))
     t.sum = lambda buf, dim, out: log.append(("sum", buf.ptr, dim, out.ptr))
     t.cuda = types.SimpleNamespace(
-        current_device=lambda: 0, get_device_properties=lambda i: props,
+        current_device=lambda: current, get_device_properties=lambda i: props,
         get_device_name=lambda i: "AMD Instinct MI300X" if hip else "NVIDIA H200",
         device=lambda i: contextlib.nullcontext(), _sleep=lambda n: log.append(("sleep", n)),
         current_stream=lambda dev: types.SimpleNamespace(cuda_stream=stream))
@@ -132,6 +132,17 @@ def test_a_batch_enqueues_the_flush_made_once_on_the_current_stream(nvidia):
     kinds = [c[0] for c in nvidia.log]
     assert kinds.count("bind") == 1 and kinds.count("launch") == 3 and kinds.count("fn") == 3
     assert "sum" not in kinds
+
+
+def test_a_batch_while_another_device_is_current_flushes_with_torch_and_leaves_the_context(nvidia):
+    """Measuring device 0 while torch's current device is 1: binding the kernel's launch would make device
+    0's context current on the thread; the batch flushes with torch.sum instead."""
+    from pytest_gpuenv.perf._torch import TorchBackend
+
+    be = TorchBackend(0)
+    nvidia.monkeypatch.setattr(be.torch.cuda, "current_device", lambda: 1)
+    be._flush()
+    assert [c[0] for c in nvidia.log] == ["sum"]
 
 
 def test_without_a_compiler_the_flush_is_torch_sum_and_says_why(nvidia):

@@ -116,17 +116,20 @@ class TorchBackend:
         self.flush_fn()()
 
     def flush_fn(self) -> Callable[[], None]:
-        """The flush for one batch, on torch's current stream; the kernel's launch is made here, with the
-        device's context made current (torch's device guards restore it around each op of the batch)."""
+        """The flush for one batch, on torch's current stream. The kernel's launch is made here when this
+        device is torch's current one (its context is then the current one, and torch's device guards
+        restore it around each op of the batch); otherwise the batch flushes with ``torch.sum``, so the
+        thread's current device stays the caller's."""
         stream = int(self.torch.cuda.current_stream(self.device).cuda_stream)
-        return self._make_flush(stream)
+        kernel = self._read is not None and self.torch.cuda.current_device() == self.device.index
+        return self._make_flush(stream, kernel)
 
-    def _make_flush(self, stream: int) -> Callable[[], None]:
+    def _make_flush(self, stream: int, kernel: bool) -> Callable[[], None]:
         steps: list[Callable[[], Any]] = []
         if self.flush_mode in ("write", "both"):
             steps.append(self._buf.zero_)
         if self.flush_mode in ("read", "both"):
-            if self._read is not None:
+            if kernel and self._read is not None:
                 rt, func, args, grid = self._read
                 steps.append(rt.launcher(func, (grid, 1, 1), (256, 1, 1), args, stream))
             else:

@@ -80,8 +80,8 @@ class CudaRuntime:
         """``launch`` of ``func`` with fixed arguments on ``stream``, made once: each call is one
         cuLaunchKernel, with no context made current again and no stream object built (on the H200 under
         CUPTI 8-9 us of host time a call from Python where ``launch`` took 12-13). For a caller that keeps
-        this device's context current between the calls, as a perf batch on torch's stream does (torch's
-        device guards restore the context around each op). ``args``: the packed arguments
+        this device's context current between the calls, as a perf batch on torch's stream does when this
+        device is torch's current one (torch's device guards restore the context around each op). ``args``: the packed arguments
         (``Kernel.pack``), held by the launcher for as long as it lives (their ``void*[]`` is what the
         driver reads); the memory they point to is the caller's to keep."""
         d = self.driver
