@@ -73,7 +73,7 @@ def test_compare_takes_the_record_with_most_samples_and_names_device_changes(tmp
 def test_a_measurement_that_says_it_measured_nothing_is_no_regression(tmp_path, capsys):
     """Seen on the H200: an empty callable read the event timer's empty pair, 1.280 us one run and 1.600 us
     the next; its INCONCLUSIVE measurement named why, and compare called it a +25 % regression."""
-    why = "nothing: median 1.280 us is what an empty pair of events reads (1.264 us here)"
+    why = "nothing: the warm-up's median 1.280 us is what an empty pair of events reads (1.264 us here)"
     base = report(tmp_path, "b.json", [rec("nothing", 1.28, half=0.0, problems=[why]), rec("add", 100.0)])
     new = report(tmp_path, "n.json", [rec("nothing", 1.60, half=0.0, problems=[why]), rec("add", 100.5)])
     code, out, _err = run(["perf", "compare", base, new, "--fail-on-regression", "10%"], capsys)

@@ -200,7 +200,7 @@ class Sampler:
         cold = self.warmup_medians[-1]
         if cold < max(o.empty_below_s, 1.3 * o.event_floor_s):
             self._intrinsic.append(
-                f"{self.name}: median {cold * 1e6:.3f} us is what an empty pair of events reads "
+                f"{self.name}: the warm-up's median {cold * 1e6:.3f} us is what an empty pair of events reads "
                 f"({o.event_floor_s * 1e6:.3f} us here): the callable seems to "
                 "enqueue no GPU work on the current stream (work on another stream, or on the CPU, is not "
                 "timed)"
