@@ -46,6 +46,11 @@ extern "C" __global__ void gpuenv_read(const float4* p, unsigned long long n4, f
 HELPERS = ("gpuenv_spin", "gpuenv_read")
 
 
+def read_dims(sm_count: int) -> tuple[int, int]:
+    """(blocks, threads per block) of a ``gpuenv_read`` launch: 4 blocks of 256 threads per SM/CU."""
+    return 4 * sm_count, 256
+
+
 def build_helper(name: str, arch: str, device: int) -> Any:
     """One helper kernel (``HELPERS``) for ``arch`` (``wall_clock64()`` under ``-DGPUENV_AMD`` for gfx)."""
     defines = {"GPUENV_AMD": 1} if arch.startswith("gfx") else {}
@@ -114,7 +119,7 @@ class DriverBackend:
         if mode in ("write", "both") or self._k is None:
             self.runtime.memset(self._buf, self.info.flush_bytes, self.stream)
         if mode in ("read", "both") and self._k is not None:
-            self._launch(self._k["gpuenv_read"][1], 4 * self.sm_count, 256, self._read_args)
+            self._launch(self._k["gpuenv_read"][1], *read_dims(self.sm_count), self._read_args)
 
     def flush_fn(self) -> Callable[[], None]:
         """The flush, for one batch (on the backend's one stream; each launch selects the device again)."""

@@ -96,8 +96,8 @@ class TorchBackend:
             self._buf = torch.zeros((rows, 4096), dtype=torch.float32, device=self.device)
             self._row_sums = torch.zeros(rows, dtype=torch.float32, device=self.device)
         self._hip, self._props = bool(hip), props
-        #: the read flush kernel (NVIDIA): (runtime, function, packed arguments, grid), or None
-        self._read: Optional[tuple[Any, Any, Any, int]] = None
+        #: the read flush kernel (NVIDIA): (runtime, function, packed arguments, (blocks, threads)), or None
+        self._read: Optional[tuple[Any, Any, Any, tuple[int, int]]] = None
         #: why the read flush is ``torch.sum`` where the kernel could have read (None: the kernel reads)
         self.flush_note: Optional[str] = "AMD: torch.sum" if hip else None
         if not hip and flush in ("read", "both"):
@@ -121,17 +121,17 @@ class TorchBackend:
         restore it around each op of the batch); otherwise the batch flushes with ``torch.sum``, so the
         thread's current device stays the caller's."""
         stream = int(self.torch.cuda.current_stream(self.device).cuda_stream)
-        kernel = self._read is not None and self.torch.cuda.current_device() == self.device.index
-        return self._make_flush(stream, kernel)
+        here = self.torch.cuda.current_device() == self.device.index
+        return self._make_flush(stream, self._read if here else None)
 
-    def _make_flush(self, stream: int, kernel: bool) -> Callable[[], None]:
+    def _make_flush(self, stream: int, read: Optional[tuple[Any, Any, Any, tuple[int, int]]]) -> Callable[[], None]:
         steps: list[Callable[[], Any]] = []
         if self.flush_mode in ("write", "both"):
             steps.append(self._buf.zero_)
         if self.flush_mode in ("read", "both"):
-            if kernel and self._read is not None:
-                rt, func, args, grid = self._read
-                steps.append(rt.launcher(func, (grid, 1, 1), (256, 1, 1), args, stream))
+            if read is not None:
+                rt, func, args, (blocks, threads) = read
+                steps.append(rt.launcher(func, (blocks, 1, 1), (threads, 1, 1), args, stream))
             else:
                 buf, sums, torch_sum = self._buf, self._row_sums, self.torch.sum
                 steps.append(lambda: torch_sum(buf, 1, out=sums))
@@ -178,11 +178,11 @@ class TorchBackend:
 
 
 def _read_kernel(device: int, arch: str, buf: Any, out: Any, sm_count: int) -> tuple[Any, Optional[str]]:
-    """((runtime, function, packed arguments, grid), None) for ``_driver``'s read flush over ``buf`` on an
+    """((runtime, function, packed arguments, (blocks, threads)), None) for ``_driver``'s read flush over ``buf`` on an
     NVIDIA ``device``, or (None, why not): no cuda-python, no NVRTC or nvcc, a runtime error."""
     try:
         from pytest_gpuenv import runtime
-        from pytest_gpuenv.perf._driver import build_helper
+        from pytest_gpuenv.perf._driver import build_helper, read_dims
 
         kernel = build_helper("gpuenv_read", arch, device)
         rt = runtime.get("cuda", device)
@@ -190,4 +190,4 @@ def _read_kernel(device: int, arch: str, buf: Any, out: Any, sm_count: int) -> t
         args = kernel.pack(buf.data_ptr(), buf.numel() // 4, out.data_ptr(), device=device)
     except Exception as exc:  # the flush stays a torch op, as exact but dearer to enqueue
         return None, f"torch.sum ({type(exc).__name__}: {exc})"
-    return (rt, func, args, 4 * sm_count), None
+    return (rt, func, args, read_dims(sm_count)), None
