@@ -3,8 +3,8 @@ gpu__time_duration.sum, and the kernel durations torch.profiler records (CUPTI t
 process of its own because CUPTI has one activity client per process).
 
 Both run the same target: per size, 5 (ncu) or 30 (profiler) launches of torch.add, each after
-gpu_bench's own flush (``TorchBackend.flush_fn``: on NVIDIA one kernel reading 1.25x the L2) and a short
-GPU delay, as gpu_bench's cold mode does.
+gpu_bench's own flush and settle (``TorchBackend.flush_fn``: on NVIDIA one kernel reading 1.25x the L2,
+then a memory fence), as gpu_bench's cold mode does.
 """
 
 from __future__ import annotations
@@ -37,11 +37,10 @@ flush_mode = sys.argv[2]
 vec = sys.argv[3] == "1"
 dev = torch.device("cuda")
 from pytest_gpuenv.perf._torch import TorchBackend
-flush = TorchBackend(flush=flush_mode).flush_fn()  # gpu_bench's own flush, on the default stream
+flush = TorchBackend(flush=flush_mode).flush_fn(2e-6)  # gpu_bench's own flush and settle, default stream
 def run(fn):
     for _ in range(5):
         flush()
-        torch.cuda._sleep(20000)
         fn()
     torch.cuda.synchronize()
 for n in sizes:
@@ -100,7 +99,7 @@ sizes = [int(s) for s in sys.argv[1].split(",")]
 reps, out = int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, sys.argv[4])
 from pytest_gpuenv.perf._torch import TorchBackend
-flush = TorchBackend(flush="read").flush_fn()  # gpu_bench's own flush, on the default stream
+flush = TorchBackend(flush="read").flush_fn(2e-6)  # gpu_bench's own flush and settle, default stream
 dev = torch.device("cuda")
 fns = []
 for n in sizes:
@@ -113,7 +112,6 @@ with profile(activities=[ProfilerActivity.CUDA]) as prof:
     for f in fns:
         for _ in range(reps):
             flush()
-            torch.cuda._sleep(20000)
             f()
         torch.cuda.synchronize()
 prof.export_chrome_trace(out)

@@ -9,10 +9,11 @@ Prints, for torch.add (float32) at --elements:
 - the wall time, sample count and batches of --estimates estimates, and the milliseconds per estimate
   spent in each step of the sampler and the backend (steps nest: ``_batch`` holds ``enqueue`` and
   ``collect``, ``collect`` holds the sync and the drain);
-- the host's cost of each call of one cold sample (flush, delay, the callable, external id push and pop)
+- the host's cost of each call of one cold sample (flush and settle, the callable, external id push and pop)
   with the device busy, and the drain's cost per sample;
 - the device's time per sample, read from CUPTI's records of 200 samples queued behind a delay (so the
-  device never waits for the host): flush, delay and callable durations and the gaps between them.
+  device never waits for the host): flush, delay (where no fence settles the flush) and callable durations
+  and the gaps between them.
 
 A sample costs the larger of the host's enqueue and the device's time, plus the drain and the statistics,
 which the host does while the device idles.
@@ -75,7 +76,7 @@ def host_us(backend: Any, f: Callable[[], Any], n: int = 300) -> tuple[float, fl
 
 
 def device_timeline(backend: Any, fn: Callable[[], Any], n: int = 200) -> dict[str, float]:
-    """Median durations and gaps (us) of the flush, delay and callable kernels of n cold samples queued
+    """Median durations and gaps (us) of the flush, delay (if any) and callable kernels of n cold samples queued
     behind a delay, and the device's time per sample."""
     ev, act = backend.events, backend.act
     ev.sync()
@@ -84,18 +85,20 @@ def device_timeline(backend: Any, fn: Callable[[], Any], n: int = 200) -> dict[s
     ids, _take = backend.enqueue([fn], [0] * n, flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
     ev.sync()
     ops, _ext = act.drain()
-    ops = sorted(ops, key=lambda o: o[1])[-3 * n:]  # flush, delay, callable per sample (one-kernel callable)
-    names = ("flush", "delay", "callable")
-    durs: dict[str, list[int]] = {k: [] for k in names}
-    gaps: dict[str, list[int]] = {k: [] for k in names}
+    # per sample of a one-kernel callable: the flush, a delay where no fence settles the flush, the callable
+    names = ("flush", "callable") if (len(ops) - 1) // n == 2 else ("flush", "delay", "callable")
+    k = len(names)
+    ops = sorted(ops, key=lambda o: o[1])[-k * n:]
+    durs: dict[str, list[int]] = {x: [] for x in names}
+    gaps: dict[str, list[int]] = {x: [] for x in names}
     for i, (_corr, start, end) in enumerate(ops):
-        durs[names[i % 3]].append(end - start)
+        durs[names[i % k]].append(end - start)
         if i + 1 < len(ops):
-            gaps[names[i % 3]].append(ops[i + 1][1] - end)
+            gaps[names[i % k]].append(ops[i + 1][1] - end)
     out = {"per sample": (ops[-1][2] - ops[0][1]) / n / 1e3}
-    for k in names:
-        out[k] = statistics.median(durs[k]) / 1e3
-        out[f"gap after {k}"] = statistics.median(gaps[k]) / 1e3
+    for x in names:
+        out[x] = statistics.median(durs[x]) / 1e3
+        out[f"gap after {x}"] = statistics.median(gaps[x]) / 1e3
     return out
 
 
@@ -157,17 +160,15 @@ def main() -> int:
         act.push(7)
         act.pop()
 
-    flush = ev.flush_fn()  # as a batch makes it: once
+    flush = ev.flush_fn(2e-6)  # as a batch makes it: once
 
     def sample() -> None:
         flush()
-        ev.delay(2e-6)
         act.push(7)
         fn()
         act.pop()
 
-    calls = {"flush": flush, "delay (2 us)": lambda: ev.delay(2e-6), "push + pop": push_pop, "callable": fn,
-             "one cold sample": sample}
+    calls = {"flush and settle": flush, "push + pop": push_pop, "callable": fn, "one cold sample": sample}
     rows = []
     for label, f in calls.items():
         h, d = host_us(b, f)

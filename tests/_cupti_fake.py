@@ -106,8 +106,12 @@ class FakeEvents(FakeBackend):
     def _flush(self) -> None:
         self.cupti.launch(50_000)
 
-    def flush_fn(self) -> Any:
-        return self._flush
+    def flush_fn(self, settle_s: float = 0.0) -> Any:
+        def flush() -> None:  # the flush, then the delay that lets it settle (as where no fence follows it)
+            self._flush()
+            self.delay(settle_s)
+
+        return flush
 
     def delay(self, seconds: float) -> None:
         super().delay(seconds)

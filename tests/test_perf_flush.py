@@ -68,6 +68,9 @@ class FakeRuntime:
         self.log.append(("bind", func, grid, block, stream))
         return lambda: self.log.append(("launch", func, stream, args))
 
+    def fencer(self, ptr, stream):  # type: ignore[no-untyped-def]
+        return lambda: self.log.append(("fence", ptr, stream))
+
 
 @pytest.fixture
 def nvidia(monkeypatch):  # type: ignore[no-untyped-def]
@@ -95,12 +98,14 @@ def test_nvidia_flush_is_one_read_kernel_launch_on_torchs_stream(nvidia):
     be = TorchBackend(0)
     assert be.flush_note is None and nvidia.compiles == [("gpuenv_read", "sm_90")]
     assert be.info.flush_bytes == flush_bytes(60 * MiB, "sm_90") == 75 * MiB
-    f = be.flush_fn()
+    f = be.flush_fn(2e-6)
     f()
     f()
     args = be._read[2]  # the packed arguments: the buffer, its float4s, the never-written output
+    fence = ("fence", be._row_sums.ptr, 0x5000)  # then a memory fence on the same stream, and no delay kernel
     assert nvidia.log == [("bind", "FUNC:gpuenv_read", (4 * 132, 1, 1), (256, 1, 1), 0x5000),
-                          ("launch", "FUNC:gpuenv_read", 0x5000, args), ("launch", "FUNC:gpuenv_read", 0x5000, args)]
+                          ("launch", "FUNC:gpuenv_read", 0x5000, args), fence,
+                          ("launch", "FUNC:gpuenv_read", 0x5000, args), fence]
     assert args.values[1].value == 75 * MiB // 16 and args.values[0].value == be._buf.ptr
 
 
@@ -120,7 +125,7 @@ def test_a_flush_keeps_its_backend_and_arguments_alive(nvidia):
     gc.collect()
     assert gone() is not None
     flush()
-    assert nvidia.log[-1][0] == "launch"
+    assert [c[0] for c in nvidia.log[-2:]] == ["launch", "fence"]
 
 
 def test_a_batch_enqueues_the_flush_made_once_on_the_current_stream(nvidia):
@@ -130,8 +135,7 @@ def test_a_batch_enqueues_the_flush_made_once_on_the_current_stream(nvidia):
     be._event_pairs = lambda n: [(types.SimpleNamespace(record=lambda s: None),) * 2 for _ in range(n)]
     be.enqueue([lambda: nvidia.log.append(("fn",))], [0, 0, 0], flush=True, delay_s=2e-6, head_delay_s=0.0, repeat=1)
     kinds = [c[0] for c in nvidia.log]
-    assert kinds.count("bind") == 1 and kinds.count("launch") == 3 and kinds.count("fn") == 3
-    assert "sum" not in kinds
+    assert kinds == ["bind"] + ["launch", "fence", "fn"] * 3  # the fence settles the flush: no sleep
 
 
 def test_a_batch_while_another_device_is_current_flushes_with_torch_and_leaves_the_context(nvidia):
@@ -141,8 +145,8 @@ def test_a_batch_while_another_device_is_current_flushes_with_torch_and_leaves_t
 
     be = TorchBackend(0)
     nvidia.monkeypatch.setattr(be.torch.cuda, "current_device", lambda: 1)
-    be._flush()
-    assert [c[0] for c in nvidia.log] == ["sum"]
+    be.flush_fn(2e-6)()
+    assert [c[0] for c in nvidia.log] == ["sum", "sleep"]  # no fence there: the delay settles the flush
 
 
 def test_without_a_compiler_the_flush_is_torch_sum_and_says_why(nvidia):
@@ -151,7 +155,10 @@ def test_without_a_compiler_the_flush_is_torch_sum_and_says_why(nvidia):
     nvidia.compile.fail = True
     be = TorchBackend(0)
     assert be._read is None and "KernelCompileError" in be.flush_note and "no compiler for sm_90" in be.flush_note
-    be._flush()
+    be.flush_fn(2e-6)()
+    assert [c[0] for c in nvidia.log] == ["sum", "sleep"]
+    nvidia.log.clear()
+    be.flush_fn(0.0)()  # no settle asked
     assert [c[0] for c in nvidia.log] == ["sum"]
 
 
@@ -160,7 +167,10 @@ def test_write_then_read_flush_in_both_mode(nvidia):
 
     be = TorchBackend(0, flush="both")
     be._flush()
-    assert [c[0] for c in nvidia.log] == ["bind", "zero_", "launch"]  # made, then the write, then the read
+    assert [c[0] for c in nvidia.log] == ["bind", "zero_", "launch", "fence"]  # made, the write, the read, the fence
+    nvidia.log.clear()
+    TorchBackend(0, flush="write").flush_fn(2e-6)()
+    assert [c[0] for c in nvidia.log] == ["zero_", "sleep"]  # no read kernel, no fence: the delay
 
 
 def test_amd_flush_is_torch_sum_and_builds_nothing(nvidia):
@@ -170,18 +180,20 @@ def test_amd_flush_is_torch_sum_and_builds_nothing(nvidia):
     be = TorchBackend(0)
     assert nvidia.compiles == [] and be.flush_note == "AMD: torch.sum"
     assert be.info.flush_bytes == 2 * be.info.last_level_cache_bytes  # AMD keeps 2x (unmeasured there)
-    be._flush()
-    assert [c[0] for c in nvidia.log] == ["sum"]
+    be.flush_fn(2e-6)()
+    assert [c[0] for c in nvidia.log] == ["sum", "sleep"]  # and the delay (the fence is unmeasured there too)
 
 
 class FakeDriver:
     """cuda.bindings.driver at the calls CudaRuntime makes: every call returns (CUresult, *values)."""
 
     CUstream = staticmethod(lambda h: ("CUstream", h))
+    CUdeviceptr = staticmethod(lambda p: ("CUdeviceptr", p))
 
-    def __init__(self, launch_result: int = 0) -> None:
+    def __init__(self, launch_result: int = 0, fail: str = "") -> None:
         self.calls: list = []
         self.launch_result = launch_result
+        self.fail = fail  # a call that answers CUDA_ERROR_INVALID_HANDLE (400)
 
     def __getattr__(self, name):  # type: ignore[no-untyped-def]
         if not name.startswith("cu"):
@@ -191,6 +203,8 @@ class FakeDriver:
             self.calls.append((name, args))
             if name == "cuLaunchKernel":
                 return (self.launch_result,)
+            if name == self.fail:
+                return (400,)
             if name in ("cuGetErrorName", "cuGetErrorString"):
                 return (0, b"CUDA_ERROR_INVALID_HANDLE" if name == "cuGetErrorName" else b"invalid resource handle")
             return (0, f"<{name}>")
@@ -229,4 +243,23 @@ def test_cuda_launcher_raises_the_drivers_error_naming_the_call():
     run = CudaRuntime(0, driver=drv).launcher(types.SimpleNamespace(handle="H"), (1, 1, 1), (1, 1, 1),
                                               Args(), 0)
     with pytest.raises(KernelLaunchError, match="cuLaunchKernel: CUDA_ERROR_INVALID_HANDLE"):
+        run()
+
+
+def test_cuda_fencer_writes_one_word_on_the_stream_with_the_default_memory_fence():
+    drv = FakeDriver()
+    rt = CudaRuntime(0, driver=drv)
+    drv.calls.clear()
+    run = rt.fencer(0x7000, 0x5000)
+    assert drv.calls == []  # made once: nothing is called until the batch runs it
+    run()
+    run()
+    # flags 0: CU_STREAM_WRITE_VALUE_DEFAULT, the write after a memory fence
+    assert drv.calls == [("cuStreamWriteValue32", (("CUstream", 0x5000), ("CUdeviceptr", 0x7000), 1, 0))] * 2
+
+
+def test_cuda_fencer_raises_the_drivers_error_naming_the_call():
+    drv = FakeDriver(fail="cuStreamWriteValue32")
+    run = CudaRuntime(0, driver=drv).fencer(0x7000, 0)
+    with pytest.raises(KernelLaunchError, match="cuStreamWriteValue32: CUDA_ERROR_INVALID_HANDLE"):
         run()

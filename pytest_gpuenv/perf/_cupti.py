@@ -7,9 +7,9 @@ between the first start and the last end that no operation covers is the *gap*, 
 
 Which operations belong to which sample: every call of the callable runs between a push and a pop of
 an external correlation id (``CUSTOM2``; Kineto uses ``CUSTOM0``/``CUSTOM1``), and CUPTI reports which
-API calls (correlation ids) ran under which external id. The flush and delay kernels run outside, and
-are not counted. The sample schedule (flush, delay, push, fn, pop) is the event timer's
-(``_schedule.enqueue_samples``); the inner event backend flushes, delays and synchronises.
+API calls (correlation ids) ran under which external id. The flush (and a delay, where no fence settles
+it) runs outside, and is not counted. The sample schedule (flush and settle, push, fn, pop) is the event
+timer's (``_schedule.enqueue_samples``); the inner event backend flushes, settles and synchronises.
 
 How kernels are recorded depends on their length (``GPUENV_CUPTI_KERNELS``: ``auto``, the default;
 ``serial``; ``concurrent``). For concurrent records (``CONCURRENT_KERNEL``, Kineto's and torch.profiler's
@@ -369,8 +369,8 @@ class CuptiBackend:
 
         pairs = [(("push", i), ("pop", i)) for i in ids]
         # no head delay: host time between samples is not in CUPTI's figures (the module's docstring)
-        enqueue_samples(pairs, record, self.events.flush_fn() if flush else None, self.events.delay, fns, schedule,
-                        delay_s=delay_s, head_delay_s=0.0, repeat=repeat)
+        enqueue_samples(pairs, record, self.events.flush_fn(delay_s) if flush else None, self.events.delay, fns,
+                        schedule, head_delay_s=0.0, repeat=repeat)
         return ids, (self.offset_s * repeat if self.act.serialised else 0.0)  # the handle: ids, seconds off each sample
 
     def collect(self, handle: Any) -> list[float]:

@@ -90,6 +90,8 @@ class DriverBackend:
             except Exception as exc:  # no NVRTC/hiprtc/nvcc/hipcc: memset flush, no delay kernel
                 self.note = f"timer helpers unavailable ({exc}); flushing with memset and without a delay kernel"
         self.can_delay = self._k is not None
+        #: the memory fence after the read kernel (NVIDIA, with the helpers); None: the flush settles with a delay
+        self._fence = rt.fencer(self._out, stream) if self._k is not None and hasattr(rt, "fencer") else None
         self.ticks_per_s = rt.timer_hz()
         self._events: list[tuple[Any, Any]] = []
         self.floor_s: Optional[float] = None
@@ -121,9 +123,20 @@ class DriverBackend:
         if mode in ("read", "both") and self._k is not None:
             self._launch(self._k["gpuenv_read"][1], *read_dims(self.sm_count), self._read_args)
 
-    def flush_fn(self) -> Callable[[], None]:
-        """The flush, for one batch (on the backend's one stream; each launch selects the device again)."""
-        return self._flush
+    def flush_fn(self, settle_s: float = 0.0) -> Callable[[], None]:
+        """The flush for one batch (on the backend's one stream; each launch selects the device again), then
+        what lets it settle: after the read kernel on NVIDIA a memory fence (``CudaRuntime.fencer``, as the
+        torch timer does), else a delay of ``settle_s``."""
+        fence = self._fence if self.flush_mode in ("read", "both") else None
+
+        def flush() -> None:
+            self._flush()
+            if fence is not None:
+                fence()
+            elif settle_s > 0:
+                self.delay(settle_s)
+
+        return flush
 
     def delay(self, seconds: float) -> None:
         if seconds > 0 and self._k is not None:
@@ -144,8 +157,8 @@ class DriverBackend:
         rt = self.runtime
         while len(self._events) < len(schedule):
             self._events.append((rt.event_create(), rt.event_create()))
-        return enqueue_samples(self._events[: len(schedule)], self._record, self._flush if flush else None,
-                               self.delay, fns, schedule, delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
+        return enqueue_samples(self._events[: len(schedule)], self._record, self.flush_fn(delay_s) if flush else None,
+                               self.delay, fns, schedule, head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         self.runtime.event_synchronize(pairs[-1][1])

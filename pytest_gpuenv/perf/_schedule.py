@@ -1,8 +1,8 @@
 """The sample schedule every real backend enqueues, and the event timer's zero.
 
-One timed sample in cold mode: [flush] [short delay] start fn end; a batch of samples sits behind one
-"head" delay long enough for the host to enqueue it (the event timer's figures would otherwise hold host
-time; CUPTI's do not, so its backend passes no head delay).
+One timed sample in cold mode: [flush, then the device settles] start fn end; a batch of samples sits
+behind one "head" delay long enough for the host to enqueue it (the event timer's figures would otherwise
+hold host time; CUPTI's do not, so its backend passes no head delay).
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from pytest_gpuenv.perf import _stats
 def enqueue_samples(
     pairs: Sequence[tuple[Any, Any]], record: Callable[[Any], None], flush: Optional[Callable[[], None]],
     delay: Callable[[float], None], fns: Sequence[Callable[[], Any]], schedule: Sequence[int], *,
-    delay_s: float, head_delay_s: float, repeat: int,
+    head_delay_s: float, repeat: int,
 ) -> Sequence[tuple[Any, Any]]:
     """The sample schedule every real backend runs, with its own events, flush and delay.
 
     One head delay (so the host has queued the batch before the device reaches it), then per sample:
-    flush the cache (outside the interval), a short delay, start event, ``fn`` ``repeat`` times, end event.
+    ``flush`` (the backend's ``flush_fn``: the cache flush and what lets it settle, both outside the
+    interval), start event, ``fn`` ``repeat`` times, end event.
     """
     delay(head_delay_s)
     for (start, end), i in zip(pairs, schedule):
         if flush is not None:
             flush()
-        delay(delay_s)
         record(start)
         f = fns[i]
         for _ in range(repeat):

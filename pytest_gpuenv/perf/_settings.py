@@ -55,7 +55,8 @@ class Options:
     warmup_batch: int = 5
     warmup_agree: float = 0.02
     warmup_max_time: float = 0.2
-    #: fixed device delay between the flush and the start event (lets the flush drain)
+    #: fixed device delay between the flush and the start event (lets the flush drain), where no memory fence
+    #: follows the flush (the fence after the read kernel on NVIDIA does that: ``_torch``'s docstring)
     post_flush_delay_s: float = 2e-6
     #: in "auto" mode, kernels faster than this (cold) are timed hot
     hot_below_s: float = 5e-6

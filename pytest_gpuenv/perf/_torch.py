@@ -1,4 +1,5 @@
-"""Timer backend on torch: events on torch's current stream, the delay a torch op, the flush one kernel.
+"""Timer backend on torch: events on torch's current stream, the delay a torch op, the flush one kernel
+and a memory fence.
 
 On NVIDIA the read flush is ``_driver``'s ``gpuenv_read`` kernel launched by one ``cuLaunchKernel`` on
 torch's current stream (``runtime.cuda.CudaRuntime.launcher``): on the H200 under CUPTI that launch cost
@@ -8,6 +9,14 @@ of 57.5 (200-sample batches, taking turns in one process; cold medians the same 
 Where cuda-python or a compiler for the helper is missing, and on AMD, the flush is ``torch.sum`` over rows
 of 4,096 floats: ROCm builds of torch carry their own HIP runtime, and a stream of it is no handle for
 the one hip-python loads.
+
+After the read kernel the device settles with a memory fence, ``cuStreamWriteValue32`` on the same
+stream (``CudaRuntime.fencer``), in place of the post-flush delay kernel (``torch.cuda._sleep``), which
+stays where there is no read kernel. Without either, the kernel after the flush read longer: torch.add at
+1M elements 4.25 us where it read 4.08 after the delay and 4.08 after the fence (at 4,096 elements 1.380
+against 1.357 and 1.358 us; H200, CUPTI, taking turns in one process). An event record between them, a
+spin at the end of the flush kernel, or a flush of fewer blocks did not do it; the fence costs the host
+1.6 us where the delay's launch cost 8-12 us under CUPTI and left records to parse.
 
 The flush and delay are plain launches, not a captured CUDA graph: on the H200 a graph replay of them
 cut the host's enqueue time per cold sample (8 us where the three launches took 20-28 us under CUPTI),
@@ -115,26 +124,32 @@ class TorchBackend:
     def _flush(self) -> None:
         self.flush_fn()()
 
-    def flush_fn(self) -> Callable[[], None]:
-        """The flush for one batch, on torch's current stream. The kernel's launch is made here when this
-        device is torch's current one (its context is then the current one, and torch's device guards
-        restore it around each op of the batch); otherwise the batch flushes with ``torch.sum``, so the
-        thread's current device stays the caller's."""
+    def flush_fn(self, settle_s: float = 0.0) -> Callable[[], None]:
+        """The flush for one batch, on torch's current stream, and then what lets it settle: the memory fence
+        after the read kernel, else a delay of ``settle_s`` (the module's docstring). The kernel's launch and
+        the fence are made here when this device is torch's current one (its context is then the current
+        one, and torch's device guards restore it around each op of the batch); otherwise the batch flushes
+        with ``torch.sum``, so the thread's current device stays the caller's."""
         stream = int(self.torch.cuda.current_stream(self.device).cuda_stream)
         here = self.torch.cuda.current_device() == self.device.index
-        return self._make_flush(stream, self._read if here else None)
+        return self._make_flush(stream, self._read if here else None, settle_s)
 
-    def _make_flush(self, stream: int, read: Optional[tuple[Any, Any, Any, tuple[int, int]]]) -> Callable[[], None]:
+    def _make_flush(self, stream: int, read: Optional[tuple[Any, Any, Any, tuple[int, int]]],
+                    settle_s: float) -> Callable[[], None]:
         steps: list[Callable[[], Any]] = []
         if self.flush_mode in ("write", "both"):
             steps.append(self._buf.zero_)
+        fenced = read is not None and self.flush_mode in ("read", "both")
         if self.flush_mode in ("read", "both"):
             if read is not None:
                 rt, func, args, (blocks, threads) = read
                 steps.append(rt.launcher(func, (blocks, 1, 1), (threads, 1, 1), args, stream))
+                steps.append(rt.fencer(self._row_sums.data_ptr(), stream))  # scratch: the kernel never writes it
             else:
                 buf, sums, torch_sum = self._buf, self._row_sums, self.torch.sum
                 steps.append(lambda: torch_sum(buf, 1, out=sums))
+        if not fenced and settle_s > 0:
+            steps.append(lambda: self.delay(settle_s))
 
         def flush(steps: tuple[Callable[[], Any], ...] = tuple(steps), owner: TorchBackend = self) -> None:
             for step in steps:  # ``owner`` keeps the buffer the kernel reads alive with the flush
@@ -162,8 +177,8 @@ class TorchBackend:
     ) -> Any:
         stream = self.torch.cuda.current_stream(self.device)
         return enqueue_samples(self._event_pairs(len(schedule)), lambda ev: ev.record(stream),
-                               self.flush_fn() if flush else None, self.delay, fns, schedule,
-                               delay_s=delay_s, head_delay_s=head_delay_s, repeat=repeat)
+                               self.flush_fn(delay_s) if flush else None, self.delay, fns, schedule,
+                               head_delay_s=head_delay_s, repeat=repeat)
 
     def collect(self, pairs: Any) -> list[float]:
         pairs[-1][1].synchronize()
