@@ -692,6 +692,24 @@ def test_driver_backend_orders_flush_delay_events_and_syncs_once(helper_compiles
     assert rt.streams == {0}  # everything on the backend's one stream
 
 
+def test_driver_backend_on_cuda_settles_the_flush_with_the_runtimes_fence(helper_compiles):
+    """A runtime with ``fencer`` (CUDA's): after the read kernel, a memory fence on the same stream instead of
+    the delay kernel; the head delay stays a delay kernel."""
+
+    class Fencing(FakeRuntime):
+        def fencer(self, ptr, stream):
+            self.calls.append(("bind_fence", ptr, stream))
+            return lambda: self.calls.append(("FENCE",))
+
+    rt = Fencing()
+    be = DriverBackend(rt)
+    assert ("bind_fence", 1 << 40, 0) in rt.calls  # made once, on the backend's stream
+    rt.calls.clear()
+    be.enqueue([lambda: rt.calls.append(("fn",))], [0, 0], flush=True, delay_s=2e-6, head_delay_s=1e-4, repeat=1)
+    assert [c[0] for c in rt.calls] == ["SPIN", "READ", "FENCE", "record", "fn", "record",
+                                        "READ", "FENCE", "record", "fn", "record"]
+
+
 def test_driver_backend_without_runtime_compiler_falls_back_to_memset(helper_compiles):
     helper_compiles.fail = True
     rt = FakeRuntime()
