@@ -166,7 +166,7 @@ def test_write_then_read_flush_in_both_mode(nvidia):
     from pytest_gpuenv.perf._torch import TorchBackend
 
     be = TorchBackend(0, flush="both")
-    be._flush()
+    be.flush_fn()()
     assert [c[0] for c in nvidia.log] == ["bind", "zero_", "launch", "fence"]  # made, the write, the read, the fence
     nvidia.log.clear()
     TorchBackend(0, flush="write").flush_fn(2e-6)()

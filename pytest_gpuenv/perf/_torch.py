@@ -121,9 +121,6 @@ class TorchBackend:
         self.cycles_per_s = sleep_rate(self._hip, self.info.arch, self._props, max_mhz)
 
     # ------------------------------------------------------------------ primitives
-    def _flush(self) -> None:
-        self.flush_fn()()
-
     def flush_fn(self, settle_s: float = 0.0) -> Callable[[], None]:
         """The flush for one batch, on torch's current stream, and then what lets it settle: the memory fence
         after the read kernel, else a delay of ``settle_s`` (the module's docstring). The kernel's launch and
