@@ -11,9 +11,10 @@ import ctypes
 import math
 import os
 import re
+import struct
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args, _cpu
+from pytest_gpuenv.rtc import _args, _cpu, _names
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
@@ -94,8 +95,12 @@ class CpuKernel(Kernel):
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
-                 **kw: Any) -> None:
+                 index: Optional[int] = None, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
+        #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
+        self.index = index
+        #: the Module this kernel came from: its globals are synced around each launch
+        self.module: Optional[Any] = None
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
@@ -109,7 +114,7 @@ class CpuKernel(Kernel):
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
     def load(self, device: Optional[int] = None) -> Any:
-        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self.name)
+        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, re.sub(r"\W", "_", self.name)[:64])
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
@@ -121,10 +126,18 @@ class CpuKernel(Kernel):
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         packed, regions = pack_host_args(self.name, self.params, args)
         rt = _cpu.runtime(get_cache(self._cache_dir))
-        mod = rt.load(self.binary, self.name)
+        mod = self.load()
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
-        res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
-                        self.warp_size, self.check, self.watchdog)
+        if self.index is not None:
+            rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
+        if self.module is not None:
+            self.module._to_device(rt, mod)
+        try:
+            res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
+                            self.warp_size, self.check, self.watchdog)
+        finally:
+            if self.module is not None:
+                self.module._from_device(rt, mod)
         ctx = _cpu_report.Context(
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
@@ -135,23 +148,27 @@ class CpuKernel(Kernel):
             raise _cpu_report.to_error(ctx, res.report)
 
 
-def compile_cpu(src: Source, name: str, params: Sequence[Param], *, warp_size: int, check: bool,
+def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool) -> CpuKernel:
-    """Build (or take from the cache) kernel ``name`` for the CPU executor."""
+                cache_dir: Optional[str], use_cache: bool) -> list[CpuKernel]:
+    """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor."""
     if warp_size not in WARP_SIZES:
         raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
+    entry = _names.cpu_entry(targets)
 
     def build() -> tuple[dict, bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry)
 
     if use_cache:
         key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
-    k = CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir, name=name,
-                  compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=params,
-                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path)
-    return k
+    resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
+    return [CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir,
+                      index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
+                      compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
+                      compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
+                      lowered_name=r.lowered)
+            for i, r in enumerate(resolved)]

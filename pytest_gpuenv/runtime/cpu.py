@@ -114,6 +114,17 @@ class CpuRuntime:
             mod = self._modules[digest] = CpuModule(lib, entry, lo.value or 0, hi.value or 0)
         return mod
 
+    def _symbol(self, mod: CpuModule, name: str) -> int:
+        return ctypes.cast(mod.lib[name], ctypes.c_void_p).value or 0  # dlsym: data symbols as well
+
+    def read_symbol(self, mod: CpuModule, name: str, size: int) -> bytes:
+        """``size`` bytes of the module's global ``name`` (a ``__constant__``/``__device__`` variable)."""
+        return ctypes.string_at(self._symbol(mod, name), size)
+
+    def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
+        """Overwrite the module's global ``name`` with ``data`` (the caller checked the size)."""
+        ctypes.memmove(self._symbol(mod, name), data, len(data))
+
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], args_address: int,
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int]],
                shared_mem: int, warp_size: int, check: bool, watchdog_s: float) -> LaunchResult:
