@@ -42,6 +42,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
             raise TypeError(f"argument {p.name!r} ({p.decl}) is a tensor on {value.device}; the CPU executor "
                             "(arch='cpu') runs on host memory: pass CPU tensors")
         _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
+        _args.check_count(p, value.numel(), _args._describe(value))
         size = value.numel() * value.element_size()
         if not value.is_contiguous():
             size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())
@@ -55,6 +56,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         _args._check_dtype(p, "", typestr, f"an array of typestr {typestr!r}")
         addr, readonly = ai["data"]
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+        _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
         return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value, 0, False  # a raw address: not a registered buffer
@@ -72,16 +74,13 @@ def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]
     regions: list[tuple[int, int, bool, int]] = []
     for i, (p, a) in enumerate(zip(params, args)):
         code = p.code
-        if code is None:
-            raise TypeError(f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
-                            "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)")
         if code == "P":
             addr, size, readonly = host_pointer(p, a)
             values.append(ctypes.c_void_p(addr))
             if addr:
                 regions.append((addr, size, readonly or bool(_CONST.search(p.decl)), i))
         else:
-            values.append(_args._CTYPES[code](_args.scalar_arg(p, code, a)))
+            values.append(_args.by_value(p, code, a))
     return _args.PackedArgs(values), regions
 
 
@@ -116,6 +115,9 @@ class CpuKernel(Kernel):
     def load(self, device: Optional[int] = None) -> Any:
         return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, re.sub(r"\W", "_", self.name)[:64])
 
+    def _runtime_and_module(self) -> tuple[Any, Any]:
+        return _cpu.runtime(get_cache(self._cache_dir)), self.load()
+
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
         g = _args.launch_dims(grid, "grid")
@@ -125,8 +127,7 @@ class CpuKernel(Kernel):
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         packed, regions = pack_host_args(self.name, self.params, args)
-        rt = _cpu.runtime(get_cache(self._cache_dir))
-        mod = self.load()
+        rt, mod = self._runtime_and_module()
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
         if self.index is not None:
             rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
