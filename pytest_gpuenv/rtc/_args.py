@@ -111,7 +111,8 @@ def pointer_arg(p: Param, value: Any, device: Optional[int], vendor: str) -> int
                 f"argument {p.name!r} ({p.decl}) is on {dev}, but the kernel launches on cuda:{device}"
             )
         _check_dtype(p, str(value.dtype), None, _describe(value))
-        check_count(p, value.numel(), _describe(value))
+        if p.vector is not None:
+            check_count(p, value.numel(), _describe(value))
         return int(value.data_ptr())
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:

@@ -42,7 +42,8 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
             raise TypeError(f"argument {p.name!r} ({p.decl}) is a tensor on {value.device}; the CPU executor "
                             "(arch='cpu') runs on host memory: pass CPU tensors")
         _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
-        _args.check_count(p, value.numel(), _args._describe(value))
+        if p.vector is not None:
+            _args.check_count(p, value.numel(), _args._describe(value))
         size = value.numel() * value.element_size()
         if not value.is_contiguous():
             size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())

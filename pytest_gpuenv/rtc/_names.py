@@ -186,7 +186,7 @@ def param_of(t: str, name: str, size: int, align: int) -> Param:
     vec = vector_type(base)
     m = re.match(r"^(?:\w+::)*HIP_vector_type<(.+), (\d)u?>$", base)
     if vec and m:  # HIP's typedef name in messages: float4, uchar4, ulonglong2
-        elem = m.group(1).replace("long long", "longlong").replace("signed char", "char")
+        elem = re.sub(r"^signed ", "", m.group(1).replace("long long", "longlong"))
         shown = re.sub(r"^unsigned ", "u", elem) + m.group(2)
     decl = f"{'const ' if const else ''}{shown}{'*' if pointer else ''} {name}"
     return Param(name=name, type=base, pointer=pointer, decl=decl, size=size, align=align)
