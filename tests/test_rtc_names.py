@@ -9,6 +9,7 @@ tests skip, naming it, where it is not installed.
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 
 import numpy as np
@@ -234,3 +235,50 @@ def test_gpu_compilers_lower_name_expressions_and_find_globals(tmp_path, compile
     assert m._symbol("coeffs") == ("coeffs", 16) and m._symbol("ns::counter") == ("_ZN2ns7counterE", 4)
     with pytest.raises(KernelCompileError, match=r"name expression 'apply<float>' does not name one kernel instantiation"):
         compile_kernel(str(src), "apply<float>", arch=arch, compiler=compiler, cache_dir=str(tmp_path / "cache"))
+
+
+# ------------------------------------------------------------------------------------------ the fixture
+MODULE_TEST = """\
+import ctypes, torch
+OPTS = {}
+
+class P(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_float), ("b", ctypes.c_int), ("c", ctypes.c_double)]
+
+def test_module(hip_kernel, torch_device):
+    m = hip_kernel("names.hip", names=["apply<2>", "bump", "byval"], **OPTS)
+    coeffs = m.get_global("coeffs")  # a numpy array on the CPU executor, a torch tensor on a GPU
+    for i, v in enumerate([1.0, 2.0, 3.0, 4.0]):
+        coeffs[i] = v
+    out = torch.zeros(8, device=torch_device)
+    m.kernel("apply<2>")(1, 64, out, torch.ones(8, device=torch_device), 8)
+    assert out.tolist() == [2.0, 4.0, 6.0, 8.0] * 2
+    seen = torch.zeros(1, dtype=torch.int32, device=torch_device)
+    m.kernel("bump")(1, 64, seen)
+    assert seen.tolist() == [8] and m.get_global("ns::counter").tolist() == [80]
+    m.kernel("byval")(1, 64, out, (1, 2, 3, 4), P(1.5, 2, 3.25), (7, 8, 9), 11)
+    assert out[:4].tolist() == [5.0, 6.75, 9.0, 11.0]
+
+def test_template_kernel(hip_kernel, torch_device):
+    k = hip_kernel("names.hip", "addb<float, 256>", **OPTS)
+    x = torch.arange(100, dtype=torch.float32, device=torch_device)
+    out = torch.zeros_like(x)
+    k(1, 128, out, x, x.numel())
+    assert torch.equal(out, x + 256)
+"""
+
+
+@needs_cxx
+def test_hip_kernel_names_returns_a_module_on_the_cpu_executor(pytester, tmp_path_factory, monkeypatch):
+    pytest.importorskip("torch")
+    (pytester.path / "kernels").mkdir()
+    (pytester.path / "kernels" / "names.hip").write_bytes(SOURCE)
+    pytester.makeini("[pytest]\n")
+    monkeypatch.setenv("GPUENV_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makeconftest('pytest_plugins = ["pytest_gpuenv.plugin"]\n')
+    pytester.makepyfile(test_names=MODULE_TEST)
+    result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-p", "no:gpuenv", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*test_module?wave64-cpu? PASSED*", "*test_module?wave32-cpu? PASSED*"])

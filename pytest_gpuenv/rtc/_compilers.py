@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 from pytest_gpuenv.detect import _compilers as discovery
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.rtc._errors import KernelCompileError
+from pytest_gpuenv.rtc._names import with_markers
 from pytest_gpuenv.rtc._run import compile_error, file_id, run_tool
 from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source
 
@@ -75,12 +76,8 @@ class Compiler:
                       include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         """The code object of ``src`` with ``extra`` (name-expression markers, ``_names``) appended, and the
         lowered name of each of ``exprs`` that the compiler gives ({} here: the symbol table tells)."""
-        if not extra:
-            return self.compile(src, name, arch, options, defines, include_dirs), {}
-        # the file itself is #included, so its own quoted includes and its line numbers stay as they are
-        text = f'#include "{src.path}"\n{extra}' if src.path and '"' not in src.path else src.text + extra
-        inc = ([src.dir] if src.dir else []) + list(include_dirs)
-        return self.compile(Source(text, None, src.display), name, arch, options, defines, inc), {}
+        src, include_dirs = with_markers(src, extra, include_dirs)
+        return self.compile(src, name, arch, options, defines, include_dirs), {}
 
     #: headers the compiler includes before the source (``-include``, ``--pre-include``; hiprtc: built in)
     pre_includes: tuple[str, ...] = ("hip/hip_runtime.h",)

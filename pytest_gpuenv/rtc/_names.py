@@ -114,6 +114,15 @@ def marker_text(ts: Sequence[Target]) -> str:
     return "".join(lines)
 
 
+def with_markers(src: Source, extra: str, include_dirs: Sequence[str]) -> tuple[Source, list[str]]:
+    """For a compiler driver (hipcc, nvcc): a source of ``src`` and ``extra``, and the include path for it.
+    A file is ``#include``d, so its own quoted includes, its name and its line numbers stay as they are."""
+    if not extra:
+        return src, list(include_dirs)
+    text = f'#include "{src.path}"\n{extra}' if src.path and '"' not in src.path else src.text + extra
+    return Source(text, None, src.display), ([src.dir] if src.dir else []) + list(include_dirs)
+
+
 def explain(exc: KernelCompileError, ts: Sequence[Target]) -> KernelCompileError:
     """A compile error located in the marker: which name expression the compiler could not instantiate."""
     if exc.file != GENERATED or exc.line is None or not 0 <= exc.line - FIRST_LINE < len(ts):
@@ -166,10 +175,11 @@ def _marker(demangled: str) -> Optional[tuple[int, str, list[str], list[int]]]:
     fn = fn[1:-1] if fn.startswith("(") and fn.endswith(")") else fn
     sig = rest[cut + len(", __gpuenv_sig<void ("):]
     depth, end = 1, 0
-    for end, ch in enumerate(sig):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
+    while end < len(sig):
+        depth += {"(": 1, ")": -1}.get(sig[end], 0)
         if depth == 0:
             break
+        end += 1
     types = split_types(sig[:end])
     nums = [int(re.sub(r"[ul]+$", "", n)) for n in re.findall(r"\b\d+[ul]*\b", sig[end + 1:].split(">", 1)[0])]
     return int(idx), fn, types, nums
@@ -200,7 +210,7 @@ def resolve(binary: bytes, ts: Sequence[Target], api_lowered: dict[str, str], ne
     syms = _symbols.symbols(binary)
     dem = _symbols.demangle([s.name for s in syms])
     markers = {m[0]: m for m in (_marker(d) for d in dem) if m is not None}
-    calls = {}
+    calls: dict[tuple[str, Optional[str]], str] = {}
     for s, d in zip(syms, dem):
         if s.kind == _symbols.STT_FUNC and not d.startswith(f"void {MARKER}<"):
             calls.setdefault(_split_call(d), s.name)

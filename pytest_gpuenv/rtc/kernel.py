@@ -187,9 +187,9 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
-            return compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
-                               defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                               use_cache=use_cache)
+            return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
+                                    defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
+                                    use_cache=use_cache))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})
