@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 
 import pytest
+from test_rtc_names import MODULE_TEST, SOURCE
 
 from pytest_gpuenv import requires_cuda
-from test_rtc_names import MODULE_TEST, SOURCE
 
 pytestmark = requires_cuda
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -282,3 +282,49 @@ def test_hip_kernel_names_returns_a_module_on_the_cpu_executor(pytester, tmp_pat
     result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-p", "no:gpuenv", "-v")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*test_module?wave64-cpu? PASSED*", "*test_module?wave32-cpu? PASSED*"])
+
+
+# ------------------------------------------------------------------------------------------ ROCm stand-in
+@_needs("hiprtc", "gfx90a")
+def test_hip_module_loads_once_and_looks_up_lowered_names(tmp_path, monkeypatch):
+    """No AMD GPU here: hip-python's module calls answered by a stand-in over the real code object's
+    symbols. clr hipamd/src/hip_module.cpp: hipModuleGetFunction and hipModuleGetGlobal answer
+    hipErrorNotFound for a name the loaded code object does not define."""
+    pytest.importorskip("hip", reason="requires hip-python")
+    from _hip_standin import HipStandin
+
+    from pytest_gpuenv import runtime
+    from pytest_gpuenv.rtc import _symbols
+    from pytest_gpuenv.runtime.hip import HipRuntime
+
+    src = tmp_path / "g.hip"
+    src.write_bytes(SOURCE.replace(b"v::float", b"float").replace(b"a.d[0] + a.d[3]", b"a.x + a.w")
+                    .replace(b"w.d[2]", b"w.z").replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]", b""))
+    m = compile_module(str(src), ["apply<2>", "addb<float, 256>", "bump"], arch="gfx90a", compiler="hiprtc",
+                       cache_dir=str(tmp_path / "cache"))
+    syms = {s.name: s for s in _symbols.symbols(m.binary)}
+
+    class Standin(HipStandin):
+        def hipModuleLoadData(self, image):
+            self.calls.append("hipModuleLoadData")
+            return (self._err("hipSuccess"), "module")
+
+        def hipModuleGetFunction(self, module, name):
+            self.calls.append(f"hipModuleGetFunction({name.decode()})")
+            found = name.decode() in syms
+            return (self._err("hipSuccess" if found else "hipErrorNotFound"), f"fn:{name.decode()}" if found else None)
+
+        def hipModuleGetGlobal(self, module, name):
+            s = syms.get(name.decode())
+            return (self._err("hipSuccess"), 0x1000, s.size) if s else (self._err("hipErrorNotFound"), 0, 0)
+
+    hip = Standin()
+    rt = HipRuntime(0, hip=hip)
+    monkeypatch.setattr(runtime, "get", lambda backend, dev: rt)
+    fns = [m.kernel(n).load(0) for n in m.names]
+    assert [f.handle for f in fns] == ["fn:_Z5applyILi2EEvPfPKfi", "fn:_Z4addbIfLj256EEvPT_PKS0_m", "fn:bump"]
+    assert hip.calls.count("hipModuleLoadData") == 1  # one code object for the whole module
+    sym, size = m._symbol("ns::counter")
+    assert rt.get_global(m._module(0), sym) == (0x1000, 4)
+    with pytest.raises(Exception, match="hipErrorNotFound"):
+        rt.get_global(m._module(0), "ns::counter")  # the runtime wants the symbol, which Module looks up

@@ -165,7 +165,8 @@ class Param:
 # Linear in the text (issue 12): a launch-bounds argument list is at most 256 characters, and the
 # search stops at the last ")" so a parameter list always finds its ")" and is never rescanned.
 _GLOBAL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?"
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?(?:(?:static|inline|__forceinline__)\s+)?void\s+"
+    r"(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?"
     r"(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
     re.S,
 )

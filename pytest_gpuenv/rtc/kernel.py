@@ -182,12 +182,13 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
                   sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True) -> list[Kernel]:
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
     targets = _names.targets(src, names)
-    name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
+    key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
+    name = ", ".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # in messages
     try:
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
-            return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
+            return list(compile_cpu(src, targets, key_name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
                                     use_cache=use_cache))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
@@ -203,7 +204,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
             return {"name": name, "arch": target, "compiler": comp.name, "lowered": lowered,
                     "compile_seconds": time.perf_counter() - t}, binary
 
-        key = _cache_key(src, name, arch, comp, options, defs, include_dirs)  # finds every header first
+        key = _cache_key(src, key_name, arch, comp, options, defs, include_dirs)  # finds every header first
         if use_cache:
             meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
         else:
