@@ -197,6 +197,8 @@ def test_cpu_bad_instantiation_names_the_expression(path, cpu_cache):
     with pytest.raises(KernelCompileError, match=r"name expression 'apply<float>' does not name one kernel instantiation "
                        r"\(apply<int S> declared at line 11\)"):
         compile_kernel(path, "apply<float>", arch="cpu", warp_size=64, cache_dir=cpu_cache)
+    with pytest.raises(KernelCompileError, match=r"name expression 'apply' does not name one kernel instantiation"):
+        compile_kernel(path, "apply", arch="cpu", warp_size=64, cache_dir=cpu_cache)  # a template needs its arguments
     with pytest.raises(KernelCompileError, match=r"kernel 'transpose<16>' not found in .*names.hip \(__global__ kernels "
                        r"there: addb<typename T, unsigned B> declared at line 17, apply<int S> declared at line 11, bump,"):
         compile_kernel(path, "transpose<16>", arch="cpu", warp_size=64, cache_dir=cpu_cache)

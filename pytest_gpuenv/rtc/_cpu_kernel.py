@@ -152,8 +152,9 @@ class CpuKernel(Kernel):
 
 def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool) -> list[CpuKernel]:
-    """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor."""
+                cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None) -> list[CpuKernel]:
+    """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor
+    (``name``: the one kernel's name as given, or the module's names; ``key_name``: its cache key's)."""
     if warp_size not in WARP_SIZES:
         raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
@@ -163,7 +164,7 @@ def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, war
         return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False

@@ -32,6 +32,8 @@ from pytest_gpuenv.rtc._errors import KernelCompileError
 from pytest_gpuenv.rtc._source import SCALAR_TYPES, KernelDecl, Param, Source, kernel_decl, vector_type
 
 MARKER = "__gpuenv_lower"
+#: in the cache key of every compile with markers: change it when the appended code changes
+MARKER_VERSION = "gpuenv-name-markers-1"
 #: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
 _EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")

@@ -183,14 +183,16 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
     targets = _names.targets(src, names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
+    if not all(t.simple for t in targets):
+        key_name += f"\n{_names.MARKER_VERSION}"  # the marker is part of what is compiled
     name = ", ".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # in messages
     try:
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
-            return list(compile_cpu(src, targets, key_name, warp_size=warp_size, check=check, options=options,
+            return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                                    use_cache=use_cache))
+                                    use_cache=use_cache, key_name=key_name))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})
