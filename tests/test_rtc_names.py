@@ -120,7 +120,7 @@ def test_by_value_vectors_structs_and_typedefs_pack():
 
 
 @pytest.mark.parametrize("param, value, message", [
-    (VEC4, (1, 2, 3), r"argument 'v' \(float4 v\) is a HIP_vector_type<float, 4u> by value: pass a tuple of 4 numbers, got 3 numbers"),
+    (VEC4, (1, 2, 3), r"argument 'v' \(float4 v\) is a float4 by value: pass a tuple of 4 numbers, got 3 numbers"),
     (VEC4, 1.0, r"argument 'v' \(float4 v\) is a .* by value: pass a tuple of 4 numbers, got float"),
     (VEC4, (1, 2, 3, "x"), r"argument 'v' \(float4 v\) expects a number, got str"),
     (Param("c", "HIP_vector_type<unsigned char, 4u>", False, "uchar4 c", 4, 4), (1, 2, 3, 256),
@@ -142,7 +142,8 @@ def test_pointer_to_vector_takes_scalar_arrays_in_whole_vectors():
     p = Param("x", "HIP_vector_type<float, 4u>", True, "float4* x", 8, 8)
     _, regions = pack_host_args("k", [p], [np.zeros(8, np.float32)])
     assert regions[0][1] == 32
-    with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) points to .* \(4 scalars each\): an array of shape \(6,\) has 6"):
+    with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) points to float4 \(4 scalars each\): an array of shape \(6,\) has 6 "
+                       r"scalars, not a whole number of float4"):
         pack_host_args("k", [p], [np.zeros(6, np.float32)])
     with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) expects .* elements, got an array of typestr '<f8'"):
         pack_host_args("k", [p], [np.zeros(8, np.float64)])

@@ -12,7 +12,7 @@ import operator
 import struct
 from typing import Any, Optional, Sequence
 
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, Param
+from pytest_gpuenv.rtc._source import SCALAR_TYPES, Param, vector_name
 
 _CTYPES: dict[str, type[ctypes._SimpleCData[Any]]] = {
     "?": ctypes.c_bool,
@@ -80,8 +80,8 @@ def check_count(p: Param, scalars: int, what: str) -> None:
     """A pointer to a vector type takes whole vectors: TypeError when ``scalars`` is not a multiple."""
     vec = p.vector
     if vec is not None and scalars % vec[1]:
-        raise TypeError(f"argument {p.name!r} ({p.decl}) points to {p.type} ({vec[1]} scalars each): {what} "
-                        f"has {scalars} scalars, not a whole number of {p.type}")
+        raise TypeError(f"argument {p.name!r} ({p.decl}) points to {vector_name(p.type)} ({vec[1]} scalars each): "
+                        f"{what} has {scalars} scalars, not a whole number of {vector_name(p.type)}")
 
 
 def _check_dtype(p: Param, got: str, typestr: Optional[str], what: str) -> None:
@@ -189,8 +189,8 @@ def value_arg(p: Param, value: Any) -> Any:
         items = list(value) if isinstance(value, (tuple, list)) or type(value).__name__ == "ndarray" else None
         if items is None or len(items) != n:
             got = f"{len(items)} numbers" if items is not None else _describe(value)
-            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {p.type} by value: pass a tuple of {n} numbers, "
-                            f"got {got}")
+            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {vector_name(p.type)} by value: pass a tuple of {n} "
+                            f"numbers, got {got}")
         esize = ctypes.sizeof(_CTYPES[code])
         out = aligned(_vector_class(code, n, max(p.size, n * esize)), p.align or esize)
         out.v[:] = [scalar_arg(p, code, v) for v in items]

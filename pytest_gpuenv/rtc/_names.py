@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, KernelDecl, Param, Source, kernel_decl, vector_type
+from pytest_gpuenv.rtc._source import SCALAR_TYPES, KernelDecl, Param, Source, kernel_decl, vector_name, vector_type
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers: change it when the appended code changes
@@ -194,12 +194,7 @@ def param_of(t: str, name: str, size: int, align: int) -> Param:
     base = t[:-1].strip() if pointer else t
     const = bool(re.search(r"(?:^|\s)const$|^const\s", base))
     base = " ".join(w for w in base.split() if w not in ("const", "volatile"))
-    shown = base
-    vec = vector_type(base)
-    m = re.match(r"^(?:\w+::)*HIP_vector_type<(.+), (\d)u?>$", base)
-    if vec and m:  # HIP's typedef name in messages: float4, uchar4, ulonglong2
-        elem = re.sub(r"^signed ", "", m.group(1).replace("long long", "longlong"))
-        shown = re.sub(r"^unsigned ", "u", elem) + m.group(2)
+    shown = vector_name(base)  # HIP's typedef name in messages: float4, uchar4, ulonglong2
     decl = f"{'const ' if const else ''}{shown}{'*' if pointer else ''} {name}"
     return Param(name=name, type=base, pointer=pointer, decl=decl, size=size, align=align)
 

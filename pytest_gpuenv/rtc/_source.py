@@ -136,6 +136,15 @@ def vector_type(t: str) -> Optional[tuple[str, int]]:
     if t == "__half2":
         return "e", 2
     return None
+
+
+def vector_name(t: str) -> str:
+    """HIP's name of a vector type as demangled: ``HIP_vector_type<unsigned char, 4u>`` -> ``uchar4``."""
+    m = _VECTOR_TEMPLATE.match(t)
+    if not m or m.group("t") not in SCALAR_TYPES:
+        return t
+    elem = re.sub(r"^signed ", "", m.group("t").replace("long long", "longlong"))
+    return re.sub(r"^unsigned ", "u", elem) + m.group("n")
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "std"}
 
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc._errors import KernelLaunchError
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, load_source
+from pytest_gpuenv.rtc._source import SCALAR_TYPES, load_source, vector_type
 from pytest_gpuenv.rtc.kernel import Kernel, build_kernels
 
 __all__ = ["Module", "compile_module"]
@@ -92,7 +92,8 @@ class Module:
         if dtype is not None:
             return np.dtype(str(dtype).replace("torch.", ""))
         m = re.search(_VAR.format(re.escape(name.rsplit("::", 1)[-1])), self._text)
-        code = SCALAR_TYPES.get(" ".join(m.group("type").replace("std::", "").split())) if m else None
+        t = " ".join(m.group("type").replace("std::", "").split()) if m else ""
+        code = SCALAR_TYPES.get(t) or (vector_type(t) or (None, 0))[0]  # float4: its floats
         dt = np.dtype(code or "u1")  # the struct codes of SCALAR_TYPES are numpy's too
         return dt if size % dt.itemsize == 0 else np.dtype(np.uint8)
 
@@ -101,7 +102,8 @@ class Module:
 
         On a GPU a torch tensor over the variable on the kernel's device, on the CPU executor a numpy
         array. ``dtype`` (numpy or torch, or their names) defaults to the declared scalar type where the
-        declaration names one (``__constant__ float c[16]`` -> float32), else bytes (uint8).
+        declaration names one (``__constant__ float c[16]`` -> float32; ``float4`` -> its floats), else
+        bytes (uint8).
         """
         view = self._views.get(name)
         if view is not None:
