@@ -115,7 +115,7 @@ class Module:
 
             k = next(iter(self._kernels.values()))
             rt, mod = k._runtime_and_module()  # type: ignore[attr-defined]
-            arr = np.frombuffer(bytearray(rt.read_symbol(mod, sym, size)), dtype=dt)
+            arr = np.frombuffer(bytearray(rt.read_symbol(mod, sym)), dtype=dt)
             self._mirrors[name] = (sym, arr)
             self._views[name] = arr
             return arr
@@ -135,7 +135,7 @@ class Module:
         import numpy as np
 
         for sym, arr in self._mirrors.values():
-            arr.view(np.uint8)[:] = np.frombuffer(rt.read_symbol(mod, sym, arr.nbytes), dtype=np.uint8)
+            arr.view(np.uint8)[:] = np.frombuffer(rt.read_symbol(mod, sym), dtype=np.uint8)
 
 
 class _DeviceArray:
