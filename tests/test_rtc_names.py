@@ -113,6 +113,7 @@ def test_by_value_vectors_structs_and_typedefs_pack():
     v, w, s, n = packed.values
     assert (ctypes.sizeof(v), ctypes.sizeof(w), ctypes.sizeof(s), ctypes.sizeof(n)) == (16, 12, 16, 4)
     assert ctypes.addressof(v) % 16 == 0 and ctypes.addressof(s) % 8 == 0
+    assert (ctypes.alignment(v), ctypes.alignment(w)) == (16, 4)  # the type says it too, for a copy elsewhere
     assert list(v.v) == [1.0, 2.0, 3.0, 4.5] and list(w.v) == [7.0, 8.0, 9.0]
     assert (s.a, s.b, s.c, n.value) == (1.5, 2, 3.25, 5) and isinstance(s, P)
     cpu_values, regions = pack_host_args("k", [VEC4, STRUCT], [(0, 0, 0, 1), P()])

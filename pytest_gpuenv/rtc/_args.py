@@ -164,10 +164,17 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
     return f
 
 
+#: a zero-length array of each gives a ctypes Structure that alignment without adding bytes
+_ALIGN_TYPES: dict[int, Any] = {1: ctypes.c_char, 2: ctypes.c_int16, 4: ctypes.c_int32, 8: ctypes.c_int64, 16: ctypes.c_longdouble}
+
+
 @functools.cache
-def _vector_class(code: str, n: int, size: int) -> type[ctypes.Structure]:
+def _vector_class(code: str, n: int, size: int, align: int) -> type[ctypes.Structure]:
+    """A Structure of ``n`` elements of ``code`` with the compiler's size and alignment (float4: 16, 16)."""
     elem = _CTYPES[code]
     fields: list[tuple[str, Any]] = [("v", elem * n)]
+    if align in _ALIGN_TYPES and ctypes.alignment(_ALIGN_TYPES[align]) == align:
+        fields.insert(0, ("_align", _ALIGN_TYPES[align] * 0))
     if size > n * ctypes.sizeof(elem):
         fields.append(("_pad", ctypes.c_char * (size - n * ctypes.sizeof(elem))))
     return type(f"vector_{code}{n}", (ctypes.Structure,), {"_fields_": fields})
@@ -192,7 +199,7 @@ def value_arg(p: Param, value: Any) -> Any:
             raise TypeError(f"argument {p.name!r} ({p.decl}) is a {vector_name(p.type)} by value: pass a tuple of {n} "
                             f"numbers, got {got}")
         esize = ctypes.sizeof(_CTYPES[code])
-        out = aligned(_vector_class(code, n, max(p.size, n * esize)), p.align or esize)
+        out = aligned(_vector_class(code, n, max(p.size, n * esize), p.align or esize), p.align or esize)
         out.v[:] = [scalar_arg(p, code, v) for v in items]
         return out
     if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
