@@ -332,3 +332,20 @@ def test_hip_module_loads_once_and_looks_up_lowered_names(tmp_path, monkeypatch)
     assert rt.get_global(m._module(0), sym) == (0x1000, 4)
     with pytest.raises(Exception, match="hipErrorNotFound"):
         rt.get_global(m._module(0), "ns::counter")  # the runtime wants the symbol, which Module looks up
+
+
+@pytest.mark.parametrize("compiler, arch", [
+    pytest.param("nvrtc", "sm_90", marks=_needs("nvrtc", "sm_90")),
+    pytest.param("nvcc", "sm_90", marks=_needs("nvcc", "sm_90")),
+])
+def test_extern_c_kernel_with_hip_typedefs_and_vectors_on_nvidia_compilers(tmp_path, compiler, arch):
+    """HIP on AMD declares uint/ushort/ulong (ROCm hip/amd_detail/device_library_decls.h): so does the
+    shipped HIP-on-CUDA header; by-value float2 and uint of an extern "C" kernel take their sizes from the compiler."""
+    src = ('extern "C" __global__ void k(float* out, float2 v, uint n, ushort s, ulong l) '
+           "{ if (threadIdx.x < n) out[threadIdx.x] = v.x + v.y + s + l; }\n")
+    k = compile_kernel(src, "k", arch=arch, compiler=compiler, cache_dir=str(tmp_path))
+    assert k.lowered_name == "k"
+    assert [(p.decl, p.size) for p in k.params] == [("float* out", 8), ("float2 v", 8), ("unsigned int n", 4),
+                                                    ("unsigned short s", 2), ("unsigned long l", 8)]
+    v = k.pack(None, (1, 2), 3, 4, 5).values
+    assert list(v[1].v) == [1.0, 2.0] and ctypes.alignment(v[1]) == 8
