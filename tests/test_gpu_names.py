@@ -7,17 +7,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from test_rtc_names import MODULE_TEST, SOURCE
+from test_rtc_names import GPU_SOURCE, MODULE_TEST
 
 from pytest_gpuenv import requires_cuda
 
 pytestmark = requires_cuda
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-#: HIP's own vector types (the shipped HIP-on-CUDA header: CUDA's float4, float3)
-GPU_SOURCE = (SOURCE.replace(b"v::float", b"float")
-              .replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]", b"x[threadIdx.x].w = x[threadIdx.x].x")
-              .replace(b"a.d[0] + a.d[3]", b"a.x + a.w").replace(b"w.d[2]", b"w.z"))
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])

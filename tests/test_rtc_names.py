@@ -62,6 +62,11 @@ __global__ void byval(float* out, v::float4 a, Params p, v::float3 w, uint u) {
 __global__ void vec_ptr(v::float4* x) { x[threadIdx.x].d[3] = x[threadIdx.x].d[0]; }
 """
 
+#: the same for the GPU compilers, with HIP's own vector types (on NVIDIA: CUDA's float4, float3)
+GPU_SOURCE = (SOURCE.replace(b"v::float", b"float")
+              .replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]", b"x[threadIdx.x].w = x[threadIdx.x].x")
+              .replace(b"a.d[0] + a.d[3]", b"a.x + a.w").replace(b"w.d[2]", b"w.z"))
+
 
 class P(ctypes.Structure):
     _fields_ = [("a", ctypes.c_float), ("b", ctypes.c_int), ("c", ctypes.c_double)]
@@ -221,10 +226,8 @@ def _needs(name: str, arch: str):
     pytest.param("nvcc", "sm_90", marks=_needs("nvcc", "sm_90")),
 ])
 def test_gpu_compilers_lower_name_expressions_and_find_globals(tmp_path, compiler, arch):
-    src = tmp_path / "g.hip"  # HIP's own vector types on the GPU compilers
-    src.write_bytes(SOURCE.replace(b"v::float", b"float").replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]",
-                                                                   b"x[threadIdx.x].w = x[threadIdx.x].x")
-                    .replace(b"a.d[0] + a.d[3]", b"a.x + a.w").replace(b"w.d[2]", b"w.z"))
+    src = tmp_path / "g.hip"
+    src.write_bytes(GPU_SOURCE)
     m = compile_module(str(src), ["apply<2>", "addb<float, 256>", "ns::scale", "bump", "byval", "vec_ptr"], arch=arch,
                        compiler=compiler, cache_dir=str(tmp_path / "cache"))
     lowered = {n: m.kernel(n).lowered_name for n in m.names}
@@ -302,8 +305,7 @@ def test_hip_module_loads_once_and_looks_up_lowered_names(tmp_path, monkeypatch)
     from pytest_gpuenv.runtime.hip import HipRuntime
 
     src = tmp_path / "g.hip"
-    src.write_bytes(SOURCE.replace(b"v::float", b"float").replace(b"a.d[0] + a.d[3]", b"a.x + a.w")
-                    .replace(b"w.d[2]", b"w.z").replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]", b""))
+    src.write_bytes(GPU_SOURCE)
     m = compile_module(str(src), ["apply<2>", "addb<float, 256>", "bump"], arch="gfx90a", compiler="hiprtc",
                        cache_dir=str(tmp_path / "cache"))
     syms = {s.name: s for s in _symbols.symbols(m.binary)}
@@ -349,3 +351,27 @@ def test_extern_c_kernel_with_hip_typedefs_and_vectors_on_nvidia_compilers(tmp_p
                                                     ("unsigned short s", 2), ("unsigned long l", 8)]
     v = k.pack(None, (1, 2), 3, 4, 5).values
     assert list(v[1].v) == [1.0, 2.0] and ctypes.alignment(v[1]) == 8
+
+
+@pytest.mark.parametrize("arch", [pytest.param("sm_90", marks=_needs("nvrtc", "sm_90")),
+                                  pytest.param("gfx90a", marks=_needs("hiprtc", "gfx90a"))])
+def test_hip_kernel_names_compile_only_runner(pytester, tmp_path_factory, monkeypatch, arch):
+    """--gpuenv-kernels=compile: the module is compiled for each arch, then the test skips."""
+    (pytester.path / "kernels").mkdir()
+    (pytester.path / "kernels" / "names.hip").write_bytes(GPU_SOURCE)
+    pytester.makeini("[pytest]\n")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.setenv("PYTHONPATH", repo + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makeconftest('pytest_plugins = ["pytest_gpuenv.plugin"]\n')
+    pytester.makepyfile(test_names="""
+        def test_module(hip_kernel):
+            hip_kernel("names.hip", names=["apply<2>", "ns::scale"])
+        def test_missing(hip_kernel):
+            hip_kernel("names.hip", names=["apply<2>", "nope<1>"])
+    """)
+    result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=compile", "-p", "no:cacheprovider",
+                                           "-p", "no:gpuenv", f"--gpuenv-compile-archs={arch}",
+                                           f"--gpuenv-cache-dir={tmp_path_factory.mktemp('cache')}", "-rs")
+    result.assert_outcomes(skipped=1, failed=1)
+    result.stdout.fnmatch_lines(["*hip_kernel: kernel 'nope<1>' not found in *names.hip (__global__ kernels there: addb*",
+                                 f"SKIPPED * compiled for {arch}; no GPU to launch on"])
