@@ -153,11 +153,11 @@ class HipKernelFactory:
                 f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}, and none of "
                 f"{_compilers.looked_for()}"
             )
-        from pytest_gpuenv.rtc._source import kernel_decl, load_source
+        from pytest_gpuenv.rtc._names import targets
+        from pytest_gpuenv.rtc._source import load_source
 
-        src = load_source(path_or_source, kw["kernel_dirs"])
-        for n in ([name] if name else []) + list(kw["names"] or []):
-            kernel_decl(src, n)  # fails once, not per arch
+        targets(load_source(path_or_source, kw["kernel_dirs"]), ([name] if name else []) + list(kw["names"] or []))
+        # ^ a missing kernel fails once, not per arch
         built, missing, errors = [], [], []
         for a in archs:
             try:

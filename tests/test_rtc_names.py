@@ -375,3 +375,14 @@ def test_hip_kernel_names_compile_only_runner(pytester, tmp_path_factory, monkey
     result.assert_outcomes(skipped=1, failed=1)
     result.stdout.fnmatch_lines(["*hip_kernel: kernel 'nope<1>' not found in *names.hip (__global__ kernels there: addb*",
                                  f"SKIPPED * compiled for {arch}; no GPU to launch on"])
+
+
+@needs_cxx
+def test_kernel_declared_through_a_macro_is_compiled_by_its_name(cpu_cache):
+    """The parser does not read ``KERNEL void fill(...)``; the name is in the source, so the compiler decides."""
+    src = "#include <hip/hip_runtime.h>\n#define KERNEL __global__\ntemplate <int N> KERNEL void fill(float* o) { o[threadIdx.x] = N; }\n"
+    k = compile_kernel(src, "fill<3>", arch="cpu", warp_size=64, cache_dir=cpu_cache)
+    assert [p.decl for p in k.params] == ["float* arg0"]  # types from the compiler, the name unknown
+    out = np.zeros(4, np.float32)
+    k(1, 4, out)
+    assert out.tolist() == [3.0] * 4

@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, KernelDecl, Param, Source, kernel_decl, vector_name, vector_type
+from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, kernel_decl, strip_comments, vector_name
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers: change it when the appended code changes
@@ -81,7 +81,15 @@ def targets(src: Source, exprs: Sequence[str]) -> list[Target]:
     out = []
     for raw in exprs:
         e = check_expr(raw)
-        decl = kernel_decl(src, e)
+        try:
+            decl = kernel_decl(src, e)
+        except KernelCompileError:
+            # declared in a way the parser does not read (a macro for __global__, say): the compiler decides
+            base = e.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+            m = re.search(rf"\b{re.escape(base)}\s*\(", strip_comments(src.text))
+            if m is None:
+                raise
+            decl = KernelDecl(base, [], False, src.text.count("\n", 0, m.start()) + 1)
         simple = bool(_IDENT.match(e)) and decl.extern_c and decl.template is None and all(
             p.code is not None for p in decl.params)
         out.append(Target(e, decl, simple))
@@ -236,4 +244,4 @@ def resolve(binary: bytes, ts: Sequence[Target], api_lowered: dict[str, str], ne
     return out
 
 
-__all__ = ["SCALAR_TYPES", "Resolved", "Target", "marker_text", "resolve", "targets", "vector_type"]
+__all__ = ["Resolved", "Target", "cpu_entry", "explain", "marker_text", "resolve", "targets", "with_markers"]
