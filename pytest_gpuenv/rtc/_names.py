@@ -32,7 +32,7 @@ from pytest_gpuenv.rtc._errors import KernelCompileError
 from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, kernel_decl, strip_comments, vector_name
 
 MARKER = "__gpuenv_lower"
-#: in the cache key of every compile with markers: change it when the appended code changes
+#: in the cache key of every compile with markers or several kernels: change it when the appended code changes
 MARKER_VERSION = "gpuenv-name-markers-1"
 #: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
 _EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")

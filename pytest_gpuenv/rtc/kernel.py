@@ -183,8 +183,8 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
     targets = _names.targets(src, names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
-    if not all(t.simple for t in targets):
-        key_name += f"\n{_names.MARKER_VERSION}"  # the marker is part of what is compiled
+    if len(targets) > 1 or not targets[0].simple:
+        key_name += f"\n{_names.MARKER_VERSION}"  # the markers (and the CPU dispatch) are part of what is compiled
     name = ", ".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # in messages
     try:
         if arch == "cpu":
