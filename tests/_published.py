@@ -46,8 +46,6 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
     rtol: float = 0.0
     atol: float = 0.0
-    #: why the GPU comparison leaves it out ("" when it runs there)
-    gpu_skip: str = ""
 
     @property
     def path(self) -> str:
@@ -289,6 +287,41 @@ def constant_table(rt: Any) -> Checks:
     return [("Ad", out, table)]
 
 
+SYNC = [("SyncthreadsOddEvenKernel<SyncthreadsKind::kCount>", lambda b: b // 2),
+        ("SyncthreadsOddEvenKernel<SyncthreadsKind::kAnd>", lambda b: 0),
+        ("SyncthreadsOddEvenKernel<SyncthreadsKind::kOr>", lambda b: 1),
+        ("SyncthreadsIdKernel<SyncthreadsKind::kCount>", lambda b: b - 1),
+        ("SyncthreadsNegativeKernel<SyncthreadsKind::kAnd>", lambda b: 1)]
+
+
+def syncthreads(rt: Any) -> Checks:
+    grid, block = 2, 96  # one and a half wave64 wavefronts: a partial wavefront takes part
+    sums = np.zeros(grid, np.int32)
+    rt.launch(rt.kernel("SyncthreadsKernel<SyncthreadsKind::kCount>"), grid, block, sums, shared_mem=block * 4)
+    checks = [("SyncthreadsKernel<kCount>", sums, np.full(grid, block * (block + 1) // 2, np.int32))]
+    for name, want in SYNC:
+        out = np.full(grid * block, -7, np.int32)
+        rt.launch(rt.kernel(name), grid, block, out)
+        checks.append((name, out, np.full(grid * block, want(block), np.int32)))
+    return checks
+
+
+def cg_tile_shfl(rt: Any) -> Checks:
+    checks = []
+    for tile in (16, 4):
+        for test, what in enumerate(("shflDown", "shflXor", "shflUp")):  # enum class TiledGroupShflTests
+            out = np.full(64, -7, np.int32)
+            rt.launch(rt.kernel(f"kernel_cg_group_partition_static<{tile}>"), 1, 64, out, test)
+            if what == "shflUp":  # an inclusive prefix sum of the ranks within each tile
+                j = np.arange(64) % tile
+                want = (j * (j + 1) // 2).astype(np.int32)
+            else:  # the sum of the ranks 0..tile-1, one per tile; the rest untouched
+                want = np.full(64, -7, np.int32)
+                want[:64 // tile] = tile * (tile - 1) // 2
+            checks.append((f"tile {tile} {what}", out, want))
+    return checks
+
+
 REDUCTION = dict(options=("-std=c++20",), include_dirs=(INCLUDE,))
 CASES = [
     Case("shared_memory", lambda w: ["matrix_transpose_kernel<32>"], shared_memory),
@@ -312,5 +345,9 @@ CASES = [
     Case("dwt_haar1d", lambda w: ["dwtHaar1D"], dwt_haar1d, rtol=1e-5, atol=1e-6),
     Case("ballot", lambda w: ["gpu_ballot"], ballot),
     Case("constant_table", lambda w: ["Get"], constant_table, module=True),
+    Case("syncthreads", lambda w: ["SyncthreadsKernel<SyncthreadsKind::kCount>"] + [n for n, _ in SYNC], syncthreads,
+         module=True),
+    Case("cg_tile_shfl", lambda w: ["kernel_cg_group_partition_static<16>", "kernel_cg_group_partition_static<4>"],
+         cg_tile_shfl, module=True),
 ]
 BY_NAME = {c.name: c for c in CASES}
