@@ -267,6 +267,19 @@ def dwt_haar1d(rt: Any) -> Checks:
             ("AverageSignal", avg, want_a.astype(np.float32))]
 
 
+def nbody_block(rt: Any) -> Checks:
+    n, dt = 512, 0.01  # a multiple of BLOCK_SIZE (256): see test_nbody_tail_block_is_a_bug
+    r = rng("nbody_block")
+    p = r.uniform(-1, 1, n * 4).astype(np.float32)  # float4* takes an array of its scalar type
+    v = r.uniform(-1, 1, n * 4).astype(np.float32)
+    pos, vel = p.reshape(n, 4)[:, :3].astype(np.float64), v.reshape(n, 4).astype(np.float64)
+    d = pos[None, :, :] - pos[:, None, :]
+    inv3 = ((d ** 2).sum(axis=2) + 1e-9) ** -1.5
+    vel[:, :3] += dt * (d * inv3[:, :, None]).sum(axis=1)
+    rt.launch(rt.kernel("bodyForce"), n // 256, 256, p, v, dt, n)
+    return [("v", v, vel.astype(np.float32).ravel())]
+
+
 # --- hip-tests ----------------------------------------------------------------------------------------
 
 def ballot(rt: Any) -> Checks:
@@ -343,6 +356,7 @@ CASES = [
     Case("reduction_v9", lambda w: [f"kernel<256, {w}, 4, {PLUS}>"], reduction_v9, **REDUCTION),  # type: ignore[arg-type]
     Case("hipex_histogram", lambda w: ["histogram256"], hipex_histogram),
     Case("dwt_haar1d", lambda w: ["dwtHaar1D"], dwt_haar1d, rtol=1e-5, atol=1e-6),
+    Case("nbody_block", lambda w: ["bodyForce"], nbody_block, rtol=1e-3, atol=1e-3),
     Case("ballot", lambda w: ["gpu_ballot"], ballot),
     Case("constant_table", lambda w: ["Get"], constant_table, module=True),
     Case("syncthreads", lambda w: ["SyncthreadsKernel<SyncthreadsKind::kCount>"] + [n for n, _ in SYNC], syncthreads,

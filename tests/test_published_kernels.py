@@ -6,7 +6,7 @@ one exercises). They are called as their authors wrote them: C++ and template ke
 ``__constant__``/``__device__`` tables through ``compile_module(...).get_global``, by-value vectors as
 tuples. Each is correct on AMD hardware, so checked mode must report nothing; the exceptions below are
 code that is not portable (reduction v5 relies on lockstep wavefronts) or has a real bug (prefix_sum
-past one block). Inputs and numpy references: tests/_published.py.
+past one block, mini-nbody's last partial block). Inputs and numpy references: tests/_published.py.
 """
 
 from __future__ import annotations
@@ -76,3 +76,15 @@ def test_prefix_sum_past_one_block_is_out_of_bounds(cpu_cache):
     data = np.ones(512, np.float32)
     with pytest.raises(rtc.KernelBoundsError):
         run.launch(run.kernel("block_prefix_sum"), 2, 128, data, 512, 1, shared_mem=2 * 128 * 4)
+
+
+def test_nbody_tail_block_is_a_bug(cpu_cache):
+    """A real bug in HIP-Examples' mini-nbody: bodyForce puts its barriers inside ``if (i < n)`` and reads
+    whole tiles of ``p``, so with ``n`` not a multiple of 256 (the sample's default is 30,000) it reads past
+    the bodies and the last block's threads skip barriers that its others wait at."""
+    case = BY_NAME["nbody_block"]
+    run = CpuRun(case, 64, True, cpu_cache)
+    n = 300
+    p, v = np.zeros(n * 4, np.float32), np.zeros(n * 4, np.float32)
+    with pytest.raises((rtc.KernelBoundsError, rtc.KernelBarrierError)):
+        run.launch(run.kernel("bodyForce"), 2, 256, p, v, 0.01, n)
