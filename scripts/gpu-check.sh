@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples fault perf bench hosts)
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples fault perf bench hosts}
+SECTIONS=${*:-info tests examples published fault perf bench hosts}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -59,6 +59,10 @@ if want tests; then
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
+fi
+if want published; then
+    # the published kernels of tests/data/published on the GPU against the CPU executor, one line per kernel
+    run "published kernels: GPU vs CPU executor" 600 env CUDA_VISIBLE_DEVICES=0 $PY scripts/published_check.py
 fi
 if want fault; then
     FAULT_DIR=$(mktemp -d); cp -r kernels "$FAULT_DIR/kernels"; printf '[pytest]\n' > "$FAULT_DIR/pytest.ini"
