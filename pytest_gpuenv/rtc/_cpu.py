@@ -37,6 +37,9 @@ _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
     r"\s*\[\s*\]\s*;")
 _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_DYNAMIC_SHARED_ATTRIBUTE\b")
+# libc functions checked mode intercepts (cpu_src/include/gpuenv_libc.h): never expanded inline
+LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
+                "vsnprintf")
 _PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)")
 
 
@@ -147,7 +150,7 @@ def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}"]
-    return flags + (["-fsanitize=thread"] if check else [])
+    return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],

@@ -17,6 +17,7 @@ from pytest_gpuenv.rtc import _args, _cpu
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
+from pytest_gpuenv.runtime.cpu import watchdog_seconds
 
 SHARED_LIMIT = 64 * 1024
 WARP_SIZES = (32, 64)
@@ -99,7 +100,7 @@ class CpuKernel(Kernel):
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
-        self.watchdog = float(os.environ.get("GPUENV_CPU_WATCHDOG", "10"))
+        self.watchdog = watchdog_seconds()
         self._meta = dict(meta)
         self._cache_dir = cache_dir
 
@@ -123,7 +124,7 @@ class CpuKernel(Kernel):
         rt = _cpu.runtime(get_cache(self._cache_dir))
         mod = rt.load(self.binary, self.name)
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
-        res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
+        res = rt.launch(mod, g, b, packed.values, regions, [(o, s) for _, o, s in shared], shared_mem,
                         self.warp_size, self.check, self.watchdog)
         ctx = _cpu_report.Context(
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]

@@ -150,7 +150,7 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
     uint64_t dist = ~0ull;
     for (int i = 0; i < d->nregions; i++) {
         const gpuenv_region_t& g = d->regions[i];
-        uint64_t dd = a < g.base ? g.base - a : a - (g.base + g.size);
+        uint64_t dd = a < g.base ? g.base - a : a < g.base + g.size ? 0 : a - (g.base + g.size);  // 0: a range that starts inside
         if (dd < dist) {
             dist = dd;
             best = i;
