@@ -149,6 +149,7 @@ def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]
 
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
+             "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
              f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}"]
     return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
 
@@ -204,7 +205,8 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
                defines: Mapping[str, Any], include_dirs: Sequence[str]) -> str:
     parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check, "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
-             "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx)}
+             "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
+             "flags": _kernel_flags(warp_size, check)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
     return make_key(parts, src.data, find_headers(src, dirs, options=options))
 

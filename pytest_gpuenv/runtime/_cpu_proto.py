@@ -73,6 +73,6 @@ class Note(ctypes.Structure):
     """Mirrors ``gpuenv_note_t`` in cpu_src/server.cpp: what the child knew when it ended."""
 
     _fields_ = [("kind", ctypes.c_int32), ("value", ctypes.c_int32), ("in_launch", ctypes.c_int32),
-                ("nframes", ctypes.c_int32), ("forks", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("nframes", ctypes.c_int32), ("forks", ctypes.c_int32), ("kmask", ctypes.c_int32),
                 ("block", c_u32x3), ("thread", c_u32x3), ("addr", ctypes.c_uint64),
                 ("pcs", ctypes.c_uint64 * NOTE_FRAMES), ("bases", ctypes.c_uint64 * NOTE_FRAMES)]

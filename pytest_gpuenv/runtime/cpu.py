@@ -99,6 +99,8 @@ def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Repo
         r.block[:], r.thread[:], r.other_thread = list(note.block), list(note.thread), 0
     exact = False
     for i in range(min(note.nframes, P.NOTE_FRAMES)):
+        if not base and note.kmask >> i & 1:  # the module was being loaded: its frames are the kernel's
+            base = note.bases[i]
         if base and note.bases[i] == base:
             exact = i == 0 and note.kind == P.NOTE_SIGNAL
             r.pc = note.pcs[i] - base

@@ -20,7 +20,7 @@ namespace {
 constexpr int kFrames = 24;  // NOTE_FRAMES in _cpu_proto.py
 
 struct gpuenv_note_t {  // Note in _cpu_proto.py
-    int32_t kind, value, in_launch, nframes, forks, pad;
+    int32_t kind, value, in_launch, nframes, forks, kmask;  // kmask: frames in a kernel module
     uint32_t block[3], thread[3];
     uint64_t addr;
     uint64_t pcs[kFrames], bases[kFrames];
@@ -32,9 +32,13 @@ gpuenv_note_t* note;
 const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
 
 void put_frame(int i, void* pc) {
-    Dl_info info;
+    Dl_info info, self;
     note->pcs[i] = (uintptr_t)pc;
     note->bases[i] = dladdr(pc, &info) && info.dli_fbase ? (uintptr_t)info.dli_fbase : 0;
+    // kernel modules, like this executor, are loaded from /proc/self/fd/N (a memfd)
+    if (note->bases[i] && info.dli_fname && !strncmp(info.dli_fname, "/proc/self/fd/", 14) &&
+        dladdr((void*)&put_frame, &self) && self.dli_fbase != info.dli_fbase)
+        note->kmask |= 1 << i;
 }
 
 // frame 0 is `first` (a faulting pc) when given; then the return addresses of the stack
@@ -85,6 +89,18 @@ void before_fork() {
 void in_forked_child() { _exit(127); }
 
 }  // namespace
+
+namespace gx {
+// The innermost kernel frame on this stack (module-relative, minus one: it is a return address), or 0:
+// where a fault inside libc (free() of a bad pointer, a memset in the fast mode) was called from.
+uint64_t caller_in_kernel() {
+    void* buf[32];
+    int n = backtrace(buf, 32);
+    for (int i = 0; i < n; i++)
+        if (uint64_t r = pc_rel(buf[i])) return r - 1;
+    return 0;
+}
+}  // namespace gx
 
 // Called once by the child before anything else is loaded; `area` is the note in the shared arena.
 extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* area) {
