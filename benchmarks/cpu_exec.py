@@ -1,10 +1,12 @@
 """Speed of the CPU executor on this machine: vector add (1M floats, 256-thread blocks), tiled matmul
-256x256, both unchecked and checked; a cold compile and a cache hit.
+256x256, both unchecked and checked; a 4-byte launch's round trip to the executor's child process; a
+cold compile and a cache hit.
 
     python3 benchmarks/cpu_exec.py
 
 Goals (issue 9, 2-core runner): vector add <= 50 ms unchecked / 150 ms checked; matmul <= 150 ms /
-0.6 s; cold compile <= 1 s; cache hit <= 2 ms. Each figure is the best of a few runs.
+0.6 s; cold compile <= 1 s; cache hit <= 2 ms; 4-byte launch round trip <= 100 us (the median of 2,000).
+The other figures are each the best of a few runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from pytest_gpuenv.rtc import compile_kernel
 
 KERNELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
 GOALS = {"vector_add unchecked": 0.050, "vector_add checked": 0.150, "matmul_tiled unchecked": 0.150,
-         "matmul_tiled checked": 0.6, "cold compile": 1.0, "cache hit": 0.002}
+         "matmul_tiled checked": 0.6, "cold compile": 1.0, "cache hit": 0.002, "4-byte launch round trip": 1e-4}
+TINY = """#include <hip/hip_runtime.h>
+extern "C" __global__ void one(int* p) { p[0] = 1; }
+"""
 
 
 def best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
@@ -37,7 +42,7 @@ def best(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
 def line(name: str, seconds: float, extra: str = "") -> None:
     goal = GOALS[name]
     verdict = "ok" if seconds <= goal else "OVER"
-    print(f"{name:<24} {seconds * 1e3:9.2f} ms   goal {goal * 1e3:7.1f} ms  {verdict}  {extra}")
+    print(f"{name:<24} {seconds * 1e3:9.3f} ms   goal {goal * 1e3:7.1f} ms  {verdict}  {extra}")
 
 
 def main() -> None:
@@ -59,6 +64,17 @@ def main() -> None:
         line(f"vector_add {mode}", t, f"{n / t / 1e6:.0f} M elements/s")
         t = best(lambda mm=mm: mm((m // 16, m // 16), (16, 16), C, A, B, m, m, m), 3)
         line(f"matmul_tiled {mode}", t, f"{m * m / t / 1e6:.2f} M threads/s, 32 barriers each")
+    for check in (False, True):
+        one = compile_kernel(TINY, "one", arch="cpu", check=check, cache_dir=cache)
+        p = np.zeros(1, np.int32)
+        one(1, 1, p)
+        times = []
+        for _ in range(2000):
+            t = time.perf_counter()
+            one(1, 1, p)
+            times.append(time.perf_counter() - t)
+        line("4-byte launch round trip", sorted(times)[len(times) // 2],
+             f"{'checked' if check else 'unchecked'}, median of 2,000 (best {min(times) * 1e6:.0f} us)")
     src = os.path.join(KERNELS, "reduce_sum.hip")
     t = time.perf_counter()
     k = compile_kernel(src, "reduce_sum", arch="cpu", cache_dir=cache)

@@ -27,6 +27,7 @@ from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_c
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
+SHARED_LIMIT = 64 * 1024  # bytes of shared memory per block (static and dynamic together), as on AMD and NVIDIA GPUs
 _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
@@ -147,6 +148,15 @@ def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]
     return sorted(out, key=lambda v: v[1])
 
 
+def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
+    """KernelCompileError when the static ``__shared__`` variables exceed a block's shared memory, as on a GPU."""
+    total = sum(size for _, _, size in shared)
+    if total > SHARED_LIMIT:
+        names = ", ".join(f"{n!r} ({size} bytes)" for n, _, size in sorted(shared, key=lambda v: -v[2]))
+        raise KernelCompileError(f"{display}: {total} bytes of static __shared__ memory ({names}) exceed the "
+                                 f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
+
+
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
@@ -175,6 +185,7 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         with open(so, "rb") as f:
             binary = f.read()
         shared = shared_symbols(binutil(cxx, "nm"), so)
+    check_shared_limit(shared, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
             "compile_seconds": time.perf_counter() - t0, "shared_vars": shared, "dyn_names": dyn_names}
     return meta, binary

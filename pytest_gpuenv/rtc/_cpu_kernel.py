@@ -19,7 +19,7 @@ from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds
 
-SHARED_LIMIT = 64 * 1024
+SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
 _CONST = re.compile(r"\bconst\b[^*]*\*")
 
@@ -124,8 +124,16 @@ class CpuKernel(Kernel):
         rt = _cpu.runtime(get_cache(self._cache_dir))
         mod = rt.load(self.binary, self.name)
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
+        static = sum(s for _, _, s in shared)
+        if static + shared_mem > SHARED_LIMIT:
+            names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
+            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
+                            f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
         res = rt.launch(mod, g, b, packed.values, regions, [(o, s) for _, o, s in shared], shared_mem,
                         self.warp_size, self.check, self.watchdog)
+        if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
+            _cpu.emit_output(res.output, ())
+            return
         ctx = _cpu_report.Context(
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
