@@ -95,6 +95,42 @@ def test_huge_local_array_is_a_stack_overflow(cpu_cache: str) -> None:
             k(1, 1, np.zeros(4, np.int32))
 
 
+GLOBALS = """#include <hip/hip_runtime.h>
+// neighbours: an overflow of one lands in a red zone, not in the other
+__constant__ int table[4] = {1, 2, 3, 4};
+__device__ int counter;
+__device__ inline int twice(int x) { return 2 * x; }
+extern "C" __global__ void k(int* p, int i) {
+    p[0] = table[i] + twice(counter);
+}
+"""
+
+
+@pytest.mark.parametrize("i", [4, 5, -1])
+def test_device_array_overflowing_into_a_neighbour_is_out_of_bounds(cpu_cache: str, i: int) -> None:
+    k = compile_kernel(GLOBALS, "k", arch="cpu", cache_dir=cpu_cache)
+    p = np.zeros(1, np.int32)
+    k(1, 1, p, 3)
+    assert p[0] == 4
+    with pytest.raises(KernelBoundsError, match=rf"<source>\.hip:7, .*read of 4 bytes out of bounds: __device__ "
+                                                rf"variable 'table' element {i} \(byte {4 * i}; it has 16 bytes"):
+        k(1, 1, p, i)
+
+
+def test_globals_rewrite_keeps_lines_and_leaves_functions_alone() -> None:
+    from pytest_gpuenv.rtc._cpu_globals import rewrite_globals
+
+    src = ("#include <x.h>\n/* c */ __device__ int a[2];\nstatic __device__ float b = 1;\n__device__ int f(int x) "
+           "{ return x; }\nextern __device__ int e;\n__device__ const int c = 3;\ntemplate <class T> __device__ T g;\n"
+           "__device__\nint d;\n")
+    out = rewrite_globals(src)
+    assert out.count("\n") == src.count("\n")
+    assert out.splitlines()[1:3] == ["/* c */ GPUENV_GLOBAL_RZ GPUENV_GLOBAL int a[2];",
+                                     "GPUENV_GLOBAL_RZ static GPUENV_GLOBAL float b = 1;"]
+    assert out.splitlines()[3:7] == src.splitlines()[3:7]
+    assert out.splitlines()[7:] == ["GPUENV_GLOBAL_RZ GPUENV_GLOBAL", "int d;"]
+
+
 def test_read_and_write_symbols(cpu_cache: str) -> None:
     from pytest_gpuenv.rtc import _cpu
     from pytest_gpuenv.rtc.kernel import get_cache

@@ -20,7 +20,9 @@ import time
 import warnings
 from typing import Any, Mapping, Optional, Sequence
 
+from pytest_gpuenv.rtc import _cpu_globals
 from pytest_gpuenv.rtc._cache import make_key
+from pytest_gpuenv.rtc._cpu_globals import section_symbols
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
@@ -105,7 +107,7 @@ def rewrite(text: str) -> tuple[str, list[str]]:
 
     text = _EXTERN_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
-    return text, names
+    return _cpu_globals.rewrite_globals(text), names
 
 
 def _run(cmd: list[str], display: str) -> None:
@@ -119,33 +121,18 @@ def _run(cmd: list[str], display: str) -> None:
                                  line=err[1] if err else None)
 
 
-def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]]:
-    """(name, offset in the shared section, size) of every ``__shared__`` variable (red zones left out)."""
+def module_symbols(nm: Optional[str], so_path: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+    """(name, offset in the section, size) of every ``__shared__`` variable and every red-zoned
+    ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out."""
     if nm is None:
-        return []
+        return [], []
     try:
         res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
     except KernelCompileError:  # nm missing or wedged: no names for shared variables in messages
-        return []
-    syms, start, stop = [], None, None
-    for line in res.stdout.splitlines():
-        parts = line.split(None, 3)
-        if len(parts) == 3 and parts[2].startswith("__st"):
-            parts = [parts[0], "0", parts[1], parts[2]]
-        if len(parts) < 4:
-            continue
-        addr, size, name = int(parts[0], 16), int(parts[1], 16), parts[3]
-        if name == "__start_gpuenv_shared":
-            start = addr
-        elif name == "__stop_gpuenv_shared":
-            stop = addr
-        else:
-            syms.append((name, addr, size))
-    if start is None or stop is None:
-        return []
-    out = [(n.split("::")[-1], a - start, s) for n, a, s in syms
-           if start <= a < stop and "__gpuenv_rz" not in n and s > 0]
-    return sorted(out, key=lambda v: v[1])
+        return [], []
+    lines = res.stdout.splitlines()
+    return (section_symbols(lines, "gpuenv_shared", "__gpuenv_rz"),
+            section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER))
 
 
 def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
@@ -171,7 +158,7 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
     text, dyn_names = rewrite(src.text)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
     lines = text.count("\n") + 2
-    code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_ENTRY({name})\n'
+    code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_GLOBAL_RZ\nGPUENV_ENTRY({name})\n'
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
@@ -184,10 +171,11 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
-        shared = shared_symbols(binutil(cxx, "nm"), so)
+        shared, device_globals = module_symbols(binutil(cxx, "nm"), so)
     check_shared_limit(shared, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared, "dyn_names": dyn_names}
+            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared, "dyn_names": dyn_names,
+            "globals": device_globals}
     return meta, binary
 
 

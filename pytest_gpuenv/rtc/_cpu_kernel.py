@@ -129,16 +129,17 @@ class CpuKernel(Kernel):
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
             raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
                             f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
+        dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
         res = rt.launch(mod, g, b, packed.values, regions, [(o, s) for _, o, s in shared], shared_mem,
-                        self.warp_size, self.check, self.watchdog)
+                        self.warp_size, self.check, self.watchdog, [(o, s) for _, o, s in dev_globals])
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
             _cpu.emit_output(res.output, ())
             return
         ctx = _cpu_report.Context(
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
-            regions={i: s for _, s, _, i in regions}, addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"),
-            source=self.source)
+            regions={i: s for _, s, _, i in regions}, device_globals=dev_globals,  # type: ignore[arg-type]
+            addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"), source=self.source)
         _cpu.emit_output(res.output, _cpu_report.warnings_of(ctx, res.report))
         if res.report.kind:
             raise _cpu_report.to_error(ctx, res.report)

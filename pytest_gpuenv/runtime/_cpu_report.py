@@ -43,6 +43,7 @@ class Context:
     dyn_names: Sequence[str]
     shared_mem: int
     regions: dict[int, int] = field(default_factory=dict)  # param index -> bytes
+    device_globals: Sequence[tuple[str, int, int]] = ()  # (name, offset, size), parameter index -1 - i
     addr2line: Optional[str] = None
     source: Optional[str] = None
 
@@ -90,6 +91,11 @@ def _elem(p: Any, size: int) -> int:
 def _where(ctx: Context, r: Report) -> str:
     """'argument 'out' (float* out) element 1000 (the buffer has 1000 elements)' and the like."""
     rk, i, off, size = r.region_kind, r.region_index, r.offset, r.size
+    if rk == 1 and i < 0 and -1 - i < len(ctx.device_globals):
+        name, _, vsize = ctx.device_globals[-1 - i]
+        es = max(size, 1)
+        return (f"__device__ variable {name!r} element {off // es} (byte {off}; it has {vsize} bytes, and the access "
+                "lands in the red zone between it and its neighbouring globals)")
     if rk == 1 and 0 <= i < len(ctx.params):
         p = ctx.params[i]
         es = _elem(p, size)

@@ -62,6 +62,11 @@ class Module:
         lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
         lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
         self.lo, self.hi = lo.value or 0, hi.value or 0
+        try:  # modules built before the globals section existed have no range
+            lib["__gpuenv_globals_range"](ctypes.byref(lo), ctypes.byref(hi))
+            self.glo, self.ghi = lo.value or 0, hi.value or 0
+        except AttributeError:
+            self.glo = self.ghi = 0
         self.entry = ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value or 0
         info = Dlinfo()
         self.base = (info.fbase or 0) if _dladdr(self.entry, info) else 0
@@ -156,7 +161,7 @@ class Server:
     def launch(self, mod: Module, payload: bytes) -> None:
         assert self.exe is not None
         (gx, gy, gz, bx, by, bz, shared_bytes, arena_bytes, watchdog, warp, check, nvars, nregions,
-         nvalues) = P.LAUNCH.unpack_from(payload)
+         nvalues, nglobals) = P.LAUNCH.unpack_from(payload)
         self.remap(arena_bytes)
         pos = P.LAUNCH.size
         var_arr = (P.Region * max(1, nvars))()
@@ -164,11 +169,22 @@ class Server:
             off, size = P.VAR.unpack_from(payload, pos)
             pos += P.VAR.size
             var_arr[i] = P.Region(off, size, 0, i)
-        regs = (P.Region * max(1, nregions))()
+        extra = []  # __device__ variables (parameter index -1 - i) and their section's red zones
+        for i in range(nglobals):
+            off, size = P.VAR.unpack_from(payload, pos)
+            pos += P.VAR.size
+            if mod.ghi > mod.glo:
+                extra.append(P.Region(mod.glo + off, size, 0, -1 - i))
+        if extra:
+            extra.append(P.Region(mod.glo, mod.ghi - mod.glo, P.RO_REDZONE, -1))
+        regs = (P.Region * max(1, nregions + len(extra)))()
         for i in range(nregions):
             off, size, ro, index = P.REGION.unpack_from(payload, pos)
             pos += P.REGION.size
             regs[i] = P.Region(self.base + off, size, ro, index)
+        for i, r in enumerate(extra):
+            regs[nregions + i] = r
+        nregions += len(extra)
         blob = bytearray()
         offsets = []
         for _ in range(nvalues):

@@ -209,11 +209,13 @@ class CpuRuntime:
 
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int]],
-               shared_mem: int, warp_size: int, check: bool, watchdog_s: float) -> LaunchResult:
+               shared_mem: int, warp_size: int, check: bool, watchdog_s: float,
+               device_globals: Sequence[tuple[int, int]] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
 
         ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
-        argument buffers, (address, bytes, read-only, parameter index).
+        argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
+        bytes) of the module's red-zoned ``__device__`` variables (checked mode reports the red zones).
         """
         with self._lock:
             spans, where, used = _spans(regions)
@@ -222,7 +224,7 @@ class CpuRuntime:
             for base, length, off, _ in spans:
                 ctypes.memmove(a.base + P.DATA_OFF + off, base, length)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
-                                      regions, where, values)
+                                      regions, where, values, device_globals)
             res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
@@ -289,10 +291,12 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
 
 def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
                     warp_size: int, check: bool, shared_vars: Sequence[tuple[int, int]],
-                    regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any]) -> bytes:
+                    regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
+                    device_globals: Sequence[tuple[int, int]]) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
-                           len(shared_vars), len(regions), len(values))]
+                           len(shared_vars), len(regions), len(values), len(device_globals))]
     parts += [P.VAR.pack(o, s) for o, s in shared_vars]
+    parts += [P.VAR.pack(o, s) for o, s in device_globals]
     parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
     by_param = {r[3]: P.DATA_OFF + where[i] for i, r in enumerate(regions)}
     for i, v in enumerate(values):
