@@ -107,6 +107,21 @@ extern "C" __global__ void add(float* out, const float* a, int n, int hang) {
 """
 
 
+def test_first_launch_from_a_thread_that_ends():
+    """The executor's process outlives the thread that started it (it must not get its parent-death signal)."""
+    k = compile_kernel(SRC, "add", arch="cpu", cache_dir=os.environ["ISO_CACHE"])
+    a = np.ones(10, np.float32)
+    out = np.zeros_like(a)
+    t = threading.Thread(target=k, args=(1, 32, out, a, 10, 0))
+    t.start()
+    t.join()
+    import time
+    time.sleep(0.5)
+    out[:] = 0
+    k(1, 32, out, a, 10, 0)
+    assert (out == 2).all()
+
+
 def test_two_threads_launch_at_once():
     k = compile_kernel(SRC, "add", arch="cpu", cache_dir=os.environ["ISO_CACHE"])
     errors, hung = [], []
@@ -138,7 +153,7 @@ def test_threads_launch_safely_each_with_its_watchdog(pytester: pytest.Pytester,
     monkeypatch.setenv("GPUENV_CPU_WATCHDOG", "1")
     pytester.makepyfile(test_threads=THREADS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", timeout=300)
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
 
 
 @pytest.mark.parametrize("value", ["abc", "nan", "0", "-1", "inf", "1e400", ""])

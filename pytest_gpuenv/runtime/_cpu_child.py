@@ -9,6 +9,7 @@ the wait status, what the process wrote).
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import mmap
 import os
@@ -89,11 +90,13 @@ class Child:
         self.reply, rep_w = os.pipe()
         self.out = tempfile.TemporaryFile(prefix="gpuenv-cpu-")
         env = dict(os.environ, LIBC_FATAL_STDERR_="1")
+        cmd = [sys.executable, "-I", "-S", SERVER, str(req_r), str(rep_w), str(arena.fd)]
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", SERVER, str(req_r), str(rep_w), str(arena.fd)],
-                pass_fds=(req_r, rep_w, arena.fd), stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.out,
-                start_new_session=True, env=env)
+            # from one long-lived thread: the child's PR_SET_PDEATHSIG fires when the thread that started
+            # it ends, and a test's own thread may make the first launch and then end
+            self.proc = _spawner().submit(
+                subprocess.Popen, cmd, pass_fds=(req_r, rep_w, arena.fd), stdin=subprocess.DEVNULL,
+                stdout=self.out, stderr=self.out, start_new_session=True, env=env).result()
         except BaseException:
             for fd in (req_r, rep_w, self.req, self.reply):
                 os.close(fd)
@@ -105,7 +108,10 @@ class Child:
         self.poller = select.poll()
         self.poller.register(self.reply, select.POLLIN)
         self.loaded: dict[int, int] = {}  # module handle -> its load address in this process
-        self.request(P.OP_INIT, 0, executor, START_TIMEOUT)
+        status, _, data = self.request(P.OP_INIT, 0, executor, START_TIMEOUT)
+        if status != P.ST_OK:
+            self.discard()
+            raise OSError(f"the CPU executor did not load in its process: {data.decode('utf-8', 'replace')}")
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -166,6 +172,11 @@ class Child:
                 pass
         self.req = self.reply = -1
 
+    def discard(self) -> None:
+        """Kill the child and drop its output file."""
+        self.kill()
+        self.out.close()
+
     def close(self) -> None:
         """Let the child end by itself (end of file on its request pipe), else kill it."""
         try:
@@ -193,3 +204,13 @@ class Child:
 
 class _Timeout(Exception):
     pass
+
+
+_SPAWNER: Optional[concurrent.futures.ThreadPoolExecutor] = None
+
+
+def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    global _SPAWNER
+    if _SPAWNER is None:
+        _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuenv-cpu-spawner")
+    return _SPAWNER

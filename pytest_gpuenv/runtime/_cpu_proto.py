@@ -26,6 +26,7 @@ REPORT_OFF = NOTE_BYTES
 OUT_OFF = 16384
 DATA_OFF = OUT_OFF + PRINTF_CAPACITY
 SPAN_ALIGN = 256  # a buffer's copy keeps its address modulo this (vector loads stay aligned)
+SPAN_GAP = 256  # at least this many unregistered bytes before each copy
 
 OP_INIT, OP_LOAD, OP_LAUNCH, OP_READ, OP_WRITE = 1, 2, 3, 4, 5
 ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4

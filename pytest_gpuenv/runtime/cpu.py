@@ -176,8 +176,15 @@ class CpuRuntime:
         child = self._child
         if child is None or not child.alive():
             if child is not None:
-                child.kill()
-            child = self._child = Child(self._executor, self._arena)
+                child.discard()
+            self._child = None
+            try:
+                child = self._child = Child(self._executor, self._arena)
+            except (OSError, Gone) as e:
+                text = f"the CPU executor's process did not start: {e}"
+                if isinstance(e, Gone) and e.death.output:
+                    text += f"; it wrote: {e.death.output}"
+                return Report(kind=9, other_thread=NO_THREAD, text=text.encode()[:2047])
         base, what = child.loaded.get(mod.handle, 0), "load"
         try:
             if mod.handle not in child.loaded:
@@ -198,7 +205,7 @@ class CpuRuntime:
 
     def _process_report(self, status: int, count: int, phase: str) -> Report:
         assert self._child is not None
-        self._child.kill()  # its extra threads or processes end with it
+        self._child.discard()  # its extra threads or processes end with it
         self._child = None
         r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
         what = (f"the kernel called fork() ({count} time(s)); the new process was ended at once" if status == P.ST_FORK
@@ -281,6 +288,7 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
     for g in groups:
         lo = regions[g[0]][0]
         hi = max(regions[i][0] + regions[i][1] for i in g)
+        used += P.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
         used += (lo - used) % P.SPAN_ALIGN
         spans.append((lo, hi - lo, used, any(not regions[i][2] for i in g)))
         for i in g:
