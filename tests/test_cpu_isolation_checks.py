@@ -153,6 +153,20 @@ def test_read_and_write_symbols(cpu_cache: str) -> None:
         rt.write_symbol(mod, "counter", bytes(8))
 
 
+def test_buffers_past_the_first_arena_and_aliased_buffers(cpu_cache: str) -> None:
+    """The shared arena grows (16 MiB at first); a buffer passed twice is one copy, as on a GPU."""
+    src = (HEAD + 'extern "C" __global__ void k(int* out, const int* in, int n) {\n'
+           "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i] + 1;\n}\n")
+    k = compile_kernel(src, "k", arch="cpu", cache_dir=cpu_cache, check=False)
+    n = 6 << 20  # 24 MiB in and out
+    a = np.arange(n, dtype=np.int32)
+    out = np.zeros_like(a)
+    k(64, 256, out, a, n)
+    assert (out == a + 1).all()
+    k(64, 256, a[:1000], a[:1000], 1000)  # in place: the same memory twice
+    assert (a[:1000] == np.arange(1000) + 1).all() and a[1000] == 1000
+
+
 def test_pytest_holds_no_descriptor_per_kernel(cpu_cache: str) -> None:
     def fds() -> int:
         return len(os.listdir("/proc/self/fd"))

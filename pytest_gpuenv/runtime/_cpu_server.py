@@ -84,6 +84,8 @@ _LIBC.dladdr1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo), ctypes.POINTE
 class Server:
     def __init__(self, req: int, reply: int, arena_fd: int) -> None:
         self.req, self.reply, self.arena_fd = req, reply, arena_fd
+        self.note = mmap.mmap(arena_fd, P.NOTE_BYTES)  # its own mapping: never moves when the arena grows
+        self.note_anchor = ctypes.c_char.from_buffer(self.note)
         self.arena = mmap.mmap(arena_fd, os.fstat(arena_fd).st_size)
         self.anchor = ctypes.c_char.from_buffer(self.arena)
         self.base = ctypes.addressof(self.anchor)
@@ -138,7 +140,7 @@ class Server:
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
         self.exe.gpuenv_launch.argtypes = [ctypes.POINTER(P.LaunchDesc), ctypes.c_void_p]
         self.exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
-        self.exe.gpuenv_server_init(self.base)
+        self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
         self.send(P.ST_OK, os.getpid())
 
     def after(self, status: int, value: int = 0, payload: bytes = b"") -> None:
