@@ -108,6 +108,7 @@ class Child:
         self.poller = select.poll()
         self.poller.register(self.reply, select.POLLIN)
         self.loaded: dict[int, int] = {}  # module handle -> its load address in this process
+        self._shown = 0
         status, _, data = self.request(P.OP_INIT, 0, executor, START_TIMEOUT)
         if status != P.ST_OK:
             self.discard()
@@ -115,6 +116,16 @@ class Child:
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def new_output(self) -> str:
+        """What the child wrote to stdout/stderr since the last call (a kernel's puts or std::cout)."""
+        fd = self.out.fileno()
+        end = os.fstat(fd).st_size
+        if end <= self._shown:
+            return ""
+        text = os.pread(fd, min(end - self._shown, P.PRINTF_CAPACITY), self._shown)
+        self._shown = end
+        return text.decode("utf-8", "replace")
 
     def request(self, op: int, handle: int, payload: bytes, timeout: Optional[float]) -> tuple[int, int, bytes]:
         """(status, value, payload) of the reply; Gone when the child ended or ran past ``timeout``."""
@@ -206,11 +217,12 @@ class _Timeout(Exception):
     pass
 
 
-_SPAWNER: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_SPAWNER: Optional[tuple[int, concurrent.futures.ThreadPoolExecutor]] = None
 
 
 def _spawner() -> concurrent.futures.ThreadPoolExecutor:
+    """The thread that starts executor processes (a fork of pytest makes its own: threads do not fork)."""
     global _SPAWNER
-    if _SPAWNER is None:
-        _SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuenv-cpu-spawner")
-    return _SPAWNER
+    if _SPAWNER is None or _SPAWNER[0] != os.getpid():
+        _SPAWNER = os.getpid(), concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gpuenv-cpu-spawner")
+    return _SPAWNER[1]

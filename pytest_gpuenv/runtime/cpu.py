@@ -147,6 +147,7 @@ class CpuRuntime:
         self._modules: dict[str, CpuModule] = {}
         self._by_object: dict[int, tuple[bytes, CpuModule]] = {}
         self._arena = Arena()
+        self._pid = os.getpid()
         self._child: Optional[Child] = None
         atexit.register(self.close)
 
@@ -168,6 +169,11 @@ class CpuRuntime:
                 mod = self._modules[digest] = CpuModule(len(self._modules) + 1, name, bytes(binary))
             self._by_object[id(binary)] = (binary, mod)  # holds `binary`: its id is not reused
         return mod
+
+    def _after_fork(self) -> None:
+        """In a fork of pytest the child and the arena are the parent's: use new ones."""
+        if self._pid != os.getpid():
+            self._pid, self._child, self._arena = os.getpid(), None, Arena()
 
     def _request(self, mod: CpuModule, op: int, payload: bytes, watchdog_s: float, phase: str
                  ) -> tuple[int, int, bytes] | Report:
@@ -225,6 +231,7 @@ class CpuRuntime:
         bytes) of the module's red-zoned ``__device__`` variables (checked mode reports the red zones).
         """
         with self._lock:
+            self._after_fork()
             spans, where, used = _spans(regions)
             self._arena.reserve(used)
             a = self._arena
@@ -241,6 +248,8 @@ class CpuRuntime:
                     ctypes.memmove(base, a.base + P.DATA_OFF + off, length)
             out_len = min(res[1], PRINTF_CAPACITY)
             output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace")
+            if self._child is not None:
+                output += self._child.new_output()
         if out_len >= PRINTF_CAPACITY - 1:
             output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
         return LaunchResult(rep, output)
@@ -257,6 +266,7 @@ class CpuRuntime:
     def _symbol(self, mod: CpuModule, op: int, name: str, payload: bytes) -> bytes:
         watchdog = watchdog_seconds()
         with self._lock:
+            self._after_fork()
             res = self._request(mod, op, payload, watchdog, "symbol access")
         if isinstance(res, Report):
             cls = {7: E.KernelWatchdogError, P.KIND_EXIT: E.KernelExitError,

@@ -9,6 +9,7 @@
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -108,6 +109,7 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* a
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // pytest gone: so is its executor
     prctl(PR_SET_CHILD_SUBREAPER, 1);  // a kernel's grandchildren stay ours to find
     if (getppid() == 1) _exit(0);
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // a kernel's puts()/std::cout reaches pytest after its launch
     void* warm[2];
     backtrace(warm, 2);  // loads libgcc_s now, not inside a signal handler
     on_exit(on_exit_cb, nullptr);
