@@ -90,6 +90,20 @@ def test_hostile_kernel_fails_its_test_only(pytester: pytest.Pytester, monkeypat
     assert suite is not None and suite.get("failures") == "1" and suite.get("tests") == "2"
 
 
+@pytest.mark.parametrize("name", ["exit0", "abort"])
+def test_hostile_kernel_under_xdist(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache: str,
+                                    name: str) -> None:
+    """An xdist worker's executor process dies, not the worker: the run ends with both tests reported."""
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("ISO_SRC", HEAD + HOSTILE[name][0])
+    monkeypatch.setenv("ISO_CACHE", cache)
+    pytester.makepyfile(test_iso=TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", timeout=300)
+    result.assert_outcomes(failed=1, passed=1)
+    assert result.ret == 1
+    assert "crashed" not in result.stdout.str()  # xdist's words for a worker that died
+
+
 THREADS = '''\
 import os
 import threading
