@@ -37,6 +37,7 @@ REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
 # nglobals; then nvars VAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes
 LAUNCH = struct.Struct("<6IQQdiiiiii")
 VAR = struct.Struct("<QQ")  # offset in the static shared (or the globals) section, bytes
+ARGS_INDEX = -(1 << 20)  # Region.index of the argument values' own storage
 RO_REDZONE = 2  # Region.readonly of the globals section: an access there outside every variable is out of bounds
 REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
 VALUE = struct.Struct("<BxxxII")  # kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes

@@ -179,7 +179,7 @@ class Server:
                 extra.append(P.Region(mod.glo + off, size, 0, -1 - i))
         if extra:
             extra.append(P.Region(mod.glo, mod.ghi - mod.glo, P.RO_REDZONE, -1))
-        regs = (P.Region * max(1, nregions + len(extra)))()
+        regs = (P.Region * (nregions + len(extra) + 1))()  # + 1: the argument values themselves
         for i in range(nregions):
             off, size, ro, index = P.REGION.unpack_from(payload, pos)
             pos += P.REGION.size
@@ -203,6 +203,9 @@ class Server:
         storage = (ctypes.c_char * len(blob)).from_buffer(blob)
         start = ctypes.addressof(storage)
         argv = (ctypes.c_void_p * max(1, nvalues))(*[start + o for o in offsets])
+        # read-only and registered: a struct passed by value may be copied from here with memcpy
+        regs[nregions] = P.Region(start, len(blob), 1, P.ARGS_INDEX)
+        nregions += 1
         d = P.LaunchDesc(entry=mod.entry, args=ctypes.addressof(argv), grid=P.c_u32x3(gx, gy, gz),
                          block=P.c_u32x3(bx, by, bz), shared_bytes=shared_bytes, warp_size=warp, check=check,
                          shared_lo=mod.lo, shared_hi=mod.hi, regions=regs, nregions=nregions, nvars=nvars,
