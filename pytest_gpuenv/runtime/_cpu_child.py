@@ -143,6 +143,9 @@ class Child:
         except (OSError, EOFError):
             self.kill()
             raise Gone(self._death(False, mark)) from None
+        except BaseException:  # KeyboardInterrupt mid-request: the reply would answer the next request
+            self.kill()
+            raise
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
