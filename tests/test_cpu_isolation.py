@@ -30,7 +30,7 @@ HOSTILE = {
     "bad_free": (K + "  int x[4] = {0};\n  free(x + 1 + p[1]);\n}\n", "KernelFaultError: fault in kernel 'k' at <source>.hip:8*"),
     "static_init": ("static int* volatile bad;\nstruct Init { Init() { *bad = 1; } } init;\n" + K + "  p[0] = 1;\n}\n",
                     "KernelFaultError: *<source>.hip:7*SIGSEGV*while its module was loaded*static initialisers*"),
-    "usleep_loop": (K + "  for (;;) usleep(1000);\n}\n", "KernelWatchdogError: *more than 1 s; pytest killed the executor*"),
+    "usleep_loop": (K + "  for (;;) usleep(1000);\n}\n", "KernelWatchdogError: watchdog in kernel 'k' at <source>.hip:7*more than 1 s; pytest killed*"),
     "signals_blocked": (K + "  sigset_t s;\n  sigfillset(&s);\n  sigprocmask(SIG_BLOCK, &s, 0);\n  for (;;) {}\n}\n",
                         "KernelWatchdogError: *more than 1 s*"),
     "fork": (K + "  if (fork() == 0) p[0] = 1;\n}\n", "KernelProcessError: *the kernel called fork()*"),

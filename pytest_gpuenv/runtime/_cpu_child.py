@@ -138,6 +138,7 @@ class Child:
             status, value, n = P.REPLY.unpack(self._read(P.REPLY.size, deadline))
             return status, value, self._read(n, deadline) if n else b""
         except _Timeout:
+            self._ask_where()
             self.kill()
             raise Gone(self._death(True, mark)) from None
         except (OSError, EOFError):
@@ -167,6 +168,16 @@ class Child:
             parts.append(b)
             n -= len(b)
         return b"".join(parts)
+
+    def _ask_where(self) -> None:
+        """Past the watchdog: SIGUSR2 makes the child note its stack (unless it blocked signals)."""
+        try:
+            os.kill(self.proc.pid, P.STUCK_SIGNAL)
+        except OSError:
+            return
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline and not self.arena.note().kind and self.alive():
+            time.sleep(0.01)
 
     def kill(self) -> None:
         """End the child and everything in its process group; close the pipes."""

@@ -69,7 +69,8 @@ class LaunchDesc(ctypes.Structure):
                 ("out_cap", ctypes.c_uint64), ("out_len", ctypes.c_uint64)]
 
 
-NOTE_EXIT, NOTE_QUICK_EXIT, NOTE_SIGNAL = 1, 2, 3
+NOTE_EXIT, NOTE_QUICK_EXIT, NOTE_SIGNAL, NOTE_STUCK = 1, 2, 3, 4  # NOTE_STUCK: where SIGUSR2 found it
+STUCK_SIGNAL = 12  # SIGUSR2: pytest asks a child past its watchdog where it is, then kills it
 NOTE_FRAMES = 24
 
 

@@ -102,12 +102,14 @@ def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Repo
         if not base and note.kmask >> i & 1:  # the module was being loaded: its frames are the kernel's
             base = note.bases[i]
         if base and note.bases[i] == base:
-            exact = i == 0 and note.kind == P.NOTE_SIGNAL
+            exact = i == 0 and note.kind in (P.NOTE_SIGNAL, P.NOTE_STUCK)
             r.pc = note.pcs[i] - base
             break
     rc = death.returncode
     if death.watchdog:
-        r.kind, r.pc = 7, 0
+        r.kind = 7
+        if not exact and r.pc:
+            r.pc -= 1
         text = (f"the {phase} ran for more than {watchdog_s:.3g} s; pytest killed the executor process (the kernel "
                 "was waiting in a system call or a library, or had blocked signals)")
     elif note.kind in (P.NOTE_EXIT, P.NOTE_QUICK_EXIT):

@@ -27,7 +27,7 @@ struct gpuenv_note_t {  // Note in _cpu_proto.py
     uint64_t pcs[kFrames], bases[kFrames];
 };
 
-enum { NOTE_EXIT = 1, NOTE_QUICK_EXIT, NOTE_SIGNAL };
+enum { NOTE_EXIT = 1, NOTE_QUICK_EXIT, NOTE_SIGNAL, NOTE_STUCK };
 
 gpuenv_note_t* note;
 const int fatal_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
@@ -84,6 +84,18 @@ void on_fatal(int sig, siginfo_t* si, void* uc) {
     raise(sig);  // pending until this handler returns: the process ends by this signal
 }
 
+// SIGUSR2 from pytest at its watchdog: note where the kernel is (pytest kills the process next)
+void on_stuck(int, siginfo_t*, void* uc) {
+    void* pc = nullptr;
+#if defined(__x86_64__)
+    pc = (void*)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    pc = (void*)((ucontext_t*)uc)->uc_mcontext.pc;
+#endif
+    (void)uc;
+    record(NOTE_STUCK, 0, pc);
+}
+
 void before_fork() {
     if (note) note->forks++;
 }
@@ -125,6 +137,9 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* a
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     for (int s : fatal_sigs) sigaction(s, &sa, nullptr);
+    sa.sa_sigaction = on_stuck;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
     return 0;
 }
 
