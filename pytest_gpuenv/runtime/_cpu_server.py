@@ -18,9 +18,11 @@ import os
 import resource
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _cpu_proto as P
+if __name__ == "__main__":  # started by _cpu_child as a script with -I -S: the protocol by path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _cpu_proto as P
+else:  # imported as part of the package (tools, type checks): leave sys.path alone
+    from pytest_gpuenv.runtime import _cpu_proto as P
 
 _RTLD_DL_SYMENT = 1
 
