@@ -117,6 +117,17 @@ def test_device_array_overflowing_into_a_neighbour_is_out_of_bounds(cpu_cache: s
         k(1, 1, p, i)
 
 
+def test_big_zeroed_globals_stay_out_of_the_module_file(cpu_cache: str) -> None:
+    """A red-zoned section has file contents: 32 MiB of zeroed globals are built again in .bss instead."""
+    src = (HEAD + '__device__ float big[1 << 23];\nextern "C" __global__ void k(float* p, int i) {\n'
+           "    big[i] = 2.0f;\n    p[0] = big[i];\n}\n")
+    k = compile_kernel(src, "k", arch="cpu", cache_dir=cpu_cache)
+    assert len(k.binary) < (1 << 20)
+    p = np.zeros(1, np.float32)
+    k(1, 1, p, (1 << 23) - 1)
+    assert p[0] == 2.0
+
+
 def test_globals_rewrite_keeps_lines_and_leaves_functions_alone() -> None:
     from pytest_gpuenv.rtc._cpu_globals import rewrite_globals
 

@@ -29,6 +29,7 @@ from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_c
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
+GLOBALS_FILE_LIMIT = 16 << 20  # bytes of kernel module above which globals are built without red zones
 SHARED_LIMIT = 64 * 1024  # bytes of shared memory per block (static and dynamic together), as on AMD and NVIDIA GPUs
 _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
@@ -95,8 +96,9 @@ def check_supported(src: Source) -> None:
                 file=src.path, line=line, arch="cpu")
 
 
-def rewrite(text: str) -> tuple[str, list[str]]:
-    """The source with the two shared-memory rewrites (line numbers kept) and the extern array names."""
+def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
+    """The source with the two shared-memory rewrites and (``red_zones``) the globals one, line numbers
+    kept, and the extern array names."""
     names: list[str] = []
 
     def ext(m: re.Match[str]) -> str:
@@ -107,7 +109,7 @@ def rewrite(text: str) -> tuple[str, list[str]]:
 
     text = _EXTERN_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
-    return _cpu_globals.rewrite_globals(text), names
+    return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
 
 def _run(cmd: list[str], display: str) -> None:
@@ -153,13 +155,26 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str]) -> tuple[dict[str, Any], bytes]:
-    """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log."""
+    """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
+
+    Red-zoned globals sit in a section with file contents (zero-initialised ones too): a module that
+    grows past ``GLOBALS_FILE_LIMIT`` that way is built again with its globals left in .bss.
+    """
     check_supported(src)
-    text, dyn_names = rewrite(src.text)
+    t0 = time.perf_counter()
+    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, red_zones=True)
+    if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:
+        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, red_zones=False)
+    meta["compile_seconds"] = time.perf_counter() - t0
+    return meta, binary
+
+
+def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+           defines: Mapping[str, Any], include_dirs: Sequence[str], red_zones: bool) -> tuple[dict[str, Any], bytes]:
+    text, dyn_names = rewrite(src.text, red_zones)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
     lines = text.count("\n") + 2
     code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_GLOBAL_RZ\nGPUENV_ENTRY({name})\n'
-    t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8") as f:
@@ -174,8 +189,7 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         shared, device_globals = module_symbols(binutil(cxx, "nm"), so)
     check_shared_limit(shared, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared, "dyn_names": dyn_names,
-            "globals": device_globals}
+            "shared_vars": shared, "dyn_names": dyn_names, "globals": device_globals if red_zones else []}
     return meta, binary
 
 
