@@ -102,8 +102,9 @@ def gpu_device(request: pytest.FixtureRequest) -> Device:
     """The GPU this test runs on (index, vendor, name, arch, memory, warp size); skips when none is usable."""
     dev = current_device(request)
     if dev is None:
-        env = get_env(request.config)
-        pytest.skip(f"gpu_device requires a usable GPU: found {env.describe()}")
+        from pytest_gpuenv._runtest import skip_without_gpu
+
+        skip_without_gpu(request.node, "gpu_device")
     return dev
 
 
@@ -114,7 +115,9 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
     if value is None:
         value = torch_device_params(get_env(request.config), get_settings(request.config).devices)[0]
     if value == "cuda:none":
-        pytest.skip(f"--gpuenv-devices=gpu requires a usable GPU: found {get_env(request.config).describe()}")
+        from pytest_gpuenv._runtest import skip_without_gpu
+
+        skip_without_gpu(request.node, "--gpuenv-devices=gpu")
     try:
         import torch
     except Exception as exc:  # ImportError, or a broken install raising anything
