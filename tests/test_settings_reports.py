@@ -136,6 +136,23 @@ def test_gpuenv_info_shows_notes_apart_from_problems():
     assert only_notes[1].startswith("notes: ") and not any(x.startswith("problems:") for x in only_notes)
 
 
+def test_a_note_is_a_note_everywhere(pytester, roots, capsys):
+    """``rocm-installed-no-driver`` (severity "info"): "notes" in the pytest header, ``gpuenv info`` and JUnit,
+    ``[note]`` in ``gpuenv doctor`` (which exits 0); never "problems"."""
+    root = str(roots("rocm_installed_no_gpu"))
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest(f"--gpuenv-root={root}", "--junitxml=j.xml")
+    result.stdout.fnmatch_lines(["gpuenv: notes: rocm-installed-no-driver: *"])
+    assert "problems" not in result.stdout.str()
+    junit = (pytester.path / "j.xml").read_text()
+    assert '"gpuenv_problems" value="none"' in junit and '"gpuenv_notes" value="rocm-installed-no-driver"' in junit
+    assert cli.main(["info", "--root", root]) == 0
+    assert cli.main(["doctor", "--root", root]) == 0
+    out = capsys.readouterr().out
+    assert "\nnotes: rocm-installed-no-driver: " in out and "\n[note] rocm-installed-no-driver: " in out
+    assert "problems" not in out and "[info]" not in out
+
+
 SUITE = """
 import pytest
 from pytest_gpuenv._outputs import mark_compile_only
