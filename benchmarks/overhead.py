@@ -49,7 +49,7 @@ MARKS = [
     "@pytest.mark.requires_devices(2)",
     '@pytest.mark.skip_on("wsl")',
 ]
-HEAVY = ("torch", "hip", "cuda", "cupy", "triton", "numpy")
+HEAVY = ("torch", "hip", "cuda", "cupy", "triton", "numpy", "pynvml")
 
 
 def make_suite(path: str, n_tests: int, marked: float, per_file: int = 50) -> None:
@@ -263,8 +263,10 @@ t = []
 for _ in range(20):
     t0 = time.perf_counter(); detect(); t.append(time.perf_counter() - t0)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+import importlib.util
 print(json.dumps({"first": first, "again": statistics.median(t), "backend": env.backend,
-                  "devices": len(env.devices), "heavy": heavy}))
+                  "devices": len(env.devices), "heavy": heavy,
+                  "pynvml": importlib.util.find_spec("pynvml") is not None, "nvml_loaded": "pynvml" in sys.modules}))
 """
 
 
@@ -289,6 +291,11 @@ def detection(pycache: Optional[str], repeat: int) -> None:
     last = plugin[-1]
     print(f"  -> backend {last['backend']}, {last['devices']} device(s); heavy modules imported: "
           f"{last['heavy'] or 'none'} (goal: none)")
+    # NVML is asked only where an NVIDIA driver (/proc/driver/nvidia) or device node (/dev/nvidiactl) exists
+    nv = os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl")
+    print(f"  -> nvidia-ml-py (pynvml) installed: {'yes' if last['pynvml'] else 'no'}; NVIDIA driver or device node: "
+          f"{'yes' if nv else 'no'}; NVML loaded by detection: {'yes' if last['nvml_loaded'] else 'no'}"
+          f"{' (goal: no)' if not nv else ''}")
 
 
 def instructions(cwd: str, pycache: Optional[str], layouts: int = 3) -> None:

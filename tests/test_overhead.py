@@ -46,6 +46,22 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     assert res["patterns"] == 0
 
 
+def test_real_detection_without_an_nvidia_driver_loads_no_nvml():
+    """On the real system (no root), where neither an NVIDIA driver nor its device node exists, detection does
+    not import pynvml even where nvidia-ml-py is installed (loading NVML cost 15-25 ms per process)."""
+    if os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"):
+        pytest.skip("an NVIDIA driver is loaded here: NVML is asked by design")
+    code = (
+        "import sys, importlib.util\n"
+        "from pytest_gpuenv.detect import detect\n"
+        "detect()\n"
+        "RESULT = {'installed': importlib.util.find_spec('pynvml') is not None,\n"
+        "          'loaded': sorted(m for m in sys.modules if 'nvml' in m)}\n"
+    )
+    res = _modules_after(code)
+    assert res["loaded"] == [], res
+
+
 #: what a run of plain tests never needs: the timer, the compiler, the GPU runtime (even its sticky-error
 #: record), the xdist side, the markers' evaluation and the suite skips' reasons, packages only some runs use
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime", "pytest_gpuenv.plan",
