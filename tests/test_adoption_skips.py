@@ -269,6 +269,7 @@ def test_bad_pattern_is_a_usage_error_naming_it(pytester):
                                  "gpuenv_skip_patterns in tox.ini: missing ), unterminated subpattern*"])
 
 
+@pytest.mark.slow
 def test_suite_skips_counted_once_under_xdist(pytester):
     pytest.importorskip("xdist")
     _suite(pytester)

@@ -250,6 +250,7 @@ def _collect_args(args: list[str], tmp) -> list[str]:
     return [*out, "--collect-only", "-q", "-p", "no:cacheprovider", EXAMPLE]
 
 
+@pytest.mark.slow
 def test_every_pytest_command_collects_the_perf_example(tmp_path):
     runs = {tuple(_collect_args(args, tmp_path)): where for where, args in _invocations("pytest")}
     assert len(runs) >= 4

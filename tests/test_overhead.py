@@ -105,6 +105,7 @@ def test_plain_run_on_a_cpu_machine_imports_nothing_lazy(tmp_path):
     assert sorted(set(with_plugin[1:]) - set(bare[1:])) == []
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_runs(tmp_path):
     """``benchmarks/overhead.py`` measures both settings and prints the phases (a tiny suite, one pair)."""
     out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "overhead.py"), "--tests", "50",

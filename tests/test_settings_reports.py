@@ -68,6 +68,7 @@ def _any_compiler() -> bool:
     return any(_compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc"))
 
 
+@pytest.mark.slow
 def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     if not _any_compiler():
         pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
@@ -91,6 +92,7 @@ def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     assert "log is shown in the failure of test_k.py::test_good" in out
 
 
+@pytest.mark.slow
 def test_compile_only_tests_are_listed_in_the_json_report(pytester, tmp_path):
     if not _any_compiler():
         pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
@@ -182,6 +184,7 @@ def test_perf(request):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_json_run_fields_and_junit_properties(pytester, workers):
     if workers:
