@@ -41,7 +41,7 @@ from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._attribute import LogOnce
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
-from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
+from pytest_gpuenv.rtc.kernel import get_cache
 from pytest_gpuenv.runtime import poisoned
 
 __all__ = ["HipKernelFactory"]
@@ -64,8 +64,20 @@ def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
     return session.env, session.settings
 
 
+def _compile(path_or_source: Any, name: Optional[str], names: Optional[list], **kw: Any) -> Any:
+    """A Kernel for ``name``, or with ``names`` a Module of those kernels (``name`` first when given)."""
+    if names is None:
+        from pytest_gpuenv.rtc.kernel import compile_kernel
+
+        return compile_kernel(path_or_source, name, **kw)  # type: ignore[arg-type]
+    from pytest_gpuenv.rtc.module import compile_module
+
+    return compile_module(path_or_source, ([name] if name and name not in names else []) + list(names), **kw)
+
+
 class HipKernelFactory:
-    """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel."""
+    """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel;
+    ``hip_kernel(path_or_source, names=[...])`` -> a Module of those kernels (``kernel(name)``, ``get_global``)."""
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         self.request = request
@@ -94,7 +106,7 @@ class HipKernelFactory:
     def _device(self) -> Optional[Device]:
         return current_device(self.request, self.env) if self.env.has_gpu else None
 
-    def __call__(self, path_or_source: Any, name: str, **options: Any) -> Any:
+    def __call__(self, path_or_source: Any, name: Optional[str] = None, **options: Any) -> Any:
         poison = poisoned()
         if poison is not None:
             pytest.skip(poison.reason())
@@ -108,11 +120,17 @@ class HipKernelFactory:
         )
         arch = options.pop("arch", None)
         sync = options.pop("sync", True)
+        names = options.pop("names", None)
         if options:
             raise TypeError(
                 f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
-                "include_dirs, compiler, sync"
+                "include_dirs, compiler, sync, names"
             )
+        if names is not None and (isinstance(names, str) or not names):
+            raise TypeError(f"hip_kernel(names=...) takes a non-empty list of kernel names, got {names!r}")
+        if name is None and names is None:
+            raise TypeError("hip_kernel() needs a kernel name, or names=[...] for a module")
+        kw["names"] = list(names) if names is not None else None
         dev = self._device()
         try:
             warp = getattr(self.request, "param", None)
@@ -121,15 +139,14 @@ class HipKernelFactory:
                     self._compile_archs(path_or_source, name, None, kw, need_one=False)  # then it runs here
                 else:
                     self._gpu_compile_check(path_or_source, name, kw)
-                return compile_kernel(path_or_source, name, arch="cpu", warp_size=warp, check=True, **kw)
+                return _compile(path_or_source, name, arch="cpu", warp_size=warp, check=True, **kw)
             if dev is None and self.settings.kernels == "off":
                 pytest.skip(f"hip_kernel: --gpuenv-kernels=off and no GPU ({self.env.describe()})")
             if dev is not None:
                 arch = arch or (dev.arch or "").split(":")[0] or None
                 if arch is None:
                     pytest.fail(f"hip_kernel: the arch of {dev.describe()} is unknown; pass arch=", pytrace=False)
-                k = compile_kernel(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
-                return k
+                return _compile(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
             return self._compile_check(path_or_source, name, arch, kw)
         except KernelCompileError as exc:
             message = f"hip_kernel: {self._log_text(exc)}"
@@ -142,7 +159,7 @@ class HipKernelFactory:
         logs = self.request.config.stash.setdefault(_LOGS, LogOnce())
         return logs.text(exc, f"in the failure of {self.request.node.nodeid}")  # outside the except: no "During handling ..." chain
 
-    def _compile_check(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict) -> Any:
+    def _compile_check(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict) -> Any:
         built, missing = self._compile_archs(path_or_source, name, arch, kw)
         absent = [m.split(" ")[0] for m in missing if not m.endswith(_UNKNOWN_TAIL)]
         extra = f"; no compiler for {', '.join(absent)}" if absent else ""
@@ -155,8 +172,8 @@ class HipKernelFactory:
         mark_compile_only(self.request.node, built)  # the --gpuenv-json report lists compile-only tests
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
 
-    def _compile_archs(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict, need_one: bool = True
-                       ) -> tuple[list[str], list[str]]:
+    def _compile_archs(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict,
+                       need_one: bool = True) -> tuple[list[str], list[str]]:
         """Compile for every target; fails the test on a compile error, skips when nothing can build (unless
         ``need_one`` is False: the kernel then runs on the CPU executor all the same)."""
         if arch is not None:
@@ -170,9 +187,11 @@ class HipKernelFactory:
                 f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}, and none of "
                 f"{_compilers.looked_for()}"
             )
-        from pytest_gpuenv.rtc._source import kernel_decl, load_source
+        from pytest_gpuenv.rtc._names import targets
+        from pytest_gpuenv.rtc._source import load_source
 
-        kernel_decl(load_source(path_or_source, kw["kernel_dirs"]), name)  # fails once, not per arch
+        targets(load_source(path_or_source, kw["kernel_dirs"]), ([name] if name else []) + list(kw["names"] or []))
+        # ^ a missing kernel fails once, not per arch
         built, missing, errors = [], [], []
         cache_path = get_cache(kw["cache_dir"]).path
         for a in archs:
@@ -187,7 +206,7 @@ class HipKernelFactory:
                 missing.append(self._unknown_arch(a, c))
                 continue
             try:
-                compile_kernel(path_or_source, name, arch=a, **kw)
+                _compile(path_or_source, name, arch=a, **kw)
                 built.append(a)
             except KernelCompileError as exc:
                 errors.append((a, exc))
@@ -215,7 +234,7 @@ class HipKernelFactory:
             warnings.warn(UserWarning(f"hip_kernel: {text}"), stacklevel=4)
         return text
 
-    def _gpu_compile_check(self, path_or_source: Any, name: str, kw: dict) -> None:
+    def _gpu_compile_check(self, path_or_source: Any, name: Optional[str], kw: dict) -> None:
         """``run`` mode: before the kernel runs on the CPU executor (built by the host C++ compiler, which
         accepts host-only code such as ``std::vector``), compile it for one GPU arch that hiprtc or NVRTC
         knows here; a compile error there is the test's error. Cached like any kernel build."""
@@ -223,7 +242,7 @@ class HipKernelFactory:
         if arch is None:
             return
         try:
-            compile_kernel(path_or_source, name, arch=arch, **kw)
+            _compile(path_or_source, name, arch=arch, **kw)
             return
         except KernelCompileError as exc:
             error = exc
