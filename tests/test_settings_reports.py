@@ -225,3 +225,17 @@ def test_no_perf_properties_without_junitxml(pytester):
 
 # a shared or team (setgid) cache folder is never told to chmod 700: that case is
 # tests/test_attack_cache.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
+
+
+def test_help_texts_say_what_the_options_do(pytester, capsys):
+    """--help agrees with the README: --gpuenv-backend's cuda/rocm skip (not stop), --gpuenv-json holds skips and
+    outcomes too, --gpuenv-plan-profile takes @FILE.json; `gpuenv compile --help` lists the cpu target."""
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    for words in ("tests that need the other one skip; to stop the run instead, --gpuenv-require",
+                  "every hardware skip (category and cause), the outcomes",
+                  "or @FILE.json (a runner's `gpuenv info --json`)"):
+        assert words in text, words
+    from pytest_gpuenv.rtc import _cli
+
+    assert "or cpu (the CPU executor, built by the host C++ compiler)" in " ".join(_cli._parser().format_help().split())
