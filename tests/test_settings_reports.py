@@ -227,7 +227,7 @@ def test_no_perf_properties_without_junitxml(pytester):
 # tests/test_attack_cache.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
 
 
-def test_help_texts_say_what_the_options_do(pytester, capsys):
+def test_help_texts_say_what_the_options_do(pytester):
     """--help agrees with the README: --gpuenv-backend's cuda/rocm skip (not stop), --gpuenv-json holds skips and
     outcomes too, --gpuenv-plan-profile takes @FILE.json; `gpuenv compile --help` lists the cpu target."""
     result = pytester.runpytest("--help")
