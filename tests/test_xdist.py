@@ -122,6 +122,32 @@ def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr,
         assert rec["uuids"] == _runtime_view(rocr_set, rec["vars"]["HIP_VISIBLE_DEVICES"])
 
 
+@pytest.mark.parametrize("var", ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
+def test_amd_empty_mask_gives_workers_no_gpu(suite, tmp_path, monkeypatch, var):
+    # clr rocclr/utils/flags.cpp Flag::init (ROCm/clr f9f995c lines 114, 136) stores an empty value as " ", which
+    # rocdevice.cpp Device::init (lines 496-547) takes as its list and finds no index in: HIP sees no GPU, so no
+    # worker may be handed one (the plan stops with the reason, as for any mask that hides every GPU)
+    root = tmp_path / "machine"
+    amd_machine(root, 4)
+    monkeypatch.setenv(var, "")
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*cannot assign GPUs to 2 xdist workers: 0 GPUs visible: {var}=''*"])
+    assert not (suite.path / "rec").exists()
+
+
+def test_amd_quoted_mask_pins_the_quoted_gpus(suite, tmp_path, monkeypatch):
+    # clr removeQuotes (flags.cpp lines 39-76) strips the quotes of a .env file's HIP_VISIBLE_DEVICES="1,3"
+    root = tmp_path / "machine"
+    uuids = amd_machine(root, 4)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", '"1,3"')
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    assert [recs[w]["vars"]["HIP_VISIBLE_DEVICES"] for w in ("gw0", "gw1")] == ["1", "3"]
+    assert [recs[w]["uuids"] for w in ("gw0", "gw1")] == [[uuids[1]], [uuids[3]]]
+
+
 SUMMARY_SUITE = """
 import pytest
 from pytest_gpuenv import requires_arch, requires_cuda, requires_memory, requires_rocm
