@@ -56,11 +56,23 @@ def test_rocm7_returns_an_error(tmp_path):
     assert ctx.env.problem("hip-fault-aborts") is None
 
 
-def test_rocm7_user_turned_the_opt_out_off(tmp_path):
-    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": "0"})
+# clr Flag::setValue for a Tuint flag is *(int*)value_ = atoi(value) (ROCm/clr f9f995c rocclr/utils/flags.cpp
+# line 176; ROCm/rocm-systems 02fcd1b projects/clr/rocclr/utils/flags.cpp line 180), and Flag::init hands an empty
+# value over as " " (lines 114, 136): every value below reads 0, so a fault aborts (tests/test_amd_hipflags.py)
+@pytest.mark.parametrize("value", ["0", "", "false", "off", "no", "true", "0x1", '"1"', " 0 "])
+def test_rocm7_user_turned_the_opt_out_off(tmp_path, value):
+    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": value})
     _checks.rocm_runtime(ctx)
     p = ctx.env.problem("hip-fault-aborts")
-    assert p is not None and "HIP_SKIP_ABORT_ON_GPU_ERROR=0 is set" in p.message
+    assert p is not None and f"HIP_SKIP_ABORT_ON_GPU_ERROR={value!r} is set, which clr reads as 0" in p.message
+    assert ctx.env.problem("hip-fault-returns-error") is None
+
+
+@pytest.mark.parametrize("value", ["1", " 1", "2", "-1", "1abc"])
+def test_rocm7_any_nonzero_atoi_keeps_the_opt_out(tmp_path, value):
+    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": value})
+    _checks.rocm_runtime(ctx)
+    assert ctx.env.problem("hip-fault-returns-error") is not None
 
 
 @pytest.mark.parametrize("limit,text", [(-1, "ulimit -c unlimited"), (4096, "ulimit -c 4096")])

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from pytest_gpuenv.detect import _amd
 from pytest_gpuenv.detect._ctx import Ctx
+from pytest_gpuenv.detect._hipmask import clr_uint
 from pytest_gpuenv.model import family
 
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
@@ -142,7 +143,7 @@ def _fault_policy(ctx: Ctx) -> None:
     (clr ``Os::DumpCoreFile``: RLIMIT_CORE != 0)."""
     version = ctx.env.rocm.get("version")
     v = _vtuple(version)
-    setting = ctx.environ.get(SKIP_ABORT_VAR)
+    setting = ctx.environ.get(SKIP_ABORT_VAR)  # uint flag, default 1; clr aborts where it reads 0
     core = _core_limit(ctx)
     recovery = ("run GPU tests under pytest-xdist (-n N): a crashed worker is replaced and its test is named; "
                 "pytest-gpuenv records the running test before each HIP launch, so the next run names it too")
@@ -150,8 +151,9 @@ def _fault_policy(ctx: Ctx) -> None:
         why = (f"ROCm {version or '(version unknown)'} aborts the whole process on a GPU fault ('Memory access "
                f"fault by GPU node-N'): {SKIP_ABORT_VAR} exists from ROCm 7.0")
         return ctx.add("hip-fault-aborts", why, recovery + "; or upgrade to ROCm >= 7.0", "info", "driver")
-    if setting is not None and setting.strip().isdigit() and int(setting) == 0:
-        why = f"{SKIP_ABORT_VAR}={setting} is set: ROCm {version} aborts the whole process on a GPU fault"
+    if setting is not None and clr_uint(setting, 1) == 0:
+        why = (f"{SKIP_ABORT_VAR}={setting!r} is set, which clr reads as 0 (a uint flag: atoi): ROCm {version} "
+               "aborts the whole process on a GPU fault")
         return ctx.add("hip-fault-aborts", why, f"unset {SKIP_ABORT_VAR}, or " + recovery, "info", "driver")
     if core is not None and core != 0:
         limit = "unlimited" if core < 0 else str(core)
