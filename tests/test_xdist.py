@@ -148,6 +148,28 @@ def test_amd_quoted_mask_pins_the_quoted_gpus(suite, tmp_path, monkeypatch):
     assert [recs[w]["uuids"] for w in ("gw0", "gw1")] == [[uuids[1]], [uuids[3]]]
 
 
+@pytest.mark.parametrize("rocr, expect_hip, expect_phys", [(None, ["0", "1", "2"], [0, 2, 3]),
+                                                        ("3,1,2", ["0", "1"], [3, 2])])
+def test_amd_workers_follow_hips_ordinals_past_a_gpu_rocr_drops(suite, tmp_path, monkeypatch, rocr, expect_hip,
+                                                                expect_phys):
+    # ROCr drops a GPU whose ISA its registry lacks after the ROCR_VISIBLE_DEVICES ranks are taken
+    # (rocm-systems release/rocm-rel-7.0 amd_topology.cpp BuildTopology lines 320-372, DiscoverGpu lines 119-170;
+    # isa.cpp lines 338-441 have no gfx941): HIP numbers what is left, and so must the workers' masks
+    root = tmp_path / "machine"
+    uuids = amd_machine(root, 4, rocm="7.0.2")
+    props = root / "sys/devices/virtual/kfd/kfd/topology/nodes/2/properties"
+    props.chmod(0o644)
+    props.write_text(props.read_text().replace("gfx_target_version 90402", "gfx_target_version 90401"))
+    if rocr:
+        monkeypatch.setenv("ROCR_VISIBLE_DEVICES", rocr)
+    n = len(expect_hip)
+    result = suite.runpytest_subprocess("-n", str(n), f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    assert [recs[f"gw{w}"]["vars"]["HIP_VISIBLE_DEVICES"] for w in range(n)] == expect_hip
+    assert [recs[f"gw{w}"]["uuids"] for w in range(n)] == [[uuids[p]] for p in expect_phys]
+
+
 SUMMARY_SUITE = """
 import pytest
 from pytest_gpuenv import requires_arch, requires_cuda, requires_memory, requires_rocm

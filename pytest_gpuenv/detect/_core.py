@@ -19,6 +19,7 @@ from pytest_gpuenv.detect import _amd, _checks, _wsl
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.detect._rocr import agent_check
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, family
@@ -142,6 +143,11 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
     ctx.problems.extend(probs)
     # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
     ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev))
+    if any(d.usable for d in amd):  # what ROCr itself leaves out of what libhsakmt kept
+        ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev)
+        ctx.problems.extend(probs)
+        if ctx.dropped:
+            ctx.env.rocm["rocr_dropped"] = sorted(ctx.dropped)
     if found and not amd:
         ctx.add("render-nodes-missing", f"/dev/kfd is present but none of the {found} AMD GPU(s)' "
                 "/dev/dri/renderD* nodes are, so ROCm sees no GPU",
@@ -308,7 +314,8 @@ def _masks(ctx: Ctx) -> None:
     if not ctx.devices:
         return
     vendor = ctx.devices[0].vendor
-    vis, hidden, probs, ev = apply_masks(ctx.devices, vendor, ctx.environ, ctx.env.platform)
+    dropped = ctx.dropped if vendor == "amd" else {}
+    vis, hidden, probs, ev = apply_masks(ctx.devices, vendor, ctx.environ, ctx.env.platform, dropped)
     ctx.env.devices, ctx.env.hidden_devices = vis, hidden
     ctx.problems.extend(probs)
     ctx.ev.extend(ev)

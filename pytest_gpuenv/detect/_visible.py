@@ -222,21 +222,23 @@ def visible_vars(environ: Any) -> dict[str, str]:
 
 
 def apply_masks(
-    devices: list[Device], vendor: str, environ: Any, platform: str
+    devices: list[Device], vendor: str, environ: Any, platform: str, dropped: Optional[dict[int, str]] = None
 ) -> tuple[list[Device], list[Device], list[Problem], list[str]]:
     """Apply the masks of ``vendor``'s runtime to ``devices`` (physical order).
 
+    ``dropped``: physical indices of the AMD GPUs ROCr leaves out after its mask (``_rocr.agent_check``).
     Returns (visible devices re-indexed, hidden devices, problems, evidence).
     """
+    dropped = dropped or {}
     problems: list[Problem] = []
     evidence: list[str] = []
     if not devices:
         return devices, [], problems, evidence
     if vendor == "amd":
-        order, used, culprit = _amd_masks(devices, environ, platform, problems, evidence)
+        order, used, culprit = _amd_masks(devices, environ, platform, problems, evidence, dropped)
     else:
         order, used, culprit = _cuda_mask(devices, environ, evidence)
-    if not used:
+    if not used and not dropped:
         for i, d in enumerate(devices):
             d.index = i
             d.physical_index = i if d.physical_index is None else d.physical_index
@@ -252,9 +254,9 @@ def apply_masks(
         if i not in order:
             d.index = d.physical_index if d.physical_index is not None else i
             d.usable = False
-            d.unusable_reason = f"hidden by {masks}"
+            d.unusable_reason = dropped[i] if i in dropped else f"hidden by {masks}"
             hidden.append(d)
-    if not visible:
+    if not visible and used and (culprit or not dropped):
         name, value = culprit[0] if culprit else used[-1]
         why = " (HIP reads an empty value as ' ', which is no device index)" if (
             value == "" and name != "ROCR_VISIBLE_DEVICES" and vendor == "amd") else ""
@@ -280,7 +282,7 @@ def _cuda_mask(devices: list[Device], environ: Any, evidence: list[str]) -> _Mas
 
 
 def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: list[Problem],
-               evidence: list[str]) -> _Masks:
+               evidence: list[str], dropped: dict[int, str]) -> _Masks:
     """ROCr's mask (not on Windows, where there is no ROCr), then HIP's, which indexes into what ROCr left."""
     order = list(range(len(devices)))
     used: list[tuple[str, str]] = []
@@ -293,6 +295,9 @@ def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: lis
         if not order:
             culprit.append(used[-1])
         evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr surfaces physical {order}")
+    if dropped:  # after the ROCr ranks are taken (amd_topology.cpp BuildTopology, then DiscoverGpu)
+        order = [i for i in order if i not in dropped]
+        evidence.append(f"ROCr drops physical {sorted(dropped)} (ISA not in its registry): HIP sees physical {order}")
     source = hip_mask_source(environ)
     if source is not None:
         subset = [devices[i] for i in order]
@@ -305,7 +310,8 @@ def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: lis
                         f"physical {order}")
     if "GPU_DEVICE_ORDINAL" in environ:
         evidence.append(f"GPU_DEVICE_ORDINAL={environ['GPU_DEVICE_ORDINAL']!r}: read by OpenCL only, not by HIP")
-    problems.extend(_amd_problems(environ, devices, source, rocr_applied, len(order)))
+    if not dropped:  # else rocr-isa-unsupported says why the counts differ
+        problems.extend(_amd_problems(environ, devices, source, rocr_applied, len(order)))
     return order, used, culprit
 
 
@@ -342,21 +348,23 @@ def _amd_problems(environ: Any, devices: list[Device], source: Optional[HipMask]
 
 
 def amd_worker_masks(devices: Sequence[Device], visible: dict[str, str], platform: str,
-                     picked: Sequence[Device]) -> dict[str, str]:
+                     picked: Sequence[Device], dropped: Sequence[int] = ()) -> dict[str, str]:
     """The variables an xdist worker sets so that HIP, with the masks in force, sees exactly ``picked``.
 
     ``devices``: every AMD device of the model (visible and hidden, with ``physical_index``); ``visible``:
     the masks in force (``GpuEnv.visible``). The worker keeps ``ROCR_VISIBLE_DEVICES`` and sets
     ``HIP_VISIBLE_DEVICES`` (which HIP reads first) to the picked devices' indices in what ROCr surfaces;
     where ``CUDA_VISIBLE_DEVICES`` was set it gets the same value, so that no reader sees the user's wider list.
+    ``dropped``: the physical indices ROCr leaves out after its mask (``GpuEnv.rocm["rocr_dropped"]``), which
+    HIP's ordinals skip.
     """
     phys = sorted({d.physical_index: d for d in devices if d.physical_index is not None}.items())
     rocr = visible.get("ROCR_VISIBLE_DEVICES")
     if rocr is not None and platform != "windows":
-        sel = parse_rocr(rocr, [d for _p, d in phys]) or []
-        rank = {phys[p][0]: r for r, p in enumerate(sel)}
+        surfaced = [phys[p][0] for p in parse_rocr(rocr, [d for _p, d in phys]) or []]
     else:
-        rank = {p: p for p, _d in phys}
+        surfaced = [p for p, _d in phys]
+    rank = {p: r for r, p in enumerate(p for p in surfaced if p not in set(dropped))}
     value = ",".join(str(rank.get(d.physical_index, d.index) if d.physical_index is not None else d.index)
                      for d in picked)
     out = {"HIP_VISIBLE_DEVICES": value}
