@@ -12,12 +12,13 @@ the process instead of coming back as an error, so ``launch`` first tells ``_sti
 (the plugin records the running test durably). And ``hipErrorLaunchFailure`` answered by the launch
 call itself means clr refused the launch before anything ran (a block above the kernel's launch
 bounds, a cooperative launch the device cannot do): that error is not sticky unless a cheap call on
-the device fails too.
+the device fails too. From HIP 7.0 a queue error is stored process-wide and every later API answers it
+(``_sticky.STORED``): a code that may be that stored error is sticky when ``hipGetDevice`` answers it too.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from pytest_gpuenv.runtime import _sticky
 from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
@@ -41,6 +42,7 @@ class HipRuntime:
             hip = binding
         self.hip = hip
         self.device = device
+        self._hip_major: Optional[int] = None
         self._select()
 
     def _check(self, result: Any, what: str) -> Any:
@@ -49,8 +51,31 @@ class HipRuntime:
             code = _code(err)
             msg = self.hip.hipGetErrorString(err)
             msg = text(msg[-1] if isinstance(msg, tuple) else msg)
-            raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what)
+            sticky = True if code in _sticky.stored_codes(self._major()) and self._stored(code) else None
+            raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what,
+                               sticky=sticky)
         return unpack(result)
+
+    def _major(self) -> Optional[int]:
+        """HIP's major version (``hipRuntimeGetVersion`` starts with ``HIP_INIT_API_NO_RETURN``: it answers
+        even when the GPU is in error, clr hipamd/src/hip_context.cpp); None where it cannot say."""
+        if self._hip_major is None:
+            try:
+                err, ver = self.hip.hipRuntimeGetVersion()
+                self._hip_major = int(ver) // 10000000 if int(err) == 0 and ver else -1
+            except (AttributeError, TypeError, ValueError):
+                self._hip_major = -1
+        return None if self._hip_major < 0 else self._hip_major
+
+    def _stored(self, code: str) -> bool:
+        """Whether ``code`` is clr's stored GPU error: ``hipGetDevice`` starts with ``HIP_INIT_API`` (clr
+        hipamd/src/hip_device_runtime.cpp), which answers the stored error before anything else."""
+        try:
+            result = self.hip.hipGetDevice()
+        except (AttributeError, TypeError):
+            return False
+        err = result[0] if isinstance(result, tuple) else result
+        return int(err) != 0 and _code(err) == code
 
     def _select(self) -> None:
         self._check(self.hip.hipSetDevice(self.device), f"hipSetDevice({self.device})")
