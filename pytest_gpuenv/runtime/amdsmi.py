@@ -133,15 +133,26 @@ class Monitor(MonitorBase):
             self.unavailable["processes"] = self._proc_err or "amdsmi_get_gpu_process_list failed"
 
     def _find(self, uuid: Optional[str], pci_bus_id: Optional[str]) -> tuple[Any, Optional[str]]:
+        """The one handle whose BDF is ``pci_bus_id``. Partitions of an MI300 whose kernel puts the partition
+        in location_id bits 31:28 share one BDF (amdsmi.h ``amdsmi_get_gpu_bdf_id``: the function is
+        location_id & 7): then no handle is chosen, rather than another partition's. ``uuid`` is only a
+        fallback where no BDF is known: amdsmi's UUID is its own (``amdsmi_uuid_gen``), not ROCr's."""
         handles, err = _call(self.smi.amdsmi_get_processor_handles)
         want_bdf, want_uuid = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-")
+        hits = []
         for h in handles or []:
             bdf, _e = _call(self.smi.amdsmi_get_gpu_device_bdf, h)
             if want_bdf and _bdf(bdf) == want_bdf:
-                return h, None
-            u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h) if want_uuid else (None, None)
-            if want_uuid and isinstance(u, str) and u.lower().removeprefix("gpu-") == want_uuid:
-                return h, None
+                hits.append(h)
+            elif not want_bdf and want_uuid:
+                u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h)
+                if isinstance(u, str) and u.lower().removeprefix("gpu-") == want_uuid:
+                    hits.append(h)
+        if len(hits) == 1:
+            return hits[0], None
+        if hits:
+            return None, (f"{len(hits)} amdsmi processors share PCI bus id {pci_bus_id} (partitions of one GPU); "
+                          "which one is this device cannot be told")
         return None, err or f"amdsmi lists no GPU with PCI bus id {pci_bus_id} or UUID {uuid}"
 
     @property

@@ -18,6 +18,7 @@ the device fails too. From HIP 7.0 a queue error is stored process-wide and ever
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from pytest_gpuenv.runtime import _sticky
@@ -174,9 +175,21 @@ class HipRuntime:
             "l2_bytes": int(props.l2CacheSize) or None,
             "sm_count": int(props.multiProcessorCount),
             "uuid": None,
-            "pci_bus_id": f"{int(props.pciDomainID):04x}:{int(props.pciBusID):02x}:{int(props.pciDeviceID):02x}.0",
+            "pci_bus_id": self._pci_bus_id(props),
             "runtime": f"hip {ver // 10000000}.{(ver // 100000) % 100}",
         }
+
+    def _pci_bus_id(self, props: Any) -> str:
+        """``hipDeviceGetPCIBusId``: its function digit is ROCr's BDFID & 7 (clr hip_device_runtime.cpp,
+        rocdevice.cpp ``pcie.function``), which on an MI300 partition is the partition's (amdkfd
+        ``kfd_topology_add_device``: ``location_id |= node_id``); the properties carry no function."""
+        try:
+            bus_id = text(self._check(self.hip.hipDeviceGetPCIBusId(13, self.device), "hipDeviceGetPCIBusId"))
+        except (AttributeError, TypeError):
+            bus_id = ""
+        if re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", bus_id):
+            return bus_id.lower()
+        return f"{int(props.pciDomainID):04x}:{int(props.pciBusID):02x}:{int(props.pciDeviceID):02x}.0"
 
     def timer_hz(self) -> float:
         """Ticks per second of ``wall_clock64()`` (the device attribute, in kHz; 100 MHz where it says 0)."""
