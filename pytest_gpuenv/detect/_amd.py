@@ -107,11 +107,14 @@ def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> li
     nodes = sorted((n for n in fs.listdir(topo + "/nodes") if number(n, 2**31) is not None), key=int)
     devices: list[Device] = []
     bad: list[str] = []
+    fatal: list[str] = []  # what fails libhsakmt's whole topology
     for n in nodes:
-        props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad)
+        props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad, fatal)
         dev = None if props is None else _kfd_device(fs, f"{topo}/nodes/{n}", int(n), props, len(devices), ev, bad)
         if dev is not None:
             devices.append(dev)
+    if fatal:
+        problems.append(_topology_problem(devices, fatal, ev))
     if bad:
         problems.append(
             Problem(
@@ -127,16 +130,25 @@ def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> li
     return devices
 
 
-def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optional[dict[str, int]]:
-    """A GPU node's properties; None for a CPU node, one hidden by the device cgroup, or junk (added to ``bad``)."""
+def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str], fatal: list[str]) -> Optional[dict[str, int]]:
+    """A GPU node's properties; None for a CPU node, one hidden by the device cgroup, junk (added to ``bad``),
+    or what fails libhsakmt's whole topology (added to ``fatal``): ``topology_sysfs_get_gpu_id`` fails
+    without EPERM when ``gpu_id`` is missing or ``fscanf("%ul")`` matches nothing, and
+    ``topology_sysfs_check_node_supported`` when a GPU node's ``properties`` is missing or empty."""
     gid_text = fs.read(base + "/gpu_id", 64)
     if gid_text is None and base + "/gpu_id" in fs.denied:
         ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
         return None
-    gid = number((gid_text or "").strip())
+    if gid_text is None and not fs.exists(base + "/gpu_id"):
+        fatal.append(f"{base}/gpu_id is missing")
+        return None
+    m = re.match(_SCANF_U, gid_text or "")
+    if gid_text is not None and m is None:
+        fatal.append(f"{base}/gpu_id holds no number ({gid_text.strip()[:20]!r})")
+        return None
+    gid = None if m is None or len(m.group(2).lstrip("0")) > 20 else _scanf_u(*m.groups())
     if gid is None:
-        if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
-            bad.append(f"{base}/gpu_id")
+        bad.append(f"{base}/gpu_id")
         return None
     if gid == 0:
         return None  # CPU node
@@ -144,11 +156,27 @@ def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optio
     if ptext is None and base + "/properties" in fs.denied:
         ev.append(f"{base}/properties: EPERM (node {n} hidden by the device cgroup)")
         return None
+    if ptext == "" or (ptext is None and not fs.exists(base + "/properties")):
+        fatal.append(f"GPU node {base} has {'an empty' if ptext == '' else 'no'} properties file")
+        return None
     props = _props(ptext)
     if not props:
         bad.append(f"{base}/properties")
         return None
     return props if props.get("simd_count", 0) > 0 else None
+
+
+def _topology_problem(devices: list[Device], fatal: list[str], ev: list[str]) -> Problem:
+    why = "; ".join(fatal[:3]) + (f" (+{len(fatal) - 3} more)" if len(fatal) > 3 else "")
+    ev.append(f"libhsakmt topology fails: {why}")
+    for d in devices:
+        d.usable, d.unusable_reason = False, f"ROCm sees no GPU: {why}"
+    return Problem(
+        "kfd-topology-invalid",
+        f"{why}: libhsakmt's hsakmt_topology_sysfs_get_system_props fails on it, so ROCm (hsa_init) sees none of "
+        f"the {len(devices)} AMD GPU(s)",
+        fix="check `ls /sys/class/kfd/kfd/topology/nodes/*` and `dmesg | grep kfd`; a damaged or partly copied "
+        "topology gives this", severity="error", category="driver")
 
 
 def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int, ev: list[str],
