@@ -260,13 +260,15 @@ def user_node_ids(fs: Fs, topo: str, devices: list[Device]) -> dict[int, int]:
     return out
 
 
-def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: list[str]) -> list[Problem]:
+def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: list[str],
+                   zero: Optional[list[Device]] = None) -> list[Problem]:
     """HSA_OVERRIDE_GFX_VERSION_<node>, else HSA_OVERRIDE_GFX_VERSION -> each device's effective arch.
 
     As libhsakmt's ``topology_sysfs_get_node_props``: ``<node>`` is libhsakmt's node id (after the nodes
     it skipped, see ``user_node_ids``), not the KFD sysfs number; the per-node variable, when set, is read
     instead of the global one; a value ``parse_override`` rejects fails the whole topology (no GPU at all).
-    Call it with the devices ``check_access`` kept.
+    Call it with the devices ``check_access`` kept. ``zero`` collects the devices overridden to 0.0.0, which
+    ROCr ignores from ROCm 6.3 (``OverrideEngineId.Value != 0``) and older libhsakmt wrote into ``EngineId``.
     """
     ids = user_node_ids(fs, topo, devices)
     chosen = []
@@ -280,6 +282,8 @@ def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: l
         return [_override_problem(devices, *bad)]
     for d, name, value, node, parsed in chosen:
         major, minor, step = parsed or (0, 0, 0)
+        if parsed == (0, 0, 0) and zero is not None:
+            zero.append(d)
         eff = gfx_name(major * 10000 + minor * 100 + step)
         if eff and eff != d.arch:
             ev.append(f"{name}={value}: device {d.physical_index} (KFD node {d.node}, libhsakmt node {node}) "

@@ -42,8 +42,14 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
     else:
         env.kind = "cpu"
         ctx.ev.append(f"platform {env.platform}: no ROCm/CUDA support, CPU only")
-    _maybe_probe(ctx)
+    probed = _maybe_probe(ctx)
     _masks(ctx)
+    if probed is not None and family(env.kind) == "rocm" and 0 <= probed < len(env.devices):
+        ctx.add("hip-sees-fewer-devices", f"HIP counts {probed} GPU(s) where the files and masks give "
+                f"{len(env.devices)}: clr leaves out a device whose Device::create() fails after the masks "
+                "(rocclr/device/rocm/rocdevice.cpp Device::init), so HIP's indices past it shift",
+                "run `AMD_LOG_LEVEL=1 python -c \"import torch; print(torch.cuda.device_count())\"` to see which "
+                "device fails", "warning", "driver")
     if env.devices or env.hidden_devices:  # last-level cache sizes from ROCm's spec table
         from pytest_gpuenv.detect import _caches
 
@@ -142,9 +148,10 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
     amd, probs = _amd.check_access(fs, amd, ctx.env.container, ev)
     ctx.problems.extend(probs)
     # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
-    ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev))
+    zero: list[Device] = []
+    ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev, zero))
     if any(d.usable for d in amd):  # what ROCr itself leaves out of what libhsakmt kept
-        ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev)
+        ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev, zero)
         ctx.problems.extend(probs)
         if ctx.dropped:
             ctx.env.rocm["rocr_dropped"] = sorted(ctx.dropped)
@@ -225,15 +232,16 @@ def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------ probe
-def _maybe_probe(ctx: Ctx) -> None:
-    """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went."""
+def _maybe_probe(ctx: Ctx) -> Optional[int]:
+    """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went.
+    Returns how many devices the probe counted (None where it did not run or failed)."""
     env, fs = ctx.env, ctx.fs
     env.probe = {"required": ctx.probe_required, "ran": False, "ok": None, "source": None}
     want = ctx.probe_mode == "always" or (ctx.probe_mode == "auto" and ctx.probe_required)
     if fs.root_mode or ctx.probe_mode == "never" or not want:
         if ctx.probe_required:
             env.probe["error"] = "root mode: no process is started" if fs.root_mode else "probe disabled"
-        return
+        return None
     from pytest_gpuenv.detect import _probe
 
     order = {"rocm": ["hip", "torch"], "cuda": ["cuda", "torch"]}.get(family(env.kind), ["hip", "cuda", "torch"])
@@ -258,6 +266,8 @@ def _maybe_probe(ctx: Ctx) -> None:
     else:
         ctx.arch_list = res.get("arch_list")
         _use_probe(ctx, res, cached)
+        return len(res.get("devices") or [])
+    return None
 
 
 def _use_probe(ctx: Ctx, res: dict[str, Any], cached: bool) -> None:

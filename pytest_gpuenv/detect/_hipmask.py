@@ -102,6 +102,21 @@ def _devices(devices: Union[Sequence[Any], int]) -> list[Optional[str]]:
     return [d if isinstance(d, str) else getattr(d, "uuid", None) for d in devices]
 
 
+def pal_uuid(pci: Optional[str]) -> Optional[str]:
+    """The string clr's PAL backend (Windows) compares a ``GPU-`` token with (``pal/paldevice.cpp``
+    ``parseRequestedDeviceList``): for each byte of the PCI domain, bus, device and function (four little-endian
+    uint32), ``itoa((char)byte, &uuid[i], 10)`` at position i, each write over the tail of the one before: the
+    first character of each byte's signed decimal, then the whole of the last byte's (16 characters)."""
+    m = re.fullmatch(r"([0-9a-fA-F]{1,8}):([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])", (pci or "").strip())
+    if m is None:
+        return None
+    raw = b"".join(int(g, 16).to_bytes(4, "little") for g in m.groups())
+    out = ""
+    for i, byte in enumerate(raw):
+        out = out[:i] + str(byte - 256 if byte >= 128 else byte)
+    return out
+
+
 def _getline_split(value: str) -> list[str]:
     tokens = value.split(",")
     return tokens[:-1] if len(tokens) > 1 and tokens[-1] == "" else tokens
@@ -116,14 +131,18 @@ def parse_hip(value: str, devices: Union[Sequence[Any], int], windows: bool = Fa
     (``str_id == std::to_string(atoi(str_id))``: no sign, space or leading zero) below the device count, else
     it ends the list and the devices already chosen stay; a repeated index is skipped. Windows, clr
     ``rocclr/device/pal/paldevice.cpp`` ``parseRequestedDeviceList``: empty tokens are skipped (``strtok``), a
-    token must be ASCII digits, and the chosen devices come in physical order, not the order given.
+    ``GPU-`` token names the device whose ``pal_uuid`` equals what follows its first four characters, a
+    token must then be ASCII digits, and the chosen devices come in physical order, not the order given.
     """
     uuids = _devices(devices)
+    if windows:  # PAL: "GPU-" then its PCI string (pal_uuid), compared whole with what follows the first 4 chars
+        uuids = [None if isinstance(d, (int, str)) else pal_uuid(getattr(d, "pci", None))
+                 for d in (devices if not isinstance(devices, int) else [])] or uuids
     tokens = [t for t in value.split(",") if t] if windows else _getline_split(value)
     out: list[int] = []
     for token in tokens:
         if "GPU-" in token:
-            hit = next((i for i, u in enumerate(uuids) if u and (u == token if windows else token in u)), None)
+            hit = next((i for i, u in enumerate(uuids) if u and (u == token[4:] if windows else token in u)), None)
             token = token if hit is None else str(hit)
         valid = re.fullmatch(r"[0-9]{1,10}" if windows else _HIP_INDEX, token) is not None
         if not valid or int(token) >= len(uuids):

@@ -19,6 +19,7 @@ read ones are inferred only where both agree; otherwise nothing is dropped.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
@@ -44,6 +45,10 @@ REMOVED = {"gfx940": (7, 0), "gfx941": (7, 0)}
 #: first ROCm release whose ROCr refuses a doorbell type other than 2 (rocm-systems 0d70045, 2025-05-28,
 #: "rocr: Remove deprecated doorbell type 1 support"; amd_gpu_agent.cpp lines 125-126 on release/rocm-rel-7.0)
 DOORBELL_FROM = (7, 0)
+#: first ROCm release whose libhsakmt puts the override in ``OverrideEngineId`` (ROCR-Runtime c7785a6,
+#: libhsakmt/src/topology.c lines 1218-1232, which ROCr reads only when non-zero); ROCT-Thunk-Interface up to
+#: rocm-6.2.4 (src/topology.c lines 1211-1224 at rocm-6.1.0) wrote it into ``EngineId`` itself
+OVERRIDE_ENGINE_ID_FROM = (6, 3)
 _DOORBELL_SHIFT, _DOORBELL_MASK = 12, 0x3  # HSA_CAPABILITY.ui32.DoorbellType (libhsakmt hsakmttypes.h)
 
 
@@ -78,10 +83,10 @@ def doorbell_type(fs: Fs, topo: str, node: Optional[int]) -> Optional[int]:
     return None if m is None else (int(m.group(1)) >> _DOORBELL_SHIFT) & _DOORBELL_MASK
 
 
-def agent_check(fs: Fs, topo: str, devices: list[Device], version: Any, ev: list[str]) -> tuple[dict[int, str],
-                                                                                                  list[Problem]]:
+def agent_check(fs: Fs, topo: str, devices: list[Device], version: Any, ev: list[str],
+                zero: Sequence[Device] = ()) -> tuple[dict[int, str], list[Problem]]:
     """(physical index -> why ROCr drops that GPU, problems). Call it with the devices libhsakmt kept,
-    after ``apply_override``."""
+    after ``apply_override``; ``zero``: those it overrode to 0.0.0."""
     rel = _release(version)
     if rel is not None and rel >= DOORBELL_FROM:
         old = [(d, t) for d in devices if (t := doorbell_type(fs, topo, d.node)) is not None and t != 2]
@@ -90,9 +95,13 @@ def agent_check(fs: Fs, topo: str, devices: list[Device], version: Any, ev: list
     dropped: dict[int, str] = {}
     for d in devices:
         why = registry_lacks(version, d.arch)
+        if d in zero and rel is not None and rel < OVERRIDE_ENGINE_ID_FROM:
+            why = (f"libhsakmt of ROCm {version} writes HSA_OVERRIDE_GFX_VERSION=0.0.0 into EngineId, and ROCr's ISA "
+                   "registry has no 0.0.0")
         if why is None or d.physical_index is None:
             continue
-        how = f"HSA_OVERRIDE_GFX_VERSION makes it {d.arch}" if d.arch != d.physical_arch else d.arch or ""
+        how = ("HSA_OVERRIDE_GFX_VERSION makes it 0.0.0" if d in zero else
+               f"HSA_OVERRIDE_GFX_VERSION makes it {d.arch}" if d.arch != d.physical_arch else d.arch or "")
         dropped[d.physical_index] = f"{why}: it drops this GPU ({how}; HSA_STATUS_ERROR_INVALID_ISA)"
         d.usable, d.unusable_reason = False, dropped[d.physical_index]
         ev.append(f"KFD node {d.node} ({d.physical_arch}, runs as {d.arch}): {dropped[d.physical_index]}")
@@ -100,7 +109,7 @@ def agent_check(fs: Fs, topo: str, devices: list[Device], version: Any, ev: list
         return dropped, []
     left = len(devices) - len(dropped)
     gpus = ", ".join(f"{d.physical_index} ({d.arch})" for d in devices if d.physical_index in dropped)
-    overridden = any(d.arch != d.physical_arch for d in devices if d.physical_index in dropped)
+    overridden = any(d.arch != d.physical_arch or d in zero for d in devices if d.physical_index in dropped)
     fix = ("unset HSA_OVERRIDE_GFX_VERSION or override to an ISA this ROCm knows (e.g. 9.4.2)" if overridden
            else "use a ROCm release that supports this GPU")
     return dropped, [Problem(
