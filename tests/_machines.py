@@ -102,3 +102,24 @@ def mi300x_cpx_nps4(root: pathlib.Path, gpus: int = 1, partition_bits: str = "fu
             _w(node / "mem_banks/0/properties", f"heap_type 1\nsize_in_bytes {CPX_NPS4_BYTES}\nflags 0\n")
             _w(root / f"dev/dri/renderD{minor}", "", 0o666)
     return out
+
+
+def apu_machine(root: pathlib.Path, kind: str, bank_bytes: int, rocm: str = "7.0.2"):
+    """One APU: ``kind`` "mi300a" (gfx942, 228 CUs, 6 XCDs, COHERENTHOSTACCESS) or "strix-halo" (gfx1151, 40 CUs,
+    wave 32). ``bank_bytes``: the one memory bank KFD shows, as amdgpu sizes it (see tests/test_amd_apu.py): the
+    GTT limit (``ttm_tt_pages_limit() << PAGE_SHIFT``) when ``apu_prefer_gtt``, else the carve-out."""
+    amd_machine(root, 0, rocm=rocm)
+    topo = root / "sys/devices/virtual/kfd/kfd/topology"
+    gfx, simd, wave, xcc, dev, cap, heap = {
+        "mi300a": (90402, 912, 64, 6, 0x74A0, 1 << 30, 2),  # HSA_CAP_FLAGS_COHERENTHOSTACCESS, FB private (xcp)
+        "strix-halo": (110501, 160, 32, 1, 0x1586, 0, 1),  # a device id outside detect's name table
+    }[kind]
+    node = topo / "nodes/1"
+    _w(node / "gpu_id", "29001\n")
+    _w(node / "name", "ip discovery\n")
+    _w(node / "properties",
+       f"cpu_cores_count 0\nsimd_count {simd}\nwave_front_size {wave}\nsimd_per_cu 4\ngfx_target_version {gfx}\n"
+       f"vendor_id 4098\ndevice_id {dev}\nlocation_id {0xC100}\ndomain 0\ndrm_render_minor 128\nlocal_mem_size 0\n"
+       f"capability {cap | 2 << 12}\nunique_id {0x5A5A0001}\nnum_xcc {xcc}\n")
+    _w(node / "mem_banks/0/properties", f"heap_type {heap}\nsize_in_bytes {bank_bytes}\nflags 0\n")
+    _w(root / "dev/dri/renderD128", "", 0o666)
