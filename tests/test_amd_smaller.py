@@ -109,3 +109,11 @@ def test_hip_counting_fewer_than_the_model_is_named(tmp_path, monkeypatch):
     env = detect(root=str(root), environ={"HIP_VISIBLE_DEVICES": "0,1,2,3"}, probe="never")
     p = env.problem("hip-sees-fewer-devices")
     assert p.severity == "warning" and "HIP counts 3 GPU(s) where the files and masks give 4" in p.message
+
+
+def test_probed_devices_carry_the_pci_bus_id_pal_tokens_need():
+    # the HIP probe reads hipDeviceGetPCIBusId (clr hip_device_runtime.cpp lines 529-555); on Windows that is
+    # what a GPU- token of HIP_VISIBLE_DEVICES is compared through (pal_uuid)
+    d = _core._probe_device(0, {"vendor": "amd", "arch": "gfx1100", "pci": "0000:0c:00.0"}, "rocm")
+    assert d.pci == "0000:0c:00.0"
+    assert parse_hip("GPU-" + pal_uuid(d.pci), [Device(0, "amd", pci="0000:03:00.0"), d], windows=True) == [1]

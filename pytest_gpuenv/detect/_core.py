@@ -310,7 +310,7 @@ def _probe_device(i: int, d: dict[str, Any], fam: str) -> Device:
     arch = d.get("arch") if isinstance(d.get("arch"), str) else None
     return Device(index=i, vendor=str(vendor), name=_s(d.get("name")), arch=arch, physical_arch=arch,
                   memory_bytes=_probe.count(d.get("memory_bytes")),
-                  warp_size=_probe.count(d.get("warp_size")), uuid=_s(d.get("uuid")),
+                  warp_size=_probe.count(d.get("warp_size")), uuid=_s(d.get("uuid")), pci=_s(d.get("pci")),
                   source="probe", physical_index=i)
 
 

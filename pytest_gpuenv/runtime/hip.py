@@ -185,6 +185,7 @@ class HipRuntime:
         ``kfd_topology_add_device``: ``location_id |= node_id``); the properties carry no function."""
         try:
             bus_id = text(self._check(self.hip.hipDeviceGetPCIBusId(13, self.device), "hipDeviceGetPCIBusId"))
+            bus_id = bus_id.split("\0")[0].strip()
         except (AttributeError, TypeError):
             bus_id = ""
         if re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", bus_id):
