@@ -125,15 +125,27 @@ def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr,
 @pytest.mark.parametrize("var", ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
 def test_amd_empty_mask_gives_workers_no_gpu(suite, tmp_path, monkeypatch, var):
     # clr rocclr/utils/flags.cpp Flag::init (ROCm/clr f9f995c lines 114, 136) stores an empty value as " ", which
-    # rocdevice.cpp Device::init (lines 496-547) takes as its list and finds no index in: HIP sees no GPU, so no
-    # worker may be handed one (the plan stops with the reason, as for any mask that hides every GPU)
+    # rocdevice.cpp Device::init (lines 496-547) takes as its list and finds no index in: HIP sees no GPU. The run
+    # goes on (an empty value hides the GPUs on purpose); no worker is pinned, each keeps the user's empty value
     root = tmp_path / "machine"
     amd_machine(root, 4)
     monkeypatch.setenv(var, "")
     result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    for w in ("gw0", "gw1"):
+        assert recs[w]["uuids"] == [] and recs[w]["vars"][var] == ""
+        other = "CUDA_VISIBLE_DEVICES" if var == "HIP_VISIBLE_DEVICES" else "HIP_VISIBLE_DEVICES"
+        assert recs[w]["vars"][other] is None
+
+
+def test_amd_mask_that_hides_all_by_mistake_still_stops_the_run(suite, tmp_path, monkeypatch):
+    root = tmp_path / "machine"
+    amd_machine(root, 4)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "7")
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*cannot assign GPUs to 2 xdist workers: 0 GPUs visible: {var}=''*"])
-    assert not (suite.path / "rec").exists()
+    result.stderr.fnmatch_lines(["*cannot assign GPUs to 2 xdist workers: 0 GPUs visible: HIP_VISIBLE_DEVICES='7'*"])
 
 
 def test_amd_quoted_mask_pins_the_quoted_gpus(suite, tmp_path, monkeypatch):
