@@ -10,7 +10,7 @@ Sources read:
   the BDF string carries the function only.
 - amd-gfx ``amdgpu_amdkfd_xcp_memory_size``: ``mem_partitions[mem_id].size / num_xcp_per_mem_partition``,
   ``ALIGN_DOWN(.., PAGE_SIZE)``: the size each partition's mem_bank reports.
-- ROCm/clr f9f995c ``hipamd/src/hip_device_runtime.cpp`` ``hipDeviceGetPCIBusId`` (lines 529-555): the function
+- ROCm/clr f9f995c ``hipamd/src/hip_device_runtime.cpp`` ``hipDeviceGetPCIBusId`` (lines 529-553): the function
   digit is ``pcie.function`` = ROCr's BDFID & 7 (``rocclr/device/rocm/rocdevice.cpp`` lines 778-780);
   ``hipDeviceProp_t`` has no function.
 """

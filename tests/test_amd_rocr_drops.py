@@ -2,15 +2,15 @@
 
 Sources read:
 - ROCm/ROCR-Runtime tags rocm-5.2.0, 5.5.0, 5.6.0, 5.7.0, 6.0.0, 6.1.0, 6.2.0, 6.2.4, ``src/core/runtime/isa.cpp``
-  ``IsaRegistry::GetSupportedIsas`` (6.2.4: lines 221-380, e.g. ``ISAREG_ENTRY_GEN("gfx941", 9, 4, 1, ...)`` at
+  ``IsaRegistry::GetSupportedIsas`` (6.2.4: lines 221-356, e.g. ``ISAREG_ENTRY_GEN("gfx941", 9, 4, 1, ...)`` at
   line 309); ROCm/rocm-systems branch release/rocm-rel-7.0 (64cf36d) ``projects/rocr-runtime/runtime/hsa-runtime/
   core/runtime/isa.cpp`` lines 338-441 (gfx942 at 392, gfx950 at 401, no gfx940/gfx941: removed by 13c591d,
   2025-02-19, "rocr: Remove gfx940 and gfx941 support").
 - the same branch, ``amd_gpu_agent.cpp`` ``GpuAgent::GpuAgent`` lines 125-149: ``DoorbellType != 2`` throws
   ``HSA_STATUS_ERROR`` (added by 0d70045, 2025-05-28, "rocr: Remove deprecated doorbell type 1 support"); the ISA
   is looked up by ``OverrideEngineId`` when set (HSA_OVERRIDE_GFX_VERSION), else ``EngineId``, and a miss throws
-  ``HSA_STATUS_ERROR_INVALID_ISA``; ``amd_topology.cpp`` ``DiscoverGpu`` lines 119-170 returns nullptr on
-  INVALID_ISA and rethrows anything else; ``BuildTopology`` lines 320-372 ranks ROCR_VISIBLE_DEVICES over every
+  ``HSA_STATUS_ERROR_INVALID_ISA``; ``amd_topology.cpp`` ``DiscoverGpu`` lines 119-173 returns nullptr on
+  INVALID_ISA and rethrows anything else; ``BuildTopology`` lines 320-376 ranks ROCR_VISIBLE_DEVICES over every
   GPU node (``kfdIdx``) before ``SurfaceGpuList`` creates the agents, the hidden ones included (``gpu_disabled``).
 - libhsakmt ``hsakmttypes.h`` ``HSA_CAPABILITY``: DoorbellType is bits 12-13; Linux ``amdkfd/kfd_topology.c``
   ``kfd_topology_add_device``: Kaveri/Hawaii/Tonga get doorbell type 0, Carrizo/Fiji/Polaris/VegaM 1, the rest 2.

@@ -10,7 +10,7 @@ Sources read:
 - ROCm/ROCT-Thunk-Interface tag rocm-6.1.0 ``src/topology.c`` lines 1211-1224: HSA_OVERRIDE_GFX_VERSION written
   into ``EngineId``; ROCm/ROCR-Runtime c7785a6 ``libhsakmt/src/topology.c`` lines 1218-1232: into
   ``OverrideEngineId``, which ``GpuAgent::GpuAgent`` (amd_gpu_agent.cpp) uses only when non-zero.
-- ROCm/clr f9f995c ``rocclr/device/rocm/rocdevice.cpp`` lines 549-558: after the HIP mask, a device whose
+- ROCm/clr f9f995c ``rocclr/device/rocm/rocdevice.cpp`` lines 552-562: after the HIP mask, a device whose
   ``create()`` fails is skipped (``continue``), so HIP has fewer devices than the mask chose.
 """
 
@@ -112,7 +112,7 @@ def test_hip_counting_fewer_than_the_model_is_named(tmp_path, monkeypatch):
 
 
 def test_probed_devices_carry_the_pci_bus_id_pal_tokens_need():
-    # the HIP probe reads hipDeviceGetPCIBusId (clr hip_device_runtime.cpp lines 529-555); on Windows that is
+    # the HIP probe reads hipDeviceGetPCIBusId (clr hip_device_runtime.cpp lines 529-553); on Windows that is
     # what a GPU- token of HIP_VISIBLE_DEVICES is compared through (pal_uuid)
     d = _core._probe_device(0, {"vendor": "amd", "arch": "gfx1100", "pci": "0000:0c:00.0"}, "rocm")
     assert d.pci == "0000:0c:00.0"

@@ -165,7 +165,7 @@ def test_amd_quoted_mask_pins_the_quoted_gpus(suite, tmp_path, monkeypatch):
 def test_amd_workers_follow_hips_ordinals_past_a_gpu_rocr_drops(suite, tmp_path, monkeypatch, rocr, expect_hip,
                                                                 expect_phys):
     # ROCr drops a GPU whose ISA its registry lacks after the ROCR_VISIBLE_DEVICES ranks are taken
-    # (rocm-systems release/rocm-rel-7.0 amd_topology.cpp BuildTopology lines 320-372, DiscoverGpu lines 119-170;
+    # (rocm-systems release/rocm-rel-7.0 amd_topology.cpp BuildTopology lines 320-376, DiscoverGpu lines 119-173;
     # isa.cpp lines 338-441 have no gfx941): HIP numbers what is left, and so must the workers' masks
     root = tmp_path / "machine"
     uuids = amd_machine(root, 4, rocm="7.0.2")
