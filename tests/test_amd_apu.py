@@ -59,9 +59,14 @@ def test_memory_requirement_counts_kfds_number(tmp_path):
     assert skip is not None and "64.0 GiB" in skip.reason
 
 
-def test_rdna35_apus_have_no_cache_row(tmp_path):
-    # ROCm's GPU specification table (the source of detect/_caches.py) has no gfx1150/gfx1151/gfx1103 row: the
-    # last-level cache stays unknown, and the cold timer flushes the L2 size the runtime reports
+@pytest.mark.parametrize("gfx, mib", [(110501, 32), (110500, 2), (110003, 2), (110502, 1)])
+def test_ryzen_apus_have_their_cache_row(tmp_path, gfx, mib):
+    # ROCm's GPU specification table, "AMD Ryzen APUs" tab (ROCm/legacy-rocm-build e88a729
+    # docs/reference/gpu-specs.rst): Radeon 8060S (gfx1151) 32 MiB Infinity Cache; Radeon 890M (gfx1150) and 780M
+    # (gfx1103) 2 MiB of L2; Radeon 860M (gfx1152) 1 MiB. KFD names none of them, so the arch decides
     apu_machine(tmp_path / "m", "strix-halo", 64 * GiB)
+    props = tmp_path / "m/sys/devices/virtual/kfd/kfd/topology/nodes/1/properties"
+    props.chmod(0o644)
+    props.write_text(props.read_text().replace("gfx_target_version 110501", f"gfx_target_version {gfx}"))
     env = detect(root=str(tmp_path / "m"), environ={}, probe="never")
-    assert env.devices[0].last_level_cache_bytes is None
+    assert env.devices[0].last_level_cache_bytes == mib << 20
