@@ -98,7 +98,8 @@ def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]]
             if d.source:
                 extra.append(f"from {d.source}")
             state = "" if d.usable else f" NOT USABLE ({d.unusable_reason or 'see problems'})"
-            hidden = " hidden by visible-devices" if d in env.hidden_devices else ""
+            hidden = " hidden by visible-devices" if d in env.hidden_devices and not str(
+                d.unusable_reason or "").startswith("ROCr ") else ""
             lines.append(f"gpuenv:   [{d.index}] {d.describe()} {' '.join(extra)}{state}{hidden}".rstrip())
         if verbose > 1:
             for e in env.evidence:

@@ -205,7 +205,7 @@ def test_the_internal_records_compare_hash_and_show_as_frozen_dataclasses_did():
     for cls, args in cases:
         a, b, other = cls(*args), cls(*args), cls(*args[:-1], "x")
         assert a == b and hash(a) == hash(b) and a != other and a != args and (a == args) is False
-    assert repr(Poison("cuda", "E", "t")) == "Poison(backend='cuda', code='E', by='t', culprit=True)"
+    assert repr(Poison("cuda", "E", "t")) == "Poison(backend='cuda', code='E', by='t', culprit=True, launched=None)"
     assert repr(Host("box", "k", "i")) == "Host(name='box')"
     mark = PluginMark("requires_gpu", (), {"reason": "x"})
     assert mark == PluginMark("requires_gpu", (), {"reason": "x"}) != PluginMark("requires_rocm", (), {})
