@@ -206,13 +206,18 @@ def _render(node: ast.AST | None) -> str:
     if isinstance(node, ast.Constant):
         return "" if node.value is None else str(node.value)
     if isinstance(node, ast.JoinedStr):
-        return "".join(_render(v) if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"
+        return "".join(_render(v) if isinstance(v, ast.Constant) else _slot(v.value)
                        for v in node.values if isinstance(v, (ast.Constant, ast.FormattedValue)))
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _render(node.left) + _render(node.right)
     if isinstance(node, ast.IfExp):
         return f"{_render(node.body)} / {_render(node.orelse)}"
-    return "{" + ast.unparse(node) + "}"
+    return _slot(node)
+
+
+def _slot(node: ast.AST) -> str:
+    """What a fix fills in at run time: ``{user}``, ``{errors[0].fix}``; a computed text as ``{...}``."""
+    return "{" + ast.unparse(node) + "}" if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) else "{...}"
 
 
 def _arg(call: ast.Call, index: int, keyword: str) -> ast.AST | None:
@@ -280,7 +285,8 @@ def problems_page() -> list[str]:
         "Generated at build time from every `Problem(...)` the package's source declares. `gpuenv doctor`",
         "prints each problem found with its fix; the pytest header names them, and a GPU test skipped",
         "because of one carries its code and fix. `{name}` in a fix is filled in at run time (a user, a",
-        "group, a version). Severity `error`: GPU tests cannot run because of it; `info`: a note, not a",
+        "group, a version), and `{...}` is a text computed for the machine (such as the `pip install` line",
+        "for its torch build): `gpuenv doctor` prints it in full. Severity `error`: GPU tests cannot run because of it; `info`: a note, not a",
         "problem (`gpuenv doctor` exits 0).", "",
         *_table(["code", "severity", "category", "fix", "declared in"], rows), "",
     ]
