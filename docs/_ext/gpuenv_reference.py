@@ -112,7 +112,12 @@ def options_page() -> list[str]:
         "environment variable (an empty one counts as unset), then the ini file (`pytest.ini`, `tox.ini`,",
         "`setup.cfg` or `pyproject.toml`), then the default. A bad value is a `pytest.UsageError` naming the",
         "value and where it came from. List options take a TOML array in `pyproject.toml`, and commas or",
-        "spaces elsewhere.", "",
+        "spaces elsewhere (`gpuenv_compile_archs = [\"gfx90a\", \"sm_90\"]` under `[tool.pytest.ini_options]` or",
+        "`[tool.pytest]`; `gpuenv_compile_archs = gfx90a, sm_90` in `pytest.ini`; `GPUENV_COMPILE_ARCHS=\"gfx90a sm_90\"`).",
+        "Paths are checked before any test: a `--gpuenv-json` target that is a directory or a FIFO, or whose",
+        "folder is read-only or cannot be created, a `--gpuenv-cache-dir` that is not a writable directory (or",
+        "cannot be made), a `gpuenv_kernel_dirs` entry that is missing. What the output options write:",
+        "{doc}`outputs`.", "",
         *_table(["command line", "environment", "ini (type)", "default", "meaning"], rows), "",
     ]
 
