@@ -267,6 +267,7 @@ def pytest_sessionstart(session):
     ({"ROCR_VISIBLE_DEVICES": "1,2,3", "CUDA_VISIBLE_DEVICES": "1,2"}, [2, 3]),  # CUDA's indexes into ROCr's
     ({"ROCR_VISIBLE_DEVICES": "3,0x2,1", "HIP_VISIBLE_DEVICES": "0,1"}, [3, 2]),
 ])
+@pytest.mark.slow
 def test_xdist_workers_get_the_gpus_the_masks_in_force_select(pytester, monkeypatch, masks, physical):
     # the worker keeps ROCR_VISIBLE_DEVICES and sets HIP_VISIBLE_DEVICES (read before CUDA_VISIBLE_DEVICES by
     # clr rocdevice.cpp Device::init) to indices into what ROCr surfaces; each worker re-detects with the

@@ -63,6 +63,7 @@ def suite(pytester, monkeypatch):
                           (4, 2, None, [["0", "1"], ["2", "3"]]),
                           (4, 4, "2,3", [["2"], ["3"], ["2"], ["3"]]),
                           (8, 4, "7,5,3", [["7"], ["5"], ["3"], ["7"]])])
+@pytest.mark.slow
 def test_nvidia_assignment_indexes_into_the_users_list(suite, tmp_path, monkeypatch, n_gpus, n_workers, user_mask,
                                                        expect):
     root = tmp_path / "machine"
@@ -87,6 +88,7 @@ def test_nvidia_assignment_indexes_into_the_users_list(suite, tmp_path, monkeypa
             assert set(rec["uuids"]) <= allowed
 
 
+@pytest.mark.slow
 def test_two_gpus_eight_workers_share_four_each(suite, tmp_path, monkeypatch):
     root = tmp_path / "machine"
     nvidia_machine(root, 2)
@@ -101,6 +103,7 @@ def test_two_gpus_eight_workers_share_four_each(suite, tmp_path, monkeypatch):
                          [(None, None, ["0,1", "2,3", "4,5", "6,7"]),
                           ("4,5,6,7", None, ["0", "1", "2", "3"]),
                           ("GPU-3cbe002bd3b6313f,GPU-3cbe002bd3b63140", "1,0", ["1", "0", "1", "0"])])
+@pytest.mark.slow
 def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr, hip, expect_hip):
     root = tmp_path / "machine"
     uuids = amd_machine(root, 8)
@@ -151,6 +154,7 @@ def _skip_summary(result):
     return [line for line in lines[start + 1:start + 8] if line.startswith(" ") or "skipped for hardware" in line]
 
 
+@pytest.mark.slow
 def test_summary_under_xdist_equals_summary_without(pytester, tmp_path):
     root = tmp_path / "machine"
     amd_machine(root, 4)
@@ -163,6 +167,7 @@ def test_summary_under_xdist_equals_summary_without(pytester, tmp_path):
     assert "5 test(s) skipped for hardware reasons:" in _skip_summary(dist)
 
 
+@pytest.mark.slow
 def test_multi_gpu_tests_on_one_gpu_workers_skip_with_how_to_run_them(pytester, tmp_path):
     root = tmp_path / "machine"
     amd_machine(root, 2)
@@ -188,6 +193,7 @@ def test_multi_gpu_tests_on_one_gpu_workers_skip_with_how_to_run_them(pytester, 
     both.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_worker_header_says_which_gpu(pytester, tmp_path):
     root = tmp_path / "machine"
     nvidia_machine(root, 2)

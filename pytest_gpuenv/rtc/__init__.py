@@ -10,11 +10,14 @@ from pytest_gpuenv.rtc._compilers import DEFAULT_ARCHS
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._source import Param
 from pytest_gpuenv.rtc.kernel import Kernel, compile_kernel
+from pytest_gpuenv.rtc.module import Module, compile_module
 from pytest_gpuenv.runtime._cpu_errors import (
     KernelAssertError,
     KernelBarrierError,
     KernelBoundsError,
+    KernelExitError,
     KernelFaultError,
+    KernelProcessError,
     KernelRaceError,
     KernelStackOverflowError,
     KernelUninitializedError,
@@ -32,14 +35,18 @@ __all__ = [
     "KernelAssertError",
     "KernelBarrierError",
     "KernelBoundsError",
+    "KernelExitError",
     "KernelFaultError",
+    "KernelProcessError",
     "KernelRaceError",
     "KernelStackOverflowError",
     "KernelUninitializedError",
     "KernelWarning",
     "KernelWarpError",
     "KernelWatchdogError",
+    "Module",
     "Param",
     "compile_command",
     "compile_kernel",
+    "compile_module",
 ]

@@ -11,14 +11,16 @@ import ctypes
 import math
 import os
 import re
+import struct
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args, _cpu
+from pytest_gpuenv.rtc import _args, _cpu, _names
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
+from pytest_gpuenv.runtime.cpu import watchdog_seconds
 
-SHARED_LIMIT = 64 * 1024
+SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
 _CONST = re.compile(r"\bconst\b[^*]*\*")
 
@@ -41,6 +43,8 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
             raise TypeError(f"argument {p.name!r} ({p.decl}) is a tensor on {value.device}; the CPU executor "
                             "(arch='cpu') runs on host memory: pass CPU tensors")
         _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
+        if p.vector is not None:
+            _args.check_count(p, value.numel(), _args._describe(value))
         size = value.numel() * value.element_size()
         if not value.is_contiguous():
             size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())
@@ -54,6 +58,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         _args._check_dtype(p, "", typestr, f"an array of typestr {typestr!r}")
         addr, readonly = ai["data"]
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+        _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
         return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value, 0, False  # a raw address: not a registered buffer
@@ -71,16 +76,13 @@ def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]
     regions: list[tuple[int, int, bool, int]] = []
     for i, (p, a) in enumerate(zip(params, args)):
         code = p.code
-        if code is None:
-            raise TypeError(f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
-                            "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)")
         if code == "P":
             addr, size, readonly = host_pointer(p, a)
             values.append(ctypes.c_void_p(addr))
             if addr:
                 regions.append((addr, size, readonly or bool(_CONST.search(p.decl)), i))
         else:
-            values.append(_args._CTYPES[code](_args.scalar_arg(p, code, a)))
+            values.append(_args.by_value(p, code, a))
     return _args.PackedArgs(values), regions
 
 
@@ -94,12 +96,16 @@ class CpuKernel(Kernel):
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
-                 **kw: Any) -> None:
+                 index: Optional[int] = None, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
+        #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
+        self.index = index
+        #: the Module this kernel came from: its globals are synced around each launch
+        self.module: Optional[Any] = None
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
-        self.watchdog = float(os.environ.get("GPUENV_CPU_WATCHDOG", "10"))
+        self.watchdog = watchdog_seconds()
         self._meta = dict(meta)
         self._cache_dir = cache_dir
 
@@ -109,7 +115,10 @@ class CpuKernel(Kernel):
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
     def load(self, device: Optional[int] = None) -> Any:
-        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self.name)
+        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, re.sub(r"\W", "_", self.name)[:64])
+
+    def _runtime_and_module(self) -> tuple[Any, Any]:
+        return _cpu.runtime(get_cache(self._cache_dir)), self.load()
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
@@ -120,38 +129,59 @@ class CpuKernel(Kernel):
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         packed, regions = pack_host_args(self.name, self.params, args)
-        rt = _cpu.runtime(get_cache(self._cache_dir))
-        mod = rt.load(self.binary, self.name)
+        rt, mod = self._runtime_and_module()
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
-        res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
-                        self.warp_size, self.check, self.watchdog)
+        static = sum(s for _, _, s in shared)
+        if static + shared_mem > SHARED_LIMIT:
+            names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
+            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
+                            f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
+        dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
+        if self.index is not None:
+            rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
+        if self.module is not None:
+            self.module._to_device(rt, mod)
+        try:
+            res = rt.launch(mod, g, b, packed.values, regions, [(o, s) for _, o, s in shared], shared_mem,
+                            self.warp_size, self.check, self.watchdog, [(o, s) for _, o, s in dev_globals])
+        finally:
+            if self.module is not None:
+                self.module._from_device(rt, mod)
+        if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
+            _cpu.emit_output(res.output, ())
+            return
         ctx = _cpu_report.Context(
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
-            regions={i: s for _, s, _, i in regions}, addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"),
-            source=self.source)
+            regions={i: s for _, s, _, i in regions}, device_globals=dev_globals,  # type: ignore[arg-type]
+            addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"), source=self.source)
         _cpu.emit_output(res.output, _cpu_report.warnings_of(ctx, res.report))
         if res.report.kind:
             raise _cpu_report.to_error(ctx, res.report)
 
 
-def compile_cpu(src: Source, name: str, params: Sequence[Param], *, warp_size: int, check: bool,
+def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool) -> CpuKernel:
-    """Build (or take from the cache) kernel ``name`` for the CPU executor."""
+                cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None) -> list[CpuKernel]:
+    """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor
+    (``name``: the one kernel's name as given, or the module's names; ``key_name``: its cache key's)."""
     if warp_size not in WARP_SIZES:
         raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
+    entry = _names.cpu_entry(targets)
 
     def build() -> tuple[dict, bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
-    k = CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir, name=name,
-                  compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=params,
-                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path)
-    return k
+    resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
+    return [CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir,
+                      index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
+                      compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
+                      compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
+                      lowered_name=r.lowered)
+            for i, r in enumerate(resolved)]

@@ -11,7 +11,7 @@ namespace gx {
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
 constexpr size_t kDynMax = 64 * 1024;
-constexpr size_t kGranules = 16384;  // 64 KiB of shared memory per kind, 4-byte granules
+constexpr size_t kGranules = 32768;  // 4-byte granules: 64 KiB of static __shared__ variables and their red zones
 constexpr uint16_t kMany = 0xFFFF;
 
 enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_EXIT };
