@@ -92,3 +92,21 @@ def test_problem_codes_cover_what_detection_reports(gpu_roots: pathlib.Path) -> 
         reported |= {p.code for p in env.problems}
     assert len(reported) >= 5
     assert reported <= set(rows), sorted(reported - set(rows))
+
+
+def test_names_in_the_pages_exist() -> None:
+    """Every ``--gpuenv-*`` option the hand-written pages name is one pytest registers, and every ``GPUENV_*``
+    variable and ``gpuenv_*`` name (ini option, marker alias, report field) occurs in the package's source."""
+    import pytest_gpuenv
+    from pytest_gpuenv._options import add_options
+
+    parser = pytest.Parser(_ispytest=True)
+    add_options(parser)
+    flags = {name for group in parser._groups for opt in group.options for name in opt.names()}
+    source = "\n".join(p.read_text(encoding="utf-8") for p in pathlib.Path(pytest_gpuenv.__file__).parent.rglob("*")
+                       if p.suffix in (".py", ".cpp", ".h"))
+    text = "\n".join(p.read_text(encoding="utf-8") for p in PAGES)
+    unknown_flags = sorted(set(re.findall(r"--gpuenv-[a-z-]*[a-z]", text)) - flags)
+    unknown_names = sorted(n for n in set(re.findall(r"\b(?:GPUENV_[A-Z_]*[A-Z]|gpuenv_[a-z_]*[a-z])\b", text))
+                           if n not in source and n != "GPUENV_TEST_ROOTS")  # the tests' own variable
+    assert not unknown_flags and not unknown_names, (unknown_flags, unknown_names)
