@@ -170,12 +170,13 @@ class Child:
         return b"".join(parts)
 
     def _ask_where(self) -> None:
-        """Past the watchdog: SIGUSR2 makes the child note its stack (unless it blocked signals)."""
+        """Past the watchdog: SIGUSR2 makes the child note its stack (unless it blocked signals). The wait is
+        generous: on a loaded machine the child may not run for a while, and only a hung launch pays it."""
         try:
             os.kill(self.proc.pid, P.STUCK_SIGNAL)
         except OSError:
             return
-        deadline = time.monotonic() + 0.5
+        deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline and not self.arena.note().kind and self.alive():
             time.sleep(0.01)
 
