@@ -29,6 +29,7 @@ requires_wsl = pytest.mark.requires_wsl
 requires_devices = pytest.mark.requires_devices
 requires_memory = pytest.mark.requires_memory
 requires_arch = pytest.mark.requires_arch
+requires_capability = pytest.mark.requires_capability
 skip_on = pytest.mark.skip_on
 xfail_on = pytest.mark.xfail_on
 perf = pytest.mark.perf
@@ -45,6 +46,7 @@ __all__ = [
     "parse_size",
     "perf",
     "requires_arch",
+    "requires_capability",
     "requires_cuda",
     "requires_devices",
     "requires_gpu",

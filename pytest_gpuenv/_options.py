@@ -58,7 +58,8 @@ PLAN_PROFILE_DESC = (
 )
 REQUIRE_DESC = (
     "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
-    "rocm; off (default). Not checked with --collect-only or --fixtures."
+    "rocm, or GPU capabilities (e.g. bf16,fp8; see requires_capability); off (default). Not checked with "
+    "--collect-only or --fixtures."
 )
 SKIP_PATTERNS_DESC = (
     "regular expressions (one per line) that mark a skip reason of the suite's own as a hardware skip, "
@@ -226,6 +227,22 @@ def _number(value: Any, what: str, where: str, check: Callable[[float], bool], r
     return v
 
 
+def _require(value: Any, where: str) -> str:
+    """``--gpuenv-require``: a mode (REQUIRE_MODES) or comma-separated capabilities (``bf16,fp8``)."""
+    v = str(value).strip().lower()
+    if v in REQUIRE_MODES:
+        return v
+    from pytest_gpuenv import capabilities
+
+    try:
+        return ",".join(r.text for r in capabilities.parse_list(v))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"gpuenv: invalid --gpuenv-require value {safe_repr(value)} from {where}; expected one of: "
+            f"{', '.join(REQUIRE_MODES)}\n  or GPU capabilities, comma-separated: {exc}"
+        ) from None
+
+
 def probe_timeout_ok(seconds: float) -> bool:
     """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
     return 0 < seconds <= PROBE_TIMEOUT_MAX
@@ -369,7 +386,7 @@ def resolve(config: pytest.Config) -> Settings:
     v, w = _lookup(config, "gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES")
     s.cpu_warp_sizes = _warp_sizes(v, w)
     v, w = _lookup(config, "gpuenv_require", "GPUENV_REQUIRE")
-    s.require = _choice(v, REQUIRE_MODES, "--gpuenv-require value", w)
+    s.require = _require(v, w)
     s.skip_patterns, s.hide_modules = _suite_lists(config)
 
     s.kernel_dirs = _kernel_dirs(config)

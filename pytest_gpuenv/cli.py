@@ -80,6 +80,11 @@ def info_text(env: GpuEnv) -> str:
     out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
     if notes:
         out.insert(2 if problems else 1, "notes: " + "; ".join(f"{p.code}: {p.message}" for p in notes))
+    if env.devices:
+        from pytest_gpuenv import capabilities
+
+        out.append("capabilities:")
+        out.extend(f"  [{d.index}] {capabilities.describe(d, env)}" for d in env.devices)
     return "\n".join(out)
 
 
