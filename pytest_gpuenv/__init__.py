@@ -43,6 +43,7 @@ __all__ = [
     "compile_kernel",
     "compile_module",
     "detect",
+    "gpu_assert_close",
     "parse_size",
     "perf",
     "requires_arch",
@@ -61,6 +62,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.detect import detect
     from pytest_gpuenv.rtc import compile_kernel, compile_module
+    from pytest_gpuenv.tolerance import gpu_assert_close
 
 
 def __getattr__(name: str) -> Any:
@@ -69,6 +71,10 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv.detect import detect
 
         return detect
+    if name == "gpu_assert_close":
+        from pytest_gpuenv.tolerance import gpu_assert_close
+
+        return gpu_assert_close
     if name in ("compile_kernel", "compile_module"):
         from pytest_gpuenv import rtc
 

@@ -70,6 +70,7 @@ HIDE_MODULES_DESC = (
     "the RAPIDS packages ...)."
 )
 REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
+TOLERANCES_DESC = "gpu_assert_close profiles, one per line: 'float16 [gfx9*|amd]: rtol=2e-3 atol=1e-4'; later win."
 
 KERNELS_DESC = (
     "what hip_kernel does without a usable GPU: run (on the CPU executor, the default where a C++ compiler "
@@ -112,6 +113,7 @@ class Settings:
         self.cpu_warp_sizes: list[int] = [64, 32]
         self.skip_patterns: list[str] = []
         self.hide_modules: list[str] = []
+        self.tolerances: list[Any] = []
 
 
 #: the options with a plain value: (name, environment variable, help, default); ``name`` is both the
@@ -164,6 +166,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("gpuenv_baselines", BASELINES_DESC, default=None)
     parser.addini("gpuenv_skip_patterns", SKIP_PATTERNS_DESC, type="linelist", default=[])
     parser.addini("gpuenv_hide_modules", HIDE_MODULES_DESC, type="linelist", default=[])
+    parser.addini("gpuenv_tolerances", TOLERANCES_DESC, type="linelist", default=[])
 
 
 def getini(config: pytest.Config, name: str) -> Any:
@@ -234,13 +237,7 @@ def _require(value: Any, where: str) -> str:
         return v
     from pytest_gpuenv import capabilities
 
-    try:
-        return ",".join(r.text for r in capabilities.parse_list(v))
-    except ValueError as exc:
-        raise pytest.UsageError(
-            f"gpuenv: invalid --gpuenv-require value {safe_repr(value)} from {where}; expected one of: "
-            f"{', '.join(REQUIRE_MODES)}\n  or GPU capabilities, comma-separated: {exc}"
-        ) from None
+    return capabilities.require_option(value, where, REQUIRE_MODES)
 
 
 def probe_timeout_ok(seconds: float) -> bool:
@@ -388,6 +385,10 @@ def resolve(config: pytest.Config) -> Settings:
     v, w = _lookup(config, "gpuenv_require", "GPUENV_REQUIRE")
     s.require = _require(v, w)
     s.skip_patterns, s.hide_modules = _suite_lists(config)
+    if getini(config, "gpuenv_tolerances"):
+        from pytest_gpuenv import tolerance
+
+        s.tolerances = tolerance.ini_rules(getini(config, "gpuenv_tolerances"), ini_where(config, "gpuenv_tolerances"))
 
     s.kernel_dirs = _kernel_dirs(config)
     base = getini(config, "gpuenv_baselines")

@@ -133,6 +133,19 @@ def parse_list(value: Any) -> list[Requirement]:
     return [parse(p) for p in parts]
 
 
+def require_option(value: Any, where: str, modes: tuple[str, ...]) -> str:
+    """``--gpuenv-require`` given capabilities: their canonical text; a UsageError naming the value otherwise."""
+    import pytest
+
+    try:
+        return ",".join(r.text for r in parse_list(value))
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"gpuenv: invalid --gpuenv-require value {safe_repr(value)} from {where}; expected one of: "
+            f"{', '.join(modes)}\n  or GPU capabilities, comma-separated: {exc}"
+        ) from None
+
+
 def row(arch: Optional[str]) -> Optional[ArchCaps]:
     """The table's row for ``arch`` (``gfx90a:xnack-`` and ``sm_90a`` are read as gfx90a and sm_90)."""
     if not arch:

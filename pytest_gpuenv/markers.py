@@ -55,6 +55,11 @@ MARKERS = [
     ("perf", "perf: a GPU performance test (tests using gpu_bench get it by themselves); -m 'not perf' leaves them out."),
 ]
 MARKER_NAMES = tuple(n for n, _ in MARKERS)
+#: the plugin's markers that exist only with the prefix (registered as they are, not evaluated as skips)
+PREFIXED_ONLY = [
+    "gpuenv_tolerance(dtype='*', rtol=None, atol=None, arch=None): tolerances for the gpu_assert_close fixture "
+    "in this test: for that dtype (glob), on that arch pattern or vendor (amd, nvidia, cpu) if given.",
+]
 #: markers that only a test needing a GPU carries (the plugin skips it after a sticky GPU fault)
 GPU_MARKERS = ("requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_devices",
                "requires_capability")

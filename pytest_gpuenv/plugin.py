@@ -23,6 +23,7 @@ from pytest_gpuenv import _crash, _marknames, _options, _runtest, _session, fixt
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
+from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
 
