@@ -164,6 +164,11 @@ class LeakChecker:
     def __init__(self, mode: str, threshold: int) -> None:
         self.mode, self.threshold = mode, threshold
 
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """A bad ``@gpuenv_leak_check`` argument errors the test before it runs."""
+        if MARKER in item.keywords:
+            _mark_settings(item, self.mode, self.threshold)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: pytest.Item) -> None:
         mode, _threshold = _mark_settings(item, self.mode, self.threshold)
