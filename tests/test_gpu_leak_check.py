@@ -51,7 +51,9 @@ def test_leaks_are_caught(pytester):
     ])
     result = pytester.runpytest_subprocess("-p", "no:xdist", "--gpuenv-leak-check=warn",
                                            "--gpuenv-leak-threshold=64MiB")
-    result.assert_outcomes(passed=5, warnings=2)
+    assert result.parseoutcomes().get("passed") == 5 and "error" not in result.parseoutcomes()
+    result.stdout.fnmatch_lines_random(["*PytestWarning: gpuenv leak check:*test_torch_leak leaked*",
+                                        "*PytestWarning: gpuenv leak check:*test_raw_driver_leak leaked*"])
 
 
 @requires_cuda
