@@ -69,3 +69,38 @@ def test_ini_twin(pytester):
     result = pytester.runpytest_subprocess("-p", "no:xdist")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*invalid --gpuenv-leak-check value 'always' from ini option gpuenv_leak_check*"])
+
+
+PLUMBING_CONFTEST = """
+# the measurement replaced (no GPU here): 'device 0' holds what the tests append to HELD; the real
+# snapshot (torch's allocator and cudaMemGetInfo) runs in tests/test_gpu_leak_check.py on a GPU
+from pytest_gpuenv import _leak
+
+HELD = []
+_leak.snapshot = lambda: {0: (sum(HELD), 0)}
+"""
+PLUMBING_SUITE = """
+import conftest
+
+def test_leaks():
+    conftest.HELD.append(4096)
+
+def test_clean():
+    conftest.HELD.append(512)
+    conftest.HELD.pop()
+"""
+
+
+@pytest.mark.parametrize("mode", ["fail", "warn"])
+def test_teardown_error_or_warning_names_device_and_bytes(pytester, mode):
+    pytester.makeconftest(PLUMBING_CONFTEST)
+    pytester.makepyfile(PLUMBING_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:xdist", f"--gpuenv-leak-check={mode}")
+    line = ("*gpuenv leak check: test_teardown_error_or_warning_names_device_and_bytes.py::test_leaks leaked GPU "
+            "memory: cuda:0: 4.0 KiB (4096 bytes) still allocated through torch*")
+    if mode == "fail":
+        result.assert_outcomes(passed=2, errors=1)
+        result.stdout.fnmatch_lines(["*ERROR at teardown of test_leaks*", line])
+    else:
+        result.assert_outcomes(passed=2, warnings=1)
+        result.stdout.fnmatch_lines([line])
