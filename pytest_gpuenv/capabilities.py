@@ -11,7 +11,8 @@ One row per arch family, first match wins; every fact comes from the vendor's do
   Architecture" (MFMA, V_DOT4_I32_I8, XF32 on CDNA3, FP8 MFMA, 160 KiB LDS on CDNA4), "RDNA2/RDNA3/RDNA4
   Instruction Set Architecture" (wave32 and wave64, WMMA on RDNA3+, FP8 WMMA on RDNA4). FP64 rates: the
   Instinct data sheets (MI50/MI100/MI210/MI300X/MI355X: FP64 vector at half the FP32 rate); Radeon: 1/16
-  (RDNA2) and 1/32 (RDNA3/4) of FP32.
+  (RDNA2) and 1/32 (RDNA3/4) of FP32. Cross-checked with LLVM's AMDGPU target features (``FeatureXF32Insts``
+  on gfx940-942 only, not gfx950; ``FeatureDot1Insts`` (V_DOT4_I32_I8) on gfx906, gfx908+, gfx1011+).
 - NVIDIA: CUDA C++ Programming Guide, "Compute Capabilities" (feature and technical-specification tables:
   maximum shared memory per block, opt-in; FP16, BF16, TF32 and FP8 tensor-core types per compute
   capability; "Arithmetic instructions" throughput table for the FP64 rate):
