@@ -46,6 +46,7 @@ requires_wsl = pytest.mark.requires_wsl
 requires_devices = pytest.mark.requires_devices
 requires_memory = pytest.mark.requires_memory
 requires_arch = pytest.mark.requires_arch
+requires_capability = pytest.mark.requires_capability
 skip_on = pytest.mark.skip_on
 xfail_on = pytest.mark.xfail_on
 perf = pytest.mark.perf
@@ -59,9 +60,11 @@ __all__ = [
     "compile_kernel",
     "compile_module",
     "detect",
+    "gpu_assert_close",
     "parse_size",
     "perf",
     "requires_arch",
+    "requires_capability",
     "requires_cuda",
     "requires_devices",
     "requires_gpu",
@@ -76,6 +79,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.detect import detect
     from pytest_gpuenv.rtc import compile_kernel, compile_module
+    from pytest_gpuenv.tolerance import gpu_assert_close
 
 
 def __getattr__(name: str) -> Any:
@@ -84,6 +88,10 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv.detect import detect
 
         return detect
+    if name == "gpu_assert_close":
+        from pytest_gpuenv.tolerance import gpu_assert_close
+
+        return gpu_assert_close
     if name in ("compile_kernel", "compile_module"):
         from pytest_gpuenv import rtc
 

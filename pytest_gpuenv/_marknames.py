@@ -19,7 +19,7 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpuenv._record import Value
-from pytest_gpuenv.markers import MARKER_NAMES, MARKERS
+from pytest_gpuenv.markers import MARKER_NAMES, MARKERS, PREFIXED_ONLY
 
 PREFIX = "gpuenv_"
 
@@ -71,6 +71,9 @@ def register_aliases(config: pytest.Config) -> None:
         alias = PREFIX + line.replace("'not perf'", f"'not {PREFIX}perf'")
         state.ours.add(alias)
         config.addinivalue_line("markers", alias)
+    for line in PREFIXED_ONLY:
+        state.ours.add(line)
+        config.addinivalue_line("markers", line)
 
 
 def register_unprefixed(config: pytest.Config) -> None:

@@ -66,7 +66,8 @@ PLAN_PROFILE_DESC = (
 )
 REQUIRE_DESC = (
     "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
-    "rocm; off (default). Not checked with --collect-only or --fixtures."
+    "rocm, or GPU capabilities (e.g. bf16,fp8; see requires_capability); off (default). Not checked with "
+    "--collect-only or --fixtures."
 )
 SKIP_PATTERNS_DESC = (
     "regular expressions (one per line) that mark a skip reason of the suite's own as a hardware skip, "
@@ -77,6 +78,7 @@ HIDE_MODULES_DESC = (
     "the RAPIDS packages ...)."
 )
 REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
+TOLERANCES_DESC = "gpu_assert_close profiles, one per line: 'float16 [gfx9*|amd]: rtol=2e-3 atol=1e-4'; later win."
 
 KERNELS_DESC = (
     "what hip_kernel does without a usable GPU: run (on the CPU executor, the default where a C++ compiler "
@@ -119,6 +121,7 @@ class Settings:
         self.cpu_warp_sizes: list[int] = [64, 32]
         self.skip_patterns: list[str] = []
         self.hide_modules: list[str] = []
+        self.tolerances: list[Any] = []
 
 
 #: the options with a plain value: (name, environment variable, help, default); ``name`` is both the
@@ -171,6 +174,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("gpuenv_baselines", BASELINES_DESC, default=None)
     parser.addini("gpuenv_skip_patterns", SKIP_PATTERNS_DESC, type="linelist", default=[])
     parser.addini("gpuenv_hide_modules", HIDE_MODULES_DESC, type="linelist", default=[])
+    parser.addini("gpuenv_tolerances", TOLERANCES_DESC, type="linelist", default=[])
 
 
 def getini(config: pytest.Config, name: str) -> Any:
@@ -232,6 +236,16 @@ def _number(value: Any, what: str, where: str, check: Callable[[float], bool], r
     if not math.isfinite(v) or not check(v):
         raise pytest.UsageError(f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected {rule}")
     return v
+
+
+def _require(value: Any, where: str) -> str:
+    """``--gpuenv-require``: a mode (REQUIRE_MODES) or comma-separated capabilities (``bf16,fp8``)."""
+    v = str(value).strip().lower()
+    if v in REQUIRE_MODES:
+        return v
+    from pytest_gpuenv import capabilities
+
+    return capabilities.require_option(value, where, REQUIRE_MODES)
 
 
 def probe_timeout_ok(seconds: float) -> bool:
@@ -377,8 +391,12 @@ def resolve(config: pytest.Config) -> Settings:
     v, w = _lookup(config, "gpuenv_cpu_warp_sizes", "GPUENV_CPU_WARP_SIZES")
     s.cpu_warp_sizes = _warp_sizes(v, w)
     v, w = _lookup(config, "gpuenv_require", "GPUENV_REQUIRE")
-    s.require = _choice(v, REQUIRE_MODES, "--gpuenv-require value", w)
+    s.require = _require(v, w)
     s.skip_patterns, s.hide_modules = _suite_lists(config)
+    if getini(config, "gpuenv_tolerances"):
+        from pytest_gpuenv import tolerance
+
+        s.tolerances = tolerance.ini_rules(getini(config, "gpuenv_tolerances"), ini_where(config, "gpuenv_tolerances"))
 
     s.kernel_dirs = _kernel_dirs(config)
     base = getini(config, "gpuenv_baselines")

@@ -209,6 +209,16 @@ def _check_skip_on(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[
     return None
 
 
+def _check_capability(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[Skip]:
+    from pytest_gpuenv import capabilities
+
+    want = ", ".join(r.text for r in value)
+    if not _usable(env):
+        return _skip_missing(env, want, "capability")
+    why = capabilities.missing(env, value)
+    return None if why is None else Skip("capability", why.split(":")[0], why)
+
+
 if TYPE_CHECKING:  # (an alias for the checker: a typing subscript costs every import)
     _Check = Callable[[GpuEnv, Any, tuple, dict], Optional[Skip]]
 #: the markers that can skip a test (xfail_on marks it expected to fail instead; perf only labels it)
@@ -222,6 +232,7 @@ _CHECKS: dict[str, _Check] = {
     "requires_memory": _check_memory,
     "requires_arch": _check_arch,
     "skip_on": _check_skip_on,
+    "requires_capability": _check_capability,
 }
 
 
@@ -265,10 +276,14 @@ def require_failure(env: GpuEnv, want: str, summary: str) -> Optional[str]:
     """``--gpuenv-require``: None when ``want`` (``gpu``, ``cuda``, ``rocm``; ``off``) is usable, else the
     message that stops the run: what was found (``summary``: the header's text), why not, and every problem
     of the model with its fix (informational notes too: on a runner that lost its GPU they are the clues)."""
-    if want not in _REQUIRED:
+    if want == "off":
         return None
-    marker, label = _REQUIRED[want]
-    skip = evaluate_mark(marker, (), {}, env)
+    if want in _REQUIRED:
+        marker, label = _REQUIRED[want]
+        skip = evaluate_mark(marker, (), {}, env)
+    else:  # capabilities, comma-separated (checked by the option parser)
+        label = want
+        skip = evaluate_mark("requires_capability", tuple(want.split(",")), {}, env)
     if skip is None:
         return None
     lines = [f"gpuenv: --gpuenv-require={want}: {label} is not usable here, so no test was run.",

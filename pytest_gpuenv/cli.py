@@ -74,7 +74,13 @@ def info_text(env: GpuEnv) -> str:
     """The readable form of ``gpuenv info``: informational notes (severity "info", such as ROCm installed on
     a machine without an AMD GPU) on a ``notes:`` line of their own, not among the problems."""
     out = report.header_lines(env, verbose=1)
-    return "\n".join(line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out)
+    out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
+    if env.devices:
+        from pytest_gpuenv import capabilities
+
+        out.append("capabilities:")
+        out.extend(f"  [{d.index}] {capabilities.describe(d, env)}" for d in env.devices)
+    return "\n".join(out)
 
 
 def doctor_lines(env: GpuEnv) -> list[str]:

@@ -46,11 +46,23 @@ MARKERS = [
         "xfail_on(*conditions, reason=None, strict=False): as skip_on, but the test runs and is expected "
         "to fail there.",
     ),
+    (
+        "requires_capability",
+        "requires_capability(*names): run only where a usable GPU has every capability named: fp64, fp64_full, "
+        "fp16, bf16, fp8, fp8_ocp, fp8_fnuz, int8_dot, matrix_cores, tf32, wave32, wave64, cooperative_launch, "
+        "unified_memory, ecc, peer_access, shared_memory>=SIZE (per block, e.g. 'shared_memory>=64KiB').",
+    ),
     ("perf", "perf: a GPU performance test (tests using gpu_bench get it by themselves); -m 'not perf' leaves them out."),
 ]
 MARKER_NAMES = tuple(n for n, _ in MARKERS)
+#: the plugin's markers that exist only with the prefix (registered as they are, not evaluated as skips)
+PREFIXED_ONLY = [
+    "gpuenv_tolerance(dtype='*', rtol=None, atol=None, arch=None): tolerances for the gpu_assert_close fixture "
+    "in this test: for that dtype (glob), on that arch pattern or vendor (amd, nvidia, cpu) if given.",
+]
 #: markers that only a test needing a GPU carries (the plugin skips it after a sticky GPU fault)
-GPU_MARKERS = ("requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_devices")
+GPU_MARKERS = ("requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_devices",
+               "requires_capability")
 #: the words skip_on/xfail_on accept besides arch patterns
 CONDITIONS = ("rocm", "cuda", "cpu", "wsl", "windows")
 
@@ -121,6 +133,13 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if not args:
                 raise ValueError("needs at least one arch pattern")
             return [ArchPattern.parse(a) for a in args]
+        if name == "requires_capability":
+            _no_kwargs(name, args, kwargs)
+            if not args:
+                raise ValueError("needs at least one capability")
+            from pytest_gpuenv import capabilities
+
+            return [capabilities.parse(a) for a in args]
         if name in ("skip_on", "xfail_on"):
             allowed = ("reason",) if name == "skip_on" else ("reason", "strict")
             _no_kwargs(name, args, kwargs, allowed)

@@ -19,16 +19,18 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv import _crash, _leak, _marknames, _options, _runtest, _session, fixtures, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
+from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
+    _leak.add_options(parser)
     pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
 
 
@@ -41,6 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
         session.hidden = _hide.install(session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
+    _leak.configure(config)
     _crash.start(config, session)
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist

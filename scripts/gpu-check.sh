@@ -55,6 +55,9 @@ if want tests; then
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s
     # the NVIDIA/xdist checks again, showing what they saw (UUIDs per worker, perf intervals per GPU)
     run "tests/test_gpu_nvidia.py -s" 180 $PY -m pytest tests/test_gpu_nvidia.py -n 0 -q -rfEs -s
+    # the capability table against torch's device properties, and gpu_assert_close's profiles on the GPU
+    run "tests/test_gpu_capabilities.py + tolerance" 120 $PY -m pytest tests/test_gpu_capabilities.py \
+        tests/test_gpu_tolerance.py tests/test_gpu_leak_check.py -n 0 -q -rfEs -s
     # name expressions, modules and globals, by-value vectors/structs launched with NVRTC and nvcc
     run "tests/test_gpu_names.py" 300 $PY -m pytest tests/test_gpu_names.py -n 0 -q -rfEs
 fi
@@ -100,6 +103,7 @@ fi
 if want bench; then
     run "benchmarks/compile_cache.py" 120 $PY benchmarks/compile_cache.py
     run "benchmarks/overhead.py" 220 $PY benchmarks/overhead.py --rounds 9
+    run "benchmarks/leak_check.py" 60 $PY benchmarks/leak_check.py
 fi
 if want hosts; then
     # several "hosts" in one xdist run (issue 14): plain popen workers take the controller's assignment,

@@ -139,6 +139,8 @@ def test_two(): pass
 def test_mem(): pass
 @pytest.mark.{p}requires_arch("gfx94*", "sm_90")
 def test_arch(): pass
+@pytest.mark.{p}requires_capability("bf16")
+def test_capability(): pass
 @pytest.mark.{p}skip_on("cpu", reason="not here")
 def test_skip_on(): pass
 @pytest.mark.{p}xfail_on("cpu")
@@ -154,15 +156,16 @@ def test_every_alias_acts_as_its_marker(pytester, prefix):
     """The whole table, unprefixed and prefixed, gives the same outcomes and the same skip causes."""
     pytester.makepyfile(ALIAS_SUITE.format(p=prefix))
     result = pytester.runpytest("--strict-markers", "--gpuenv-backend=cpu", "-rsx")
-    result.assert_outcomes(passed=2, skipped=9, xfailed=1)
+    result.assert_outcomes(passed=2, skipped=10, xfailed=1)
     result.stdout.fnmatch_lines([
-        "9 test(s) skipped for hardware reasons:",
-        "*7  backend-option*--gpuenv-backend=cpu",
+        "10 test(s) skipped for hardware reasons:",
+        "*8  backend-option*--gpuenv-backend=cpu",
         "*requires WSL 2: found not WSL*",
         "*skip_on('cpu'): this run is on no GPU (--gpuenv-backend=cpu): not here*",
     ])
     assert set(MARKER_NAMES) == {"requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_wsl",
-                                 "requires_devices", "requires_memory", "requires_arch", "skip_on", "xfail_on", "perf"}
+                                 "requires_devices", "requires_memory", "requires_arch", "skip_on", "xfail_on", "perf",
+                                 "requires_capability"}
 
 
 def test_aliases_work_when_the_suite_owns_every_plain_name(pytester):
@@ -172,8 +175,8 @@ def test_aliases_work_when_the_suite_owns_every_plain_name(pytester):
     own = ALIAS_SUITE.format(p="").replace("def test_", "def test_own_")
     pytester.makepyfile(ALIAS_SUITE.format(p="gpuenv_") + own)
     result = pytester.runpytest("--strict-markers", "--gpuenv-backend=cpu")
-    # the plugin's: 2 pass, 9 skip, 1 xfail; the suite's twelve all pass (test_own_xfail_on fails: `assert 0`)
-    result.assert_outcomes(passed=2 + 11, skipped=9, xfailed=1, failed=1)
+    # the plugin's: 2 pass, 10 skip, 1 xfail; the suite's thirteen all pass (test_own_xfail_on fails: `assert 0`)
+    result.assert_outcomes(passed=2 + 12, skipped=10, xfailed=1, failed=1)
 
 
 def test_bad_alias_argument_errors_that_test_naming_the_marker(pytester):
