@@ -37,6 +37,7 @@ __all__ = [
     "ArchPattern",
     "Device",
     "GpuEnv",
+    "KernelWarpSyncError",
     "Problem",
     "__version__",
     "compile_kernel",
@@ -57,7 +58,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.detect import detect
-    from pytest_gpuenv.rtc import compile_kernel
+    from pytest_gpuenv.rtc import KernelWarpSyncError, compile_kernel
 
 
 def __getattr__(name: str) -> Any:
@@ -70,4 +71,8 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv.rtc import compile_kernel
 
         return compile_kernel
+    if name == "KernelWarpSyncError":
+        from pytest_gpuenv.rtc import KernelWarpSyncError
+
+        return KernelWarpSyncError
     raise AttributeError(f"module 'pytest_gpuenv' has no attribute {name!r}")

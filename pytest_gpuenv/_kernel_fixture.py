@@ -79,10 +79,11 @@ class HipKernelFactory:
         )
         arch = options.pop("arch", None)
         sync = options.pop("sync", True)
+        lockstep = bool(options.pop("lockstep", False))  # CPU executor only: a GPU runs as it runs
         if options:
             raise TypeError(
                 f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
-                "include_dirs, compiler, sync"
+                "include_dirs, compiler, sync, lockstep"
             )
         dev = self._device()
         try:
@@ -90,7 +91,8 @@ class HipKernelFactory:
             if dev is None and isinstance(warp, int):
                 if self.settings.compile_archs:
                     self._compile_archs(path_or_source, name, None, kw)
-                return compile_kernel(path_or_source, name, arch="cpu", warp_size=warp, check=True, **kw)
+                return compile_kernel(path_or_source, name, arch="cpu", warp_size=warp, check=True,
+                                      lockstep=lockstep, **kw)
             if dev is None and self.settings.kernels == "off":
                 pytest.skip(f"hip_kernel: --gpuenv-kernels=off and no GPU ({self.env.describe()})")
             if dev is not None:

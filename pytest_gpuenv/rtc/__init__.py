@@ -20,6 +20,7 @@ from pytest_gpuenv.runtime._cpu_errors import (
     KernelUninitializedError,
     KernelWarning,
     KernelWarpError,
+    KernelWarpSyncError,
     KernelWatchdogError,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "KernelUninitializedError",
     "KernelWarning",
     "KernelWarpError",
+    "KernelWarpSyncError",
     "KernelWatchdogError",
     "Param",
     "compile_command",

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuenv.rtc._cache import make_key
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
@@ -31,7 +31,6 @@ _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
     (re.compile(r"\b(?:tex[123]D\w*|texture\s*<|hipTextureObject_t|surf[123]D\w*)"), "textures ({0})"),
-    (re.compile(r"\bthis_grid\s*\(\)|\bgrid_group\b|\bhipLaunchCooperativeKernel\w*"), "grid-wide sync ({0})"),
 )
 _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
@@ -115,44 +114,70 @@ def _run(cmd: list[str], display: str) -> None:
                                  line=err[1] if err else None)
 
 
-def shared_symbols(nm: Optional[str], so_path: str) -> list[tuple[str, int, int]]:
-    """(name, offset in the shared section, size) of every ``__shared__`` variable (red zones left out)."""
+_RED_ZONE = re.compile(r"^(?P<scope>.*?)__gpuenv_rz(?P<ab>[ab])(?P<n>\d+)$")
+
+
+class SharedVars(NamedTuple):
+    """The ``__shared__`` variables of a kernel module, at their offsets from its load address."""
+
+    vars: list[tuple[str, int, int]]  # (name, offset, size), sorted by offset
+    red_zones: list[tuple[int, int]]  # (offset, size)
+
+
+def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
+    """Every ``__shared__`` variable of the module, wherever it was declared (kernel, template, inline helper,
+    namespace scope), found in the symbol table next to its red zones (see ``__shared__`` in the executor's
+    hip_runtime.h): the symbol beside ``__gpuenv_rzb<N>`` on the side away from ``__gpuenv_rza<N>``, in the
+    same scope. Sections are no help: g++ ignores a section attribute on a template's static local."""
     if nm is None:
-        return []
+        return SharedVars([], [])
     try:
         res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
-    except KernelCompileError:  # nm missing or wedged: no names for shared variables in messages
-        return []
-    syms, start, stop = [], None, None
+    except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
+        return SharedVars([], [])
+    syms: list[tuple[int, int, str]] = []
     for line in res.stdout.splitlines():
         parts = line.split(None, 3)
-        if len(parts) == 3 and parts[2].startswith("__st"):
-            parts = [parts[0], "0", parts[1], parts[2]]
-        if len(parts) < 4:
+        if len(parts) == 4 and parts[2] in "bBdDuVvgGsS" and all(c in "0123456789abcdef" for c in parts[1]):
+            syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+    syms.sort()
+    zones: dict[tuple[str, str], dict[str, int]] = {}
+    for i, (_, _, name) in enumerate(syms):
+        m = _RED_ZONE.match(name)
+        if m:
+            zones.setdefault((m["scope"], m["n"]), {})[m["ab"]] = i
+    out, red = [], []
+    for (scope, _), z in zones.items():
+        red += [(syms[i][0], syms[i][1]) for i in z.values()]
+        if "a" not in z or "b" not in z:
             continue
-        addr, size, name = int(parts[0], 16), int(parts[1], 16), parts[3]
-        if name == "__start_gpuenv_shared":
-            start = addr
-        elif name == "__stop_gpuenv_shared":
-            stop = addr
-        else:
-            syms.append((name, addr, size))
-    if start is None or stop is None:
-        return []
-    out = [(n.split("::")[-1], a - start, s) for n, a, s in syms
-           if start <= a < stop and "__gpuenv_rz" not in n and s > 0]
-    return sorted(out, key=lambda v: v[1])
+        ia, ib = z["a"], z["b"]
+        j = ib + 1 if ia < ib else ib - 1  # the variable follows rzb (declaration order) or precedes it
+        if not 0 <= j < len(syms):
+            continue
+        addr, size, name = syms[j]
+        rest = name[len(scope):]
+        if size and name.startswith(scope) and "::" not in rest and not _RED_ZONE.match(name):
+            out.append((rest, addr, size))
+    return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
 
 
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
-             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}"]
+             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
+             # what hipcc defines for AMD device code (hipcc's own -D plus clang's for -x hip)
+             "-D__HIP_PLATFORM_AMD__=1", "-D__HIP_PLATFORM_HCC__=1", "-D__HIPCC__=1", "-D__HIP__=1",
+             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}"]
     return flags + (["-fsanitize=thread"] if check else [])
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-                 defines: Mapping[str, Any], include_dirs: Sequence[str]) -> tuple[dict[str, Any], bytes]:
-    """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log."""
+                 defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False
+                 ) -> tuple[dict[str, Any], bytes]:
+    """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
+
+    ``lockstep`` needs the instrumented build even unchecked: the executor runs a wave in lockstep by
+    making every shared-memory access wait for the wave's other lanes."""
     check_supported(src)
     text, dyn_names = rewrite(src.text)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
@@ -166,13 +191,17 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
         defs = [f"-D{k}={v}" for k, v in defines.items()]
         opts = [o for o in options if _PASS_OPTION.match(o)]
-        _run([cxx, *_kernel_flags(warp_size, check), *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
+        # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic
+        # loader binds process-wide: every kernel module would share the first one's __shared__ arrays
+        own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
+        _run([cxx, *_kernel_flags(warp_size, check or lockstep), *own, *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
         shared = shared_symbols(binutil(cxx, "nm"), so)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared, "dyn_names": dyn_names}
+            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared.vars, "red_zones": shared.red_zones,
+            "dyn_names": dyn_names}
     return meta, binary
 
 
@@ -198,8 +227,8 @@ def executor_key(cxx: str) -> str:
 
 
 def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-               defines: Mapping[str, Any], include_dirs: Sequence[str]) -> str:
-    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check, "options": list(options),
+               defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
+    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]

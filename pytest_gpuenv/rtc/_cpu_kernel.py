@@ -88,23 +88,26 @@ class CpuKernel(Kernel):
     """A kernel built for the CPU executor (``backend == arch == "cpu"``).
 
     ``warp_size`` (32 or 64) is ``warpSize`` in the kernel; ``check`` says whether loads and stores are
-    checked (races, bounds, uninitialised shared memory); ``watchdog`` is the seconds a launch may run.
+    checked (races, bounds, uninitialised shared memory); ``lockstep`` runs each wavefront's lanes in
+    lockstep as AMD hardware does (each lane's k-th shared-memory access before any lane's (k+1)-th);
+    ``watchdog`` is the seconds a launch may run.
     """
 
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
-                 **kw: Any) -> None:
+                 lockstep: bool = False, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
+        self.lockstep = lockstep
         self.watchdog = float(os.environ.get("GPUENV_CPU_WATCHDOG", "10"))
         self._meta = dict(meta)
         self._cache_dir = cache_dir
 
     def __repr__(self) -> str:
-        mode = "checked" if self.check else "unchecked"
+        mode = ("checked" if self.check else "unchecked") + (", lockstep" if self.lockstep else "")
         sig = ", ".join(p.decl for p in self.params)
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
@@ -123,9 +126,11 @@ class CpuKernel(Kernel):
         rt = _cpu.runtime(get_cache(self._cache_dir))
         mod = rt.load(self.binary, self.name)
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
-        res = rt.launch(mod, g, b, packed.address, regions, [(o, s) for _, o, s in shared], shared_mem,
-                        self.warp_size, self.check, self.watchdog)
-        ctx = _cpu_report.Context(
+        where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
+                       + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
+        mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
+        res = rt.launch(mod, g, b, packed.address, regions, where, shared_mem, self.warp_size, mode, self.watchdog)
+        ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
             regions={i: s for _, s, _, i in regions}, addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"),
@@ -137,21 +142,21 @@ class CpuKernel(Kernel):
 
 def compile_cpu(src: Source, name: str, params: Sequence[Param], *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool) -> CpuKernel:
+                cache_dir: Optional[str], use_cache: bool, lockstep: bool = False) -> CpuKernel:
     """Build (or take from the cache) kernel ``name`` for the CPU executor."""
     if warp_size not in WARP_SIZES:
         raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
 
     def build() -> tuple[dict, bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, lockstep)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs)
+        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs, lockstep)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
-    k = CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir, name=name,
+    k = CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, meta=meta, cache_dir=cache_dir, name=name,
                   compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=params,
                   compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path)
     return k

@@ -147,6 +147,7 @@ def compile_kernel(
     use_cache: bool = True,
     warp_size: int = 64,
     check: bool = True,
+    lockstep: bool = False,
 ) -> Kernel:
     """Compile kernel ``name`` from a HIP source (text, or a path looked up in ``kernel_dirs``).
 
@@ -156,7 +157,8 @@ def compile_kernel(
     ``_cache``). Raises KernelCompileError with the compiler's log, file and line.
 
     ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
-    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks.
+    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks,
+    ``lockstep`` runs each wavefront in lockstep as AMD hardware does (GPU builds ignore it).
     A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
@@ -167,7 +169,7 @@ def compile_kernel(
 
             return compile_cpu(src, name, decl.params, warp_size=warp_size, check=check, options=options,
                                defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                               use_cache=use_cache)
+                               use_cache=use_cache, lockstep=lockstep)
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})

@@ -13,7 +13,7 @@ from pytest_gpuenv.runtime._errors import KernelLaunchError
 __all__ = [
     "KernelAssertError", "KernelBarrierError", "KernelBoundsError", "KernelFaultError", "KernelRaceError",
     "KernelStackOverflowError", "KernelUninitializedError", "KernelWarning", "KernelWarpError",
-    "KernelWatchdogError",
+    "KernelWarpSyncError", "KernelWatchdogError",
 ]
 
 
@@ -31,6 +31,13 @@ class _CpuLaunchError(KernelLaunchError):
 
 class KernelRaceError(_CpuLaunchError):
     """Two threads of a block touched the same shared memory within one barrier interval, one writing."""
+
+
+class KernelWarpSyncError(KernelRaceError):
+    """Two lanes of one wavefront touched the same shared memory with no barrier or warp operation between.
+
+    Correct only where a wavefront runs in lockstep (AMD GPUs); NVIDIA GPUs since Volta schedule threads
+    independently. ``lockstep=True`` runs the kernel as AMD hardware does."""
 
 
 class KernelBarrierError(_CpuLaunchError):
@@ -72,5 +79,5 @@ class KernelWarning(UserWarning):
 
 
 for _cls in (KernelRaceError, KernelBarrierError, KernelBoundsError, KernelUninitializedError, KernelAssertError,
-             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelFaultError):
+             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelWarpSyncError, KernelFaultError):
     _cls.__module__ = "pytest_gpuenv.rtc"  # shown as pytest_gpuenv.rtc.KernelBoundsError, where it is exported

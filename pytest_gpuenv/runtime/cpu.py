@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "warps.cpp", "checks.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", os.path.join("include", "gpuenv_cpu.h"))
 PRINTF_CAPACITY = 1 << 20
 c_u32x3 = ctypes.c_uint32 * 3
@@ -115,11 +115,14 @@ class CpuRuntime:
         return mod
 
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], args_address: int,
-               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int]],
-               shared_mem: int, warp_size: int, check: bool, watchdog_s: float) -> LaunchResult:
-        """Run one launch to its end; the report's ``kind`` is 0 when it succeeded."""
+               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
+               shared_mem: int, warp_size: int, check: int, watchdog_s: float) -> LaunchResult:
+        """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
+
+        ``shared_vars``: (offset from the module's load address, bytes, variable number or -1 for a red
+        zone), sorted by offset; ``check``: bit 0 checks accesses, bit 1 runs each wave in lockstep."""
         regs = (Region * max(1, len(regions)))(*[Region(b, s, int(ro), i) for b, s, ro, i in regions])
-        var_arr = (Region * max(1, len(shared_vars)))(*[Region(o, s, 0, i) for i, (o, s) in enumerate(shared_vars)])
+        var_arr = (Region * max(1, len(shared_vars)))(*[Region(o, s, int(i < 0), i) for o, s, i in shared_vars])
         d = LaunchDesc(entry=mod.entry, args=args_address, grid=c_u32x3(*grid), block=c_u32x3(*block),
                        shared_bytes=shared_mem, warp_size=warp_size, check=int(check), shared_lo=mod.shared_lo,
                        shared_hi=mod.shared_hi, regions=regs, nregions=len(regions), nvars=len(shared_vars),

@@ -3,16 +3,13 @@
 // when every thread of the block waits, warp operations resolve (lanes at the same site form the
 // active mask) and then the barrier releases, or the launch stops with a report (divergent barrier,
 // threads that already returned). Blocks run one after another. Faults (a fiber's guard page, a
-// wild pointer) and the watchdog leave the launch through siglongjmp; nothing stays broken.
+// wild pointer) and the watchdog leave the launch through siglongjmp (signals.cpp); nothing stays broken.
 #include "executor_int.h"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef GPUENV_UCONTEXT
@@ -29,8 +26,14 @@ Launch L;
 static Fiber* pool[kMaxThreads + 1];
 static int npool, nfree;
 static Fiber* freelist[kMaxThreads + 1];
-static char* dyn_buf;
+char* dyn_buf;
 static size_t page;
+
+bool fiber_guard_hit(uintptr_t a) {
+    for (int i = 0; i < npool; i++)
+        if (a >= (uintptr_t)pool[i]->map && a < (uintptr_t)pool[i]->lo) return true;
+    return false;
+}
 
 double now() {
     timespec ts;
@@ -172,41 +175,50 @@ void fail_in_fiber() {
     __builtin_unreachable();
 }
 
-static void block_here(uint8_t st, void* site) {
+void block_here(uint8_t st, void* site) {
     Thread& th = L.threads[L.cur];
     th.state = st;
     th.site = site;
     to_sched(L.cur_fiber);
 }
 
-static void check_watchdog_pending() {
-    if (L.wd_pending && !L.aborted) {
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
-        fail_in_fiber();
-    }
-}
-
 }  // namespace gx
 
 using namespace gx;
 
-extern "C" void gpuenv_syncthreads(int line) {
+extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
     check_watchdog_pending();
-    L.threads[L.cur].arg = line;  // with the call site: calls the compiler merged stay distinct
+    Thread& th = L.threads[L.cur];
+    th.file = file;
+    th.where = where;
+    th.op = kind;
+    th.val = value != 0;
     block_here(T_BAR, __builtin_return_address(0));
+    return (int)L.threads[L.cur].res;
 }
 
-extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width) {
+extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     check_watchdog_pending();
     Thread& th = L.threads[L.cur];
     th.op = op;
     th.val = value;
     th.arg = arg;
     th.width = width;
+    th.file = file;
+    th.where = where;
     block_here(T_WARP, __builtin_return_address(0));
     return L.threads[L.cur].res;
+}
+
+extern "C" void gpuenv_grid_sync(const char*, int where) {
+    L.r->kind = GPUENV_BARRIER;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text,
+          "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
+          "executor does not run: it runs blocks one after another, so no block could wait for the others",
+          (unsigned long)L.r->pc, where >> 10);
+    fail_in_fiber();
 }
 
 extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
@@ -238,9 +250,6 @@ extern "C" int gpuenv_printf(const char* fmt, ...) {
 }
 
 namespace gx {
-int resolve_warps();                  // warps.cpp
-bool release_barrier();               // warps.cpp
-
 static void push(int t) { L.runq[L.rq_tail++] = t; }
 
 static void resume(int t) {
@@ -258,6 +267,7 @@ static bool run_block() {
     L.rq_head = L.rq_tail = 0;
     L.epoch = 1;
     L.pend.kind = 0;
+    L.pend_ws.kind = 0;
     memset(L.warp_sync, 0, sizeof L.warp_sync);
     for (;;) {
         for (;;) {
@@ -281,6 +291,11 @@ static bool run_block() {
         int n = L.nlive ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
+        if (L.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval
+            memcpy(L.pend_ws.warnings, L.r->warnings, sizeof L.pend_ws.warnings);
+            memcpy(L.r, &L.pend_ws, sizeof L.pend_ws);
+            return false;
+        }
         if (L.pend.kind) {  // an uninitialised read no later write in the interval explained as a race
             memcpy(L.pend.warnings, L.r->warnings, sizeof L.pend.warnings);
             memcpy(L.r, &L.pend, sizeof L.pend);
@@ -294,132 +309,6 @@ static bool run_block() {
 void enqueue(int t) { push(t); }
 
 // ------------------------------------------------------------------ module, signals, watchdog
-static int phdr_cb(struct dl_phdr_info* info, size_t, void* data) {
-    if (info->dlpi_addr != (uintptr_t)data) return 0;
-    L.nseg = 0;
-    for (int i = 0; i < info->dlpi_phnum && L.nseg < 8; i++) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD) continue;
-        uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
-        L.seg_lo[L.nseg] = lo;
-        L.seg_hi[L.nseg++] = hi;
-        if (ph.p_flags & PF_X) {
-            L.text_lo = lo;
-            L.text_hi = hi;
-        }
-    }
-    return 1;
-}
-
-static void find_module(void* entry) {
-    Dl_info info;
-    L.mod_base = L.text_lo = L.text_hi = 0;
-    L.nseg = 0;
-    if (dladdr(entry, &info) && info.dli_fbase) {
-        L.mod_base = (uintptr_t)info.dli_fbase;
-        dl_iterate_phdr(phdr_cb, info.dli_fbase);
-    }
-}
-
-static struct sigaction old_act[4];
-static const int fault_sigs[4] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
-static struct sigaction old_wd;
-static const int kWdSig = 37;  // a real-time signal nothing else here uses
-static timer_t wd_timer;
-static bool wd_timer_ok;
-static stack_t old_ss;
-static char* alt_stack;
-
-static uintptr_t sig_pc(void* uc) {
-#if defined(__x86_64__)
-    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.pc;
-#else
-    (void)uc;
-    return 0;
-#endif
-}
-
-static void on_fault(int sig, siginfo_t* si, void* uc) {
-    if (!L.active) {
-        for (int i = 0; i < 4; i++)
-            if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
-        return;  // the instruction faults again and the previous handler sees it
-    }
-    uintptr_t a = (uintptr_t)si->si_addr;
-    gpuenv_report_t* r = L.r;
-    r->kind = GPUENV_FAULT;
-    for (int i = 0; i < npool; i++)
-        if (a >= (uintptr_t)pool[i]->map && a < (uintptr_t)pool[i]->lo) r->kind = GPUENV_STACK;
-    set_where(r);
-    r->addr = a;
-    r->pc = pc_rel((void*)sig_pc(uc));
-    const char* what = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
-                     : sig == SIGILL ? "illegal instruction (__builtin_trap?)" : "arithmetic exception (integer division by zero?)";
-    if (r->kind == GPUENV_STACK)
-        textf(r->text, sizeof r->text, "stack overflow: the thread used more than its %zu KiB stack (unbounded recursion, or a huge local array)", kStack / 1024);
-    else
-        textf(r->text, sizeof r->text, "%s at address 0x%lx", what, (unsigned long)a);
-    siglongjmp(L.jb, 1);
-}
-
-static void on_watchdog(int, siginfo_t*, void* uc) {
-    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
-    uintptr_t pc = sig_pc(uc);
-    if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        L.r->pc = pc - L.mod_base;
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
-        siglongjmp(L.jb, 1);
-    }
-    L.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch
-}
-
-static void install() {
-    if (!alt_stack) alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    stack_t ss = {};
-    ss.ss_sp = alt_stack;
-    ss.ss_size = 1 << 16;
-    sigaltstack(&ss, &old_ss);
-    struct sigaction sa = {};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &sa, &old_act[i]);
-    sa.sa_sigaction = on_watchdog;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigaction(kWdSig, &sa, &old_wd);
-    if (!wd_timer_ok) {
-        sigevent ev = {};
-        ev.sigev_notify = SIGEV_THREAD_ID;
-        ev.sigev_signo = kWdSig;
-        ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-        wd_timer_ok = timer_create(CLOCK_MONOTONIC, &ev, &wd_timer) == 0;
-    }
-    if (wd_timer_ok) {
-        itimerspec its = {};
-        its.it_value.tv_nsec = its.it_interval.tv_nsec = 100 * 1000 * 1000;
-        timer_settime(wd_timer, 0, &its, nullptr);
-    }
-}
-
-static void uninstall() {
-    if (wd_timer_ok) {
-        itimerspec its = {};
-        timer_settime(wd_timer, 0, &its, nullptr);
-    }
-    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &old_act[i], nullptr);
-    sigaction(kWdSig, &old_wd, nullptr);
-    if (!(old_ss.ss_flags & SS_DISABLE)) sigaltstack(&old_ss, nullptr);
-    else {
-        stack_t off = {};
-        off.ss_flags = SS_DISABLE;
-        sigaltstack(&off, nullptr);
-    }
-}
-
 static void after_abort() {
     // fibers left mid-thread are re-initialised before their next use
     nfree = 0;
@@ -431,9 +320,9 @@ static void after_abort() {
 
 static void poison_block() {
     gpuenv_launch_t* d = L.d;
-    if (d->shared_hi > d->shared_lo) memset(d->shared_lo, 0xFF, d->shared_hi - d->shared_lo);
+    poison_vars();
     if (d->shared_bytes) memset(dyn_buf, 0xFF, d->shared_bytes);
-    if (d->check) reset_shadow();
+    if (L.check) reset_shadow();
 }
 
 static bool run_grid() {
@@ -476,17 +365,20 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     L.warp = d->warp_size;
     L.aborted = false;
     L.wd_pending = 0;
+    L.check = d->check & GPUENV_CHECK_ACCESS;
+    L.lockstep = d->check & GPUENV_LOCKSTEP;
     find_module((void*)d->entry);
+    setup_vars();
     gpuenv_state.bdim = {d->block[0], d->block[1], d->block[2]};
     gpuenv_state.gdim = {d->grid[0], d->grid[1], d->grid[2]};
     gpuenv_state.dyn_shared = dyn_buf;
     L.t0 = now();
-    install();
+    install_signals();
     L.active = true;
     bool ok = false;
     if (sigsetjmp(L.jb, 1) == 0) ok = run_grid();
     L.active = false;
-    uninstall();
+    uninstall_signals();
     if (!ok) after_abort();
     return r->kind;
 }
