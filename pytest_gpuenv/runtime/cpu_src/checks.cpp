@@ -42,6 +42,14 @@ void poison_vars() {
         if (L.vars[i].index >= 0) memset((void*)L.vars[i].lo, 0xFF, L.vars[i].hi - L.vars[i].lo);
 }
 
+void shadow_new_epoch() {
+    if (++L.epoch < 0xFFFF) return;
+    L.epoch = 1;  // wrapped: no access of the earlier intervals may look current
+    size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
+    for (size_t i = 0; i < shadow_static_used; i++) shadow_static[i].wep = shadow_static[i].rep = 0;
+    for (size_t i = 0; i < nd; i++) shadow_dyn[i].wep = shadow_dyn[i].rep = 0;
+}
+
 void reset_shadow() {
     size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
     memset(shadow_static, 0, shadow_static_used * sizeof(Shadow));
@@ -84,7 +92,7 @@ enum { NO_CONFLICT, RACE, WAVE_ONLY };
 // Whether an access by the current thread (wave w, warp-sync count ws) conflicts with an earlier one in
 // this interval by thread u (kMany: several) of wave uwave at warp-sync count uws. Within one wave a
 // warp operation between the two orders them; without one, the code relies on lockstep execution.
-static inline int conflict(uint16_t u, uint16_t uwave, uint16_t uws, uint16_t t, unsigned w, uint16_t ws) {
+static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, unsigned w, uint8_t ws) {
     if (u == t) return NO_CONFLICT;
     if (uwave != w) return RACE;
     if (uws != ws) return NO_CONFLICT;
@@ -96,51 +104,78 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
                           bool write, void* pc, bool atomic) {
     uint16_t t = (uint16_t)L.cur;
     unsigned w = L.cur / L.warp;
-    uint16_t ws = L.warp_sync[w];
-    uint32_t ep = L.epoch;
+    uint8_t ws = (uint8_t)L.warp_sync[w];
+    uint16_t ep = (uint16_t)L.epoch;
     if (off + size > kShadowBytes) return;
     int64_t rel = (int64_t)(off - vbase);
+    // Each entry is loaded and stored whole, as two integers, its fields taken apart in registers:
+    // field stores followed by a whole load would stall store forwarding. Bytes with the first byte's
+    // history (the usual case for a float) get its outcome without the work.
+    uint64_t before_lo = 0, after_lo = 0;
+    uint32_t before_hi = 0, after_hi = 0;
     for (size_t b = off; b < off + size; b++) {
-        Shadow& s = sh[b];
-        if ((!write || atomic) && !s.init) {
+        uint64_t lo;
+        uint32_t hi;
+        memcpy(&lo, &sh[b], 8);
+        memcpy(&hi, (char*)&sh[b] + 8, 4);
+        if (b > off && lo == before_lo && hi == before_hi) {
+            memcpy(&sh[b], &after_lo, 8);
+            memcpy((char*)&sh[b] + 8, &after_hi, 4);
+            continue;
+        }
+        before_lo = lo;
+        before_hi = hi;
+        uint16_t wep = (uint16_t)lo, rep = (uint16_t)(lo >> 16), wt = (uint16_t)(lo >> 32), rt = (uint16_t)(lo >> 48);
+        uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
+        if ((!write || atomic) && !init) {
             if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
             pend(&L.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
         }
         if (atomic) {
-            s.init = 1;
-            continue;
-        }
-        int c = s.wep == ep ? conflict(s.wt, (uint16_t)(s.wt / L.warp), s.wws, t, w, ws) : NO_CONFLICT;
-        if (write && s.rep == ep) {
-            int c2 = conflict(s.rt, s.rwave, s.rws, t, w, ws);
-            if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {
-                c = c2;
-                if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, s.rt == kMany ? -2 : s.rt);
-                pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, s.rt == kMany ? -2 : s.rt);
+            init = 1;
+        } else {
+            int c = wep == ep ? conflict(wt, wt / L.warp, wws, t, w, ws) : NO_CONFLICT;
+            if (write && rep == ep) {
+                int c2 = conflict(rt, rwave, rws, t, w, ws);
+                if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {
+                    c = c2;
+                    if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
+                    pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
+                }
+            }
+            if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, write, pc, wt);
+            if (c == WAVE_ONLY) pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, wt);
+            if (write) {
+                wep = ep;
+                wt = t;
+                wws = ws;
+                init = 1;
+            } else if (rep != ep) {
+                rep = ep;
+                rt = t;
+                rwave = (uint8_t)w;
+                rws = ws;
+            } else {
+                if (rt != t) rt = kMany;
+                if (rwave != w) rwave = kManyWaves;
+                if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
             }
         }
-        if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, write, pc, s.wt);
-        if (c == WAVE_ONLY) pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, s.wt);
-        if (write) {
-            s.wep = ep;
-            s.wt = t;
-            s.wws = ws;
-            s.init = 1;
-        } else if (s.rep != ep) {
-            s.rep = ep;
-            s.rt = t;
-            s.rwave = (uint16_t)w;
-            s.rws = ws;
-        } else {
-            if (s.rt != t) s.rt = kMany;
-            if (s.rwave != w) s.rwave = kMany;
-            if (ws > s.rws) s.rws = ws;
-        }
+        after_lo = (uint64_t)wep | (uint64_t)rep << 16 | (uint64_t)wt << 32 | (uint64_t)rt << 48;
+        after_hi = (uint32_t)wws | (uint32_t)rws << 8 | (uint32_t)rwave << 16 | (uint32_t)init << 24;
+        memcpy(&sh[b], &after_lo, 8);
+        memcpy((char*)&sh[b] + 8, &after_hi, 4);
     }
 }
 
-// The variable or red zone holding a, or -1 (binary search: vars are sorted by address).
+// The variable or red zone holding a, or -1: a linear scan for the usual handful, else a binary search
+// (vars are sorted by address).
 static int find_var(uintptr_t a) {
+    if (L.nsv <= 12) {
+        for (int i = 0; i < L.nsv; i++)
+            if (a - L.vars[i].lo < L.vars[i].hi - L.vars[i].lo) return i;
+        return -1;
+    }
     int lo = 0, hi = L.nsv - 1;
     while (lo <= hi) {
         int m = (lo + hi) / 2;

@@ -93,6 +93,7 @@ static void ctx_init(Fiber* f) {
 }
 static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp); }
 static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp); }
+static inline void fiber_to_fiber(Fiber* from, Fiber* to) { gpuenv_switch(&from->sp, to->sp); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -108,6 +109,7 @@ static inline void to_fiber(Fiber* f) {
     swapcontext((ucontext_t*)L.sched_uc, (ucontext_t*)f->uc);
 }
 static inline void to_sched(Fiber* f) { swapcontext((ucontext_t*)f->uc, (ucontext_t*)L.sched_uc); }
+static inline void fiber_to_fiber(Fiber* from, Fiber* to) { swapcontext((ucontext_t*)from->uc, (ucontext_t*)to->uc); }
 #endif
 
 static Fiber* new_fiber() {
@@ -133,14 +135,30 @@ static Fiber* acquire() {
 }
 
 // ------------------------------------------------------------------ threads
-static void set_current(int t) {
-    gpuenv_launch_t* d = L.d;
+static inline void set_current(int t) {
     L.cur = t;
-    unsigned bx = d->block[0], by = d->block[1];
-    gpuenv_state.tid.x = t % bx;
-    gpuenv_state.tid.y = (t / bx) % by;
-    gpuenv_state.tid.z = t / (bx * by);
+    gpuenv_state.tid = L.threads[t].tid;
     gpuenv_state.lin = t;
+}
+
+// The fiber to run next without going through the scheduler: the first queued thread, else a fresh
+// fiber for the next thread not started yet; nullptr when the scheduler must decide (warp operations,
+// barriers, the end of the block). The order is the scheduler's, so runs stay deterministic.
+static Fiber* next_fiber() {
+    if (L.aborted) return nullptr;
+    if (L.rq_head < L.rq_tail) {
+        int t = L.runq[L.rq_head++];
+        Thread& th = L.threads[t];
+        th.state = T_RUN;
+        set_current(t);
+        return L.cur_fiber = th.fiber;
+    }
+    if (L.next_new < L.nthreads) {
+        Fiber* f = acquire();
+        if (f) L.cur_fiber = f;
+        return f;
+    }
+    return nullptr;
 }
 
 static void fiber_main() {
@@ -155,8 +173,10 @@ static void fiber_main() {
             L.threads[t].state = T_EXIT;
             L.nlive--;
         }
-        freelist[nfree++] = f;
-        to_sched(f);
+        freelist[nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
+        Fiber* n = L.rq_head < L.rq_tail ? next_fiber() : nullptr;
+        if (n) fiber_to_fiber(f, n);
+        else to_sched(f);
     }
 }
 
@@ -175,11 +195,16 @@ void fail_in_fiber() {
     __builtin_unreachable();
 }
 
+// The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
+// one switch per thread per barrier, not two through the scheduler.
 void block_here(uint8_t st, void* site) {
     Thread& th = L.threads[L.cur];
     th.state = st;
     th.site = site;
-    to_sched(L.cur_fiber);
+    Fiber* me = L.cur_fiber;
+    Fiber* n = next_fiber();
+    if (n) fiber_to_fiber(me, n);
+    else to_sched(me);
 }
 
 }  // namespace gx
@@ -208,45 +233,6 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
     th.where = where;
     block_here(T_WARP, __builtin_return_address(0));
     return L.threads[L.cur].res;
-}
-
-extern "C" void gpuenv_grid_sync(const char*, int where) {
-    L.r->kind = GPUENV_BARRIER;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text,
-          "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
-          "executor does not run: it runs blocks one after another, so no block could wait for the others",
-          (unsigned long)L.r->pc, where >> 10);
-    fail_in_fiber();
-}
-
-extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
-    fail_in_fiber();
-}
-
-extern "C" void gpuenv_trap(void) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "__trap() called");
-    fail_in_fiber();
-}
-
-extern "C" int gpuenv_printf(const char* fmt, ...) {
-    gpuenv_launch_t* d = L.d;
-    if (!d || !d->out) return 0;
-    va_list ap;
-    va_start(ap, fmt);
-    uint64_t room = d->out_len < d->out_cap ? d->out_cap - d->out_len : 0;
-    int n = vsnprintf(d->out + d->out_len, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) d->out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
-    return n;
 }
 
 namespace gx {
@@ -363,6 +349,10 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     L.r = r;
     L.nthreads = (int)n;
     L.warp = d->warp_size;
+    for (unsigned t = 0; t < n; t++) {
+        unsigned bx = d->block[0], by = d->block[1];
+        L.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
+    }
     L.aborted = false;
     L.wd_pending = 0;
     L.check = d->check & GPUENV_CHECK_ACCESS;

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdint.h>
 
 namespace gx {
@@ -31,6 +32,7 @@ struct Fiber {
 
 struct Thread {
     uint8_t state;
+    gpuenv_u3 tid;     // threadIdx, set once per launch
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column): the site's identity
@@ -39,18 +41,22 @@ struct Thread {
     uint64_t val, res;   // the thread's value in, the result out
 };
 
-// Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race).
-// Epochs count barrier intervals from 1 in each block (0: never this block).
+// Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 12
+// bytes so that a block's shadow stays in cache. Epochs count barrier intervals from 1 in each block
+// (0: never this block); they wrap at 0xFFFF, when every entry's epochs are cleared (shadow_new_epoch).
 struct Shadow {
-    uint32_t wep;    // epoch of the last write
-    uint32_t rep;    // epoch of the reads recorded in rt/rwave/rws
-    uint16_t wt;     // linear thread id of the last writer
-    uint16_t rt;     // linear thread id of the reader in epoch rep, kMany when several threads read
-    uint16_t wws;    // the writer's wave warp-sync count (L.warp_sync) at the write
-    uint16_t rws;    // the highest warp-sync count among the readers of epoch rep
-    uint16_t rwave;  // the wave of every reader of epoch rep, kMany when readers came from several waves
-    uint8_t init;    // written since the block started
+    uint16_t wep;   // epoch of the last write
+    uint16_t rep;   // epoch of the reads recorded in rt/rwave/rws
+    uint16_t wt;    // linear thread id of the last writer
+    uint16_t rt;    // linear thread id of the reader in epoch rep, kMany when several threads read
+    uint8_t wws;    // the writer's wave warp-sync count (L.warp_sync, mod 256) at the write
+    uint8_t rws;    // the highest warp-sync count among the readers of epoch rep
+    uint8_t rwave;  // the wave of every reader of epoch rep, kManyWaves when readers came from several
+    uint8_t init;   // written since the block started
 };
+constexpr uint8_t kManyWaves = 0xFF;
+// checks.cpp loads and stores an entry as a little-endian uint64_t (wep, rep, wt, rt) and uint32_t (the rest)
+static_assert(sizeof(Shadow) == 12 && offsetof(Shadow, wws) == 8, "the shadow's packed layout");
 
 // A static __shared__ variable or red zone, at its absolute address in this process.
 struct SVar {
@@ -119,6 +125,7 @@ bool release_barrier();
 void setup_vars();
 void poison_vars();
 void reset_shadow();
+void shadow_new_epoch();  // after a barrier
 void check_access(uintptr_t a, size_t size, bool write, void* pc);
 
 }  // namespace gx

@@ -1,9 +1,12 @@
 // Faults and the watchdog: a fault handler on an alternate stack turns a fiber's guard page or a wild
 // pointer into a report and leaves the launch through siglongjmp; a timer signal every 100 ms stops a
-// launch that ran past its watchdog (at once in kernel code, else at the next executor call).
+// launch that ran past its watchdog (at once in kernel code, else at the next executor call). Also the
+// kernel's other ways out (a device assert, __trap, grid.sync) and its printf.
 #include "executor_int.h"
 
 #include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -148,3 +151,44 @@ void uninstall_signals() {
 }
 
 }  // namespace gx
+
+using namespace gx;
+
+extern "C" void gpuenv_grid_sync(const char*, int where) {
+    L.r->kind = GPUENV_BARRIER;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text,
+          "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
+          "executor does not run: it runs blocks one after another, so no block could wait for the others",
+          (unsigned long)L.r->pc, where >> 10);
+    fail_in_fiber();
+}
+
+extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
+    L.r->kind = GPUENV_ASSERT;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
+    fail_in_fiber();
+}
+
+extern "C" void gpuenv_trap(void) {
+    L.r->kind = GPUENV_ASSERT;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text, "__trap() called");
+    fail_in_fiber();
+}
+
+extern "C" int gpuenv_printf(const char* fmt, ...) {
+    gpuenv_launch_t* d = L.d;
+    if (!d || !d->out) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    uint64_t room = d->out_len < d->out_cap ? d->out_cap - d->out_len : 0;
+    int n = vsnprintf(d->out + d->out_len, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) d->out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
+    return n;
+}

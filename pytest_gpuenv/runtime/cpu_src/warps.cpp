@@ -183,7 +183,8 @@ bool release_barrier() {
     if (!divergent && nbar == n) {
         int res = f->op == GPUENV_BAR_COUNT ? count : f->op == GPUENV_BAR_AND ? count == n
                 : f->op == GPUENV_BAR_OR ? count > 0 : 0;
-        L.epoch++;
+        if (L.check) shadow_new_epoch();
+        else L.epoch++;
         for (int t = 0; t < n; t++) {
             L.threads[t].state = T_RUN;
             L.threads[t].res = (uint64_t)res;
