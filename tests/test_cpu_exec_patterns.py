@@ -46,9 +46,10 @@ def test_shared_in_a_template(K, check, tile):
     np.testing.assert_array_equal(out, x.T)
 
 
-def test_overflow_of_a_template_shared_variable_is_reported(K):
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])  # g++ emits the red zones after the variable at -O2, before at -O0
+def test_overflow_of_a_template_shared_variable_is_reported(K, opt):
     with pytest.raises(rtc.KernelBoundsError) as info:
-        K("template_overflow")(1, 64, np.zeros(64, np.float32))
+        K("template_overflow", options=[opt])(1, 64, np.zeros(64, np.float32))
     msg = str(info.value)
     assert line_of("TEMPLATE-OOB") in msg and "__shared__ variable 'tile' element 32" in msg
 

@@ -10,6 +10,7 @@ and headers, warp size, checking mode, compiler identity and version) and loaded
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
@@ -136,11 +137,15 @@ def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
     except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
         return SharedVars([], [])
     syms: list[tuple[int, int, str]] = []
+    starts: list[int] = []  # every defined symbol's address
     for line in res.stdout.splitlines():
         parts = line.split(None, 3)
+        if parts and all(c in "0123456789abcdef" for c in parts[0]):
+            starts.append(int(parts[0], 16))
         if len(parts) == 4 and parts[2] in "bBdDuVvgGsS" and all(c in "0123456789abcdef" for c in parts[1]):
             syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
     syms.sort()
+    starts.sort()
     zones: dict[tuple[str, str], dict[str, int]] = {}
     for i, (_, _, name) in enumerate(syms):
         m = _RED_ZONE.match(name)
@@ -159,6 +164,11 @@ def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
         rest = name[len(scope):]
         if size and name.startswith(scope) and "::" not in rest and not _RED_ZONE.match(name):
             out.append((rest, addr, size))
+            if ia < ib:  # declaration order: the variable's own red zones are before it; guard the padding after
+                end = addr + size
+                nxt = starts[bisect.bisect_left(starts, end)] if bisect.bisect_left(starts, end) < len(starts) else end + 64
+                if min(nxt, end + 64) > end:
+                    red.append((end, min(nxt, end + 64) - end))
     return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
 
 
