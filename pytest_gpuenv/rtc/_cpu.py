@@ -175,9 +175,10 @@ def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
-             # what hipcc defines for AMD device code (hipcc's own -D plus clang's for -x hip)
-             "-D__HIP_PLATFORM_AMD__=1", "-D__HIP_PLATFORM_HCC__=1", "-D__HIPCC__=1", "-D__HIP__=1",
-             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}"]
+             # what hipcc defines for AMD device code: its own -D__HIP_PLATFORM_HCC__= -D__HIP_PLATFORM_AMD__=
+             # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
+             "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
+             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
     return flags + (["-fsanitize=thread"] if check else [])
 
 

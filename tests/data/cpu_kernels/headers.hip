@@ -4,6 +4,7 @@
 #if !defined(__HIP_PLATFORM_AMD__) || !defined(__HIPCC__) || !defined(__HIP__) || !defined(__AMDGCN_WAVEFRONT_SIZE)
 #error "hipcc's macros are missing"
 #endif
+#define __HIP_PLATFORM_AMD__  // as code written for hipcc may: the same (empty) definition, no warning
 #include <hip/hip_runtime.h>
 #include <hip/hip_runtime_api.h>
 #include <hip/device_functions.h>

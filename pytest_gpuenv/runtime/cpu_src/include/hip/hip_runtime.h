@@ -26,10 +26,10 @@
 
 // what hipcc defines for AMD targets (also passed on the command line: code may test them before the include)
 #ifndef __HIP_PLATFORM_AMD__
-#define __HIP_PLATFORM_AMD__ 1
+#define __HIP_PLATFORM_AMD__
 #endif
 #ifndef __HIP_PLATFORM_HCC__
-#define __HIP_PLATFORM_HCC__ 1
+#define __HIP_PLATFORM_HCC__
 #endif
 #ifndef __HIPCC__
 #define __HIPCC__ 1
@@ -39,6 +39,9 @@
 #endif
 #ifndef __AMDGCN_WAVEFRONT_SIZE
 #define __AMDGCN_WAVEFRONT_SIZE GPUENV_WARP_SIZE
+#endif
+#ifndef __AMDGCN_WAVEFRONT_SIZE__
+#define __AMDGCN_WAVEFRONT_SIZE__ GPUENV_WARP_SIZE
 #endif
 #define __GPUENV_CPU__ 1
 #define __global__
