@@ -99,3 +99,9 @@ def test_this_grid_compiles_and_grid_sync_needs_a_cooperative_launch(K):
     assert out.tolist() == [64] * 64
     with pytest.raises(rtc.KernelBarrierError, match=r"headers\.hip:\d+ needs a cooperative launch"):
         K("cg_grid_sync")(2, 32, out)
+
+
+def test_hip_complex(K):
+    out = np.zeros(8, np.float32)
+    K("complex_ops")(1, 1, out)
+    np.testing.assert_allclose(out, [5, 5, 1, 2, 4, 3, 5, -3], rtol=1e-6)

@@ -132,3 +132,13 @@ extern "C" __global__ void cg_grid_sync(int* out) {
     out[grid.thread_rank()] = 1;
     grid.sync();  // GRID-SYNC
 }
+
+#include <hip/hip_complex.h>
+extern "C" __global__ void complex_ops(float* out) {
+    hipFloatComplex a = make_hipFloatComplex(1.0f, 2.0f), b = make_hipFloatComplex(3.0f, -1.0f);
+    hipFloatComplex m = hipCmulf(a, b), d = hipCdivf(m, b), s = hipCaddf(a, hipConjf(b));
+    out[0] = hipCrealf(m); out[1] = hipCimagf(m); out[2] = hipCrealf(d); out[3] = hipCimagf(d);
+    out[4] = s.x; out[5] = s.y; out[6] = hipCabsf(make_hipFloatComplex(3.0f, 4.0f));
+    hipDoubleComplex z = hipComplexFloatToDouble(a);
+    out[7] = (float)hipCreal(hipCmul(z, z));
+}
