@@ -103,7 +103,7 @@ static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, 
 static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
                           bool write, void* pc, bool atomic) {
     uint16_t t = (uint16_t)L.cur;
-    unsigned w = L.cur / L.warp;
+    unsigned w = (unsigned)L.cur >> L.warp_shift;
     uint8_t ws = (uint8_t)L.warp_sync[w];
     uint16_t ep = (uint16_t)L.epoch;
     if (off + size > kShadowBytes) return;
@@ -134,7 +134,7 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
         if (atomic) {
             init = 1;
         } else {
-            int c = wep == ep ? conflict(wt, wt / L.warp, wws, t, w, ws) : NO_CONFLICT;
+            int c = wep == ep ? conflict(wt, (unsigned)wt >> L.warp_shift, wws, t, w, ws) : NO_CONFLICT;
             if (write && rep == ep) {
                 int c2 = conflict(rt, rwave, rws, t, w, ws);
                 if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {

@@ -349,6 +349,7 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     L.r = r;
     L.nthreads = (int)n;
     L.warp = d->warp_size;
+    L.warp_shift = d->warp_size == 64 ? 6 : 5;
     for (unsigned t = 0; t < n; t++) {
         unsigned bx = d->block[0], by = d->block[1];
         L.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};

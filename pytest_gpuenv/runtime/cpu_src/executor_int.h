@@ -69,7 +69,7 @@ struct Launch {
     gpuenv_launch_t* d;
     gpuenv_report_t* r;
     Thread threads[kMaxThreads];
-    int nthreads, next_new, nlive, warp;
+    int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     int runq[kMaxThreads];
     int rq_head, rq_tail;
     int cur;
