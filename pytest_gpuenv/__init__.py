@@ -41,6 +41,7 @@ __all__ = [
     "Problem",
     "__version__",
     "compile_kernel",
+    "compile_module",
     "detect",
     "parse_size",
     "perf",
@@ -58,7 +59,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.detect import detect
-    from pytest_gpuenv.rtc import KernelWarpSyncError, compile_kernel
+    from pytest_gpuenv.rtc import KernelWarpSyncError, compile_kernel, compile_module
 
 
 def __getattr__(name: str) -> Any:
@@ -67,10 +68,10 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv.detect import detect
 
         return detect
-    if name == "compile_kernel":
-        from pytest_gpuenv.rtc import compile_kernel
+    if name in ("compile_kernel", "compile_module"):
+        from pytest_gpuenv import rtc
 
-        return compile_kernel
+        return getattr(rtc, name)
     if name == "KernelWarpSyncError":
         from pytest_gpuenv.rtc import KernelWarpSyncError
 

@@ -53,8 +53,20 @@ def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
     return session.env, session.settings
 
 
+def _compile(path_or_source: Any, name: Optional[str], names: Optional[list], **kw: Any) -> Any:
+    """A Kernel for ``name``, or with ``names`` a Module of those kernels (``name`` first when given)."""
+    if names is None:
+        from pytest_gpuenv.rtc.kernel import compile_kernel
+
+        return compile_kernel(path_or_source, name, **kw)  # type: ignore[arg-type]
+    from pytest_gpuenv.rtc.module import compile_module
+
+    return compile_module(path_or_source, ([name] if name and name not in names else []) + list(names), **kw)
+
+
 class HipKernelFactory:
-    """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel."""
+    """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel;
+    ``hip_kernel(path_or_source, names=[...])`` -> a Module of those kernels (``kernel(name)``, ``get_global``)."""
 
     def __init__(self, request: pytest.FixtureRequest) -> None:
         self.request = request
@@ -63,9 +75,7 @@ class HipKernelFactory:
     def _device(self) -> Optional[Device]:
         return current_device(self.request, self.env) if self.env.has_gpu else None
 
-    def __call__(self, path_or_source: Any, name: str, **options: Any) -> Any:
-        from pytest_gpuenv.rtc.kernel import compile_kernel
-
+    def __call__(self, path_or_source: Any, name: Optional[str] = None, **options: Any) -> Any:
         poison = poisoned()
         if poison is not None:
             pytest.skip(poison.reason())
@@ -79,28 +89,33 @@ class HipKernelFactory:
         )
         arch = options.pop("arch", None)
         sync = options.pop("sync", True)
+        names = options.pop("names", None)
         lockstep = bool(options.pop("lockstep", False))  # CPU executor only: a GPU runs as it runs
         if options:
             raise TypeError(
                 f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
-                "include_dirs, compiler, sync, lockstep"
+                "include_dirs, compiler, sync, names, lockstep"
             )
+        if names is not None and (isinstance(names, str) or not names):
+            raise TypeError(f"hip_kernel(names=...) takes a non-empty list of kernel names, got {names!r}")
+        if name is None and names is None:
+            raise TypeError("hip_kernel() needs a kernel name, or names=[...] for a module")
+        kw["names"] = list(names) if names is not None else None
         dev = self._device()
         try:
             warp = getattr(self.request, "param", None)
             if dev is None and isinstance(warp, int):
                 if self.settings.compile_archs:
                     self._compile_archs(path_or_source, name, None, kw)
-                return compile_kernel(path_or_source, name, arch="cpu", warp_size=warp, check=True,
-                                      lockstep=lockstep, **kw)
+                return _compile(path_or_source, name, arch="cpu", warp_size=warp, check=True, lockstep=lockstep,
+                                **kw)
             if dev is None and self.settings.kernels == "off":
                 pytest.skip(f"hip_kernel: --gpuenv-kernels=off and no GPU ({self.env.describe()})")
             if dev is not None:
                 arch = arch or (dev.arch or "").split(":")[0] or None
                 if arch is None:
                     pytest.fail(f"hip_kernel: the arch of {dev.describe()} is unknown; pass arch=", pytrace=False)
-                k = compile_kernel(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
-                return k
+                return _compile(path_or_source, name, arch=arch, device=dev.index, sync=sync, **kw)
             return self._compile_check(path_or_source, name, arch, kw)
         except KernelCompileError as exc:
             message = f"hip_kernel: {self._log_text(exc)}"
@@ -113,7 +128,7 @@ class HipKernelFactory:
         logs = self.request.config.stash.setdefault(_LOGS, LogOnce())
         return logs.text(exc, f"in the failure of {self.request.node.nodeid}")  # outside the except: no "During handling ..." chain
 
-    def _compile_check(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict) -> Any:
+    def _compile_check(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict) -> Any:
         built, missing = self._compile_archs(path_or_source, name, arch, kw)
         extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
         why = ""
@@ -124,10 +139,10 @@ class HipKernelFactory:
         mark_compile_only(self.request.node, built)  # the --gpuenv-json report lists compile-only tests
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
 
-    def _compile_archs(self, path_or_source: Any, name: str, arch: Optional[str], kw: dict
+    def _compile_archs(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict
                        ) -> tuple[list[str], list[str]]:
         """Compile for every target; fails the test on a compile error, skips when nothing can build."""
-        from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
+        from pytest_gpuenv.rtc.kernel import get_cache
 
         if arch is not None:
             archs = [arch]
@@ -140,9 +155,11 @@ class HipKernelFactory:
                 f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}, and none of "
                 f"{_compilers.looked_for()}"
             )
-        from pytest_gpuenv.rtc._source import kernel_decl, load_source
+        from pytest_gpuenv.rtc._names import targets
+        from pytest_gpuenv.rtc._source import load_source
 
-        kernel_decl(load_source(path_or_source, kw["kernel_dirs"]), name)  # fails once, not per arch
+        targets(load_source(path_or_source, kw["kernel_dirs"]), ([name] if name else []) + list(kw["names"] or []))
+        # ^ a missing kernel fails once, not per arch
         built, missing, errors = [], [], []
         for a in archs:
             try:
@@ -153,7 +170,7 @@ class HipKernelFactory:
                     continue
                 raise
             try:
-                compile_kernel(path_or_source, name, arch=a, **kw)
+                _compile(path_or_source, name, arch=a, **kw)
                 built.append(a)
             except KernelCompileError as exc:
                 errors.append((a, exc))

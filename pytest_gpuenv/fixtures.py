@@ -125,9 +125,11 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
 @pytest.fixture
 def hip_kernel(request: pytest.FixtureRequest) -> Any:
     """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
-    ``k(grid, block, *args, shared_mem=0, stream=None)``. Relative paths are looked up in
+    ``k(grid, block, *args, shared_mem=0, stream=None)``; ``name`` is a C++ name (``vector_add``,
+    ``ns::scale``, ``transpose<16>``). ``hip_kernel(path_or_source, names=[...])`` returns a Module
+    (``module.kernel(name)``, ``module.get_global(name)``). Relative paths are looked up in
     ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
-    ``sync`` (default True). Without a GPU it runs the kernel on the CPU executor, once per warp size of
+    ``sync`` (default True), ``names``. Without a GPU it runs the kernel on the CPU executor, once per warp size of
     ``gpuenv_cpu_warp_sizes`` (``--gpuenv-kernels=run``, the default where a C++ compiler exists), or
     compiles for ``gpuenv_compile_archs`` and skips (``compile``), or skips (``off``)."""
     from pytest_gpuenv._kernel_fixture import HipKernelFactory

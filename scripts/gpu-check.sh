@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples fault perf bench hosts)
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples fault perf bench hosts}
+SECTIONS=${*:-info tests examples published fault perf bench hosts}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -54,9 +54,15 @@ if want tests; then
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s
     # the NVIDIA/xdist checks again, showing what they saw (UUIDs per worker, perf intervals per GPU)
     run "tests/test_gpu_nvidia.py -s" 180 $PY -m pytest tests/test_gpu_nvidia.py -n 0 -q -rfEs -s
+    # name expressions, modules and globals, by-value vectors/structs launched with NVRTC and nvcc
+    run "tests/test_gpu_names.py" 300 $PY -m pytest tests/test_gpu_names.py -n 0 -q -rfEs
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
+fi
+if want published; then
+    # the published kernels of tests/data/published on the GPU against the CPU executor, one line per kernel
+    run "published kernels: GPU vs CPU executor" 600 env CUDA_VISIBLE_DEVICES=0 $PY scripts/published_check.py
 fi
 if want fault; then
     FAULT_DIR=$(mktemp -d); cp -r kernels "$FAULT_DIR/kernels"; printf '[pytest]\n' > "$FAULT_DIR/pytest.ini"

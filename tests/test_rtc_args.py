@@ -113,9 +113,9 @@ def test_none_and_int_addresses_for_pointers():
     assert vals[0] is None and vals[1] == 0xDEAD0000
 
 
-def test_by_value_struct_is_refused_by_name():
+def test_by_value_vector_wants_a_tuple_by_name():
     params = find_kernels('extern "C" __global__ void k(float2 v) {}')["k"].params
-    with pytest.raises(TypeError, match=r"argument 'v' \(float2 v\): kernel parameters of type 'float2' by value"):
+    with pytest.raises(TypeError, match=r"argument 'v' \(float2 v\) is a float2 by value: pass a tuple of 2 numbers, got float"):
         pack_args("k", params, [1.0])
 
 

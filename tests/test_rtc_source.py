@@ -62,13 +62,17 @@ def test_find_kernels_forms():
     assert ks["a"].line == 5
 
 
-def test_kernel_names_and_mangling_errors():
-    src = load_source('extern "C" __global__ void k(int n) {}\n__global__ void m(int n) {}\n')
-    assert kernel_decl(src, "k").name == "k"
-    with pytest.raises(KernelCompileError, match=r"kernel 'nope' not found in the given source \(__global__ kernels there: k, m\)"):
-        kernel_decl(src, "nope")
-    with pytest.raises(KernelCompileError, match=r'kernel \'m\' .*:2 is not declared extern "C"'):
-        kernel_decl(src, "m")
+def test_kernel_names_and_name_expressions():
+    src = load_source('extern "C" __global__ void k(int n) {}\n__global__ void m(int n) {}\n'
+                      "template <int TILE,\n          typename T> __global__ void tr(T* o) {}\n"
+                      "namespace ns { __global__ void scale(float* x) {} }\n")
+    assert kernel_decl(src, "k").name == "k" and kernel_decl(src, "k").extern_c
+    assert kernel_decl(src, "m").name == "m" and not kernel_decl(src, "m").extern_c  # C++ linkage: by name expression
+    assert kernel_decl(src, "tr<16, float>").template == "int TILE, typename T"
+    assert kernel_decl(src, "ns::scale").params[0].name == "x"
+    with pytest.raises(KernelCompileError, match=r"kernel 'nope<3>' not found in the given source \(__global__ kernels "
+                       r"there: k, m, scale, tr<int TILE, typename T> declared at line 4\)"):
+        kernel_decl(src, "nope<3>")
 
 
 def test_load_source_lookup(tmp_path):

@@ -10,6 +10,7 @@ from pytest_gpuenv.rtc._compilers import DEFAULT_ARCHS
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._source import Param
 from pytest_gpuenv.rtc.kernel import Kernel, compile_kernel
+from pytest_gpuenv.rtc.module import Module, compile_module
 from pytest_gpuenv.runtime._cpu_errors import (
     KernelAssertError,
     KernelBarrierError,
@@ -41,7 +42,9 @@ __all__ = [
     "KernelWarpError",
     "KernelWarpSyncError",
     "KernelWatchdogError",
+    "Module",
     "Param",
     "compile_command",
     "compile_kernel",
+    "compile_module",
 ]

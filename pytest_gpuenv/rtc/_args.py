@@ -6,12 +6,13 @@ Pure Python (ctypes, struct): torch and numpy are recognised by duck typing, nev
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import operator
 import struct
 from typing import Any, Optional, Sequence
 
-from pytest_gpuenv.rtc._source import Param
+from pytest_gpuenv.rtc._source import SCALAR_TYPES, Param, vector_name
 
 _CTYPES: dict[str, type[ctypes._SimpleCData[Any]]] = {
     "?": ctypes.c_bool,
@@ -67,8 +68,24 @@ def _is_tensor(value: Any) -> bool:
     return t.__module__.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "device")
 
 
+def _elem_of(p: Param) -> tuple[Optional[tuple[str, str]], int]:
+    """(accepted torch dtype / typestr, scalars per element) of pointer parameter ``p``'s elements."""
+    vec = p.vector
+    if vec is None:
+        return _ELEM.get(p.type), 1
+    return next((v for k, v in _ELEM.items() if SCALAR_TYPES.get(k) == vec[0]), None), vec[1]
+
+
+def check_count(p: Param, scalars: int, what: str) -> None:
+    """A pointer to a vector type takes whole vectors: TypeError when ``scalars`` is not a multiple."""
+    vec = p.vector
+    if vec is not None and scalars % vec[1]:
+        raise TypeError(f"argument {p.name!r} ({p.decl}) points to {vector_name(p.type)} ({vec[1]} scalars each): "
+                        f"{what} has {scalars} scalars, not a whole number of {vector_name(p.type)}")
+
+
 def _check_dtype(p: Param, got: str, typestr: Optional[str], what: str) -> None:
-    want = _ELEM.get(p.type)
+    want = _elem_of(p)[0]
     if want is None:
         return  # void*, structs: no check possible
     ok = got.replace("torch.", "") == want[0] if typestr is None else typestr[1:] == want[1][1:]
@@ -94,6 +111,8 @@ def pointer_arg(p: Param, value: Any, device: Optional[int], vendor: str) -> int
                 f"argument {p.name!r} ({p.decl}) is on {dev}, but the kernel launches on cuda:{device}"
             )
         _check_dtype(p, str(value.dtype), None, _describe(value))
+        if p.vector is not None:
+            check_count(p, value.numel(), _describe(value))
         return int(value.data_ptr())
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
@@ -145,10 +164,72 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
     return f
 
 
-class PackedArgs:
-    """ctypes storage for each argument and the ``void*[]`` array the launch APIs take."""
+#: a zero-length array of each gives a ctypes Structure that alignment without adding bytes
+_ALIGN_TYPES: dict[int, Any] = {1: ctypes.c_char, 2: ctypes.c_int16, 4: ctypes.c_int32, 8: ctypes.c_int64, 16: ctypes.c_longdouble}
 
-    def __init__(self, values: list[ctypes._SimpleCData[Any]]) -> None:
+
+@functools.cache
+def _vector_class(code: str, n: int, size: int, align: int) -> type[ctypes.Structure]:
+    """A Structure of ``n`` elements of ``code`` with the compiler's size and alignment (float4: 16, 16)."""
+    elem = _CTYPES[code]
+    fields: list[tuple[str, Any]] = [("v", elem * n)]
+    if align in _ALIGN_TYPES and ctypes.alignment(_ALIGN_TYPES[align]) == align:
+        fields.insert(0, ("_align", _ALIGN_TYPES[align] * 0))
+    if size > n * ctypes.sizeof(elem):
+        fields.append(("_pad", ctypes.c_char * (size - n * ctypes.sizeof(elem))))
+    return type(f"vector_{code}{n}", (ctypes.Structure,), {"_fields_": fields})
+
+
+def aligned(cls: Any, align: int) -> Any:
+    """A zeroed instance of ctypes type ``cls`` at an address that is a multiple of ``align``."""
+    align = max(align, ctypes.alignment(cls), 1)
+    buf = (ctypes.c_char * (ctypes.sizeof(cls) + align))()
+    return cls.from_buffer(buf, (-ctypes.addressof(buf)) % align)
+
+
+def value_arg(p: Param, value: Any) -> Any:
+    """The ctypes value of a by-value vector (a tuple of numbers) or struct (a ctypes.Structure of the
+    parameter's size), at the parameter's alignment; TypeError naming the parameter otherwise."""
+    vec = p.vector
+    if vec is not None:
+        code, n = vec
+        items = list(value) if isinstance(value, (tuple, list)) or type(value).__name__ == "ndarray" else None
+        if items is None or len(items) != n:
+            got = f"{len(items)} numbers" if items is not None else _describe(value)
+            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {vector_name(p.type)} by value: pass a tuple of {n} "
+                            f"numbers, got {got}")
+        esize = ctypes.sizeof(_CTYPES[code])
+        out = aligned(_vector_class(code, n, max(p.size, n * esize), p.align or esize), p.align or esize)
+        out.v[:] = [scalar_arg(p, code, v) for v in items]
+        return out
+    if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
+        if not p.size or ctypes.sizeof(value) != p.size:
+            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {p.type} of {p.size} bytes by value, got a ctypes "
+                            f"{type(value).__name__} of {ctypes.sizeof(value)} bytes")
+        out = aligned(type(value), p.align)
+        ctypes.memmove(ctypes.addressof(out), ctypes.addressof(value), p.size)
+        return out
+    raise TypeError(f"argument {p.name!r} ({p.decl}) is a {p.type} by value ({p.size} bytes): pass a ctypes.Structure "
+                    f"of that size, got {_describe(value)}")
+
+
+def by_value(p: Param, code: Optional[str], value: Any) -> Any:
+    """The ctypes value of a by-value argument: a scalar, vector or struct."""
+    if code is not None:
+        return _CTYPES[code](scalar_arg(p, code, value))
+    if p.vector is None and not p.size:
+        raise TypeError(
+            f"argument {p.name!r} ({p.decl}): the size of {p.type!r} is unknown; pass a pointer or scalar types (int, "
+            "unsigned, size_t, float, double, __half), or compile the kernel by a name expression")
+    return value_arg(p, value)
+
+
+class PackedArgs:
+    """ctypes storage for each argument and the ``void*[]`` array the launch APIs take: ``values`` in
+    parameter order (pointers as c_void_p, scalars as ctypes scalars, vectors and structs as ctypes
+    Structures of the parameter's size at its alignment)."""
+
+    def __init__(self, values: list[Any]) -> None:
         self.values = values
         self.array = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
 
@@ -167,18 +248,13 @@ def pack_args(
     if len(args) != len(params):
         sig = ", ".join(p.decl for p in params)
         raise TypeError(f"kernel {kernel!r} takes {len(params)} arguments ({sig}), got {len(args)}")
-    values: list[ctypes._SimpleCData[Any]] = []
+    values: list[Any] = []
     for p, a in zip(params, args):
         code = p.code
-        if code is None:
-            raise TypeError(
-                f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
-                "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)"
-            )
         if code == "P":
             values.append(ctypes.c_void_p(pointer_arg(p, a, device, vendor)))
         else:
-            values.append(_CTYPES[code](scalar_arg(p, code, a)))
+            values.append(by_value(p, code, a))
     return PackedArgs(values)
 
 

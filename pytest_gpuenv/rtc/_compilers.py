@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 from pytest_gpuenv.detect import _compilers as discovery
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.rtc._errors import KernelCompileError
+from pytest_gpuenv.rtc._names import with_markers
 from pytest_gpuenv.rtc._run import compile_error, file_id, run_tool
 from pytest_gpuenv.rtc._source import HIPRTC_INCLUDE, SHIPPED_INCLUDE, Source
 
@@ -70,6 +71,13 @@ class Compiler:
     def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
                 include_dirs: Sequence[str]) -> bytes:
         raise NotImplementedError
+
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                      include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
+        """The code object of ``src`` with ``extra`` (name-expression markers, ``_names``) appended, and the
+        lowered name of each of ``exprs`` that the compiler gives ({} here: the symbol table tells)."""
+        src, include_dirs = with_markers(src, extra, include_dirs)
+        return self.compile(src, name, arch, options, defines, include_dirs), {}
 
     #: headers the compiler includes before the source (``-include``, ``--pre-include``; hiprtc: built in)
     pre_includes: tuple[str, ...] = ("hip/hip_runtime.h",)
@@ -159,9 +167,13 @@ class Hiprtc(_ProbedArchs):
 
     def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
                 include_dirs: Sequence[str]) -> bytes:
+        return self.compile_named(src, name, arch, options, defines, include_dirs, (), "")[0]
+
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                      include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
         opts += self._flags(src, defines, include_dirs) + list(options)
-        req = json.dumps({"source": src.text, "name": src.display, "options": opts})
+        req = json.dumps({"source": src.text + extra, "name": src.display, "options": opts, "names": list(exprs)})
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hiprtc_worker.py")
         env = dict(os.environ)
         env.setdefault("HIP_VISIBLE_DEVICES", "")  # compile only: keep the child away from the GPUs
@@ -178,7 +190,7 @@ class Hiprtc(_ProbedArchs):
         out = json.loads(p.stdout)
         if out["result"] != 0:
             raise compile_error(out["log"] or out["error"], src, name, arch, "hiprtc", out["error"])
-        return base64.b64decode(out["code"])
+        return base64.b64decode(out["code"]), dict(out.get("lowered") or {})
 
 
 class Hipcc(_ProbedArchs):
@@ -265,6 +277,10 @@ class Nvrtc(Compiler):
 
     def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
                 include_dirs: Sequence[str]) -> bytes:
+        return self.compile_named(src, name, arch, options, defines, include_dirs, (), "")[0]
+
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+                      include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         nvrtc = self._module()
         if not self.supports(arch):
             have = ", ".join(f"sm_{a}" for a in self._archs())
@@ -272,8 +288,10 @@ class Nvrtc(Compiler):
                                      compiler="nvrtc", file=src.path)
         opts = [f"--gpu-architecture={arch}", "-default-device", "-std=c++17", "--pre-include=hip/hip_runtime.h"]
         opts += self._flags(src, defines, include_dirs) + list(options)
-        err, prog = nvrtc.nvrtcCreateProgram(src.text.encode(), src.display.encode(), 0, [], [])
+        err, prog = nvrtc.nvrtcCreateProgram(src.data + extra.encode(), src.display.encode(), 0, [], [])
         try:
+            for e in exprs:
+                nvrtc.nvrtcAddNameExpression(prog, e.encode())
             (res,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
             # NVRTC writes into the buffer: it must be a bytearray. ``b" " * n`` (cuda-python's examples)
@@ -287,7 +305,8 @@ class Nvrtc(Compiler):
             _, n = nvrtc.nvrtcGetCUBINSize(prog)
             cubin = bytearray(n)
             nvrtc.nvrtcGetCUBIN(prog, cubin)
-            return bytes(cubin)
+            lowered = {e: nvrtc.nvrtcGetLoweredName(prog, e.encode()) for e in exprs}
+            return bytes(cubin), {e: r[1].decode() for e, r in lowered.items() if int(r[0]) == 0 and r[1]}
         finally:
             nvrtc.nvrtcDestroyProgram(prog)
 

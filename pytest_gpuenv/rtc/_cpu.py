@@ -183,21 +183,21 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-                 defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False
-                 ) -> tuple[dict[str, Any], bytes]:
+                 defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
+                 lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
-
+    ``entry``: the C++ appended instead of ``GPUENV_ENTRY(name)`` (name expressions, modules: ``_cpu_module``).
     ``lockstep`` needs the instrumented build even unchecked: the executor runs a wave in lockstep by
     making every shared-memory access wait for the wave's other lanes."""
     check_supported(src)
     text, dyn_names = rewrite(src.text)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
     lines = text.count("\n") + 2
-    code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_ENTRY({name})\n'
+    code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\n{entry or f"GPUENV_ENTRY({name})"}\n'
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
-        with open(cpp, "w", encoding="utf-8") as f:
+        with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)
         incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
         defs = [f"-D{k}={v}" for k, v in defines.items()]

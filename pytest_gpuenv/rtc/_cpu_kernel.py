@@ -11,9 +11,10 @@ import ctypes
 import math
 import os
 import re
+import struct
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args, _cpu
+from pytest_gpuenv.rtc import _args, _cpu, _names
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
@@ -41,6 +42,8 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
             raise TypeError(f"argument {p.name!r} ({p.decl}) is a tensor on {value.device}; the CPU executor "
                             "(arch='cpu') runs on host memory: pass CPU tensors")
         _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
+        if p.vector is not None:
+            _args.check_count(p, value.numel(), _args._describe(value))
         size = value.numel() * value.element_size()
         if not value.is_contiguous():
             size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())
@@ -54,6 +57,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         _args._check_dtype(p, "", typestr, f"an array of typestr {typestr!r}")
         addr, readonly = ai["data"]
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
+        _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
         return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value, 0, False  # a raw address: not a registered buffer
@@ -71,16 +75,13 @@ def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]
     regions: list[tuple[int, int, bool, int]] = []
     for i, (p, a) in enumerate(zip(params, args)):
         code = p.code
-        if code is None:
-            raise TypeError(f"argument {p.name!r} ({p.decl}): kernel parameters of type {p.type!r} by value are not "
-                            "supported; pass a pointer or scalar types (int, unsigned, size_t, float, double, __half)")
         if code == "P":
             addr, size, readonly = host_pointer(p, a)
             values.append(ctypes.c_void_p(addr))
             if addr:
                 regions.append((addr, size, readonly or bool(_CONST.search(p.decl)), i))
         else:
-            values.append(_args._CTYPES[code](_args.scalar_arg(p, code, a)))
+            values.append(_args.by_value(p, code, a))
     return _args.PackedArgs(values), regions
 
 
@@ -96,8 +97,12 @@ class CpuKernel(Kernel):
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
-                 lockstep: bool = False, **kw: Any) -> None:
+                 index: Optional[int] = None, lockstep: bool = False, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
+        #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
+        self.index = index
+        #: the Module this kernel came from: its globals are synced around each launch
+        self.module: Optional[Any] = None
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
@@ -112,7 +117,10 @@ class CpuKernel(Kernel):
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
     def load(self, device: Optional[int] = None) -> Any:
-        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self.name)
+        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, re.sub(r"\W", "_", self.name)[:64])
+
+    def _runtime_and_module(self) -> tuple[Any, Any]:
+        return _cpu.runtime(get_cache(self._cache_dir)), self.load()
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
@@ -123,13 +131,21 @@ class CpuKernel(Kernel):
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         packed, regions = pack_host_args(self.name, self.params, args)
-        rt = _cpu.runtime(get_cache(self._cache_dir))
-        mod = rt.load(self.binary, self.name)
+        rt, mod = self._runtime_and_module()
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
         where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
                        + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
         mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
-        res = rt.launch(mod, g, b, packed.address, regions, where, shared_mem, self.warp_size, mode, self.watchdog)
+        if self.index is not None:
+            rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
+        if self.module is not None:
+            self.module._to_device(rt, mod)
+        try:
+            res = rt.launch(mod, g, b, packed.address, regions, where, shared_mem, self.warp_size, mode,
+                            self.watchdog)
+        finally:
+            if self.module is not None:
+                self.module._from_device(rt, mod)
         ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
@@ -140,23 +156,30 @@ class CpuKernel(Kernel):
             raise _cpu_report.to_error(ctx, res.report)
 
 
-def compile_cpu(src: Source, name: str, params: Sequence[Param], *, warp_size: int, check: bool,
+def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool, lockstep: bool = False) -> CpuKernel:
-    """Build (or take from the cache) kernel ``name`` for the CPU executor."""
+                cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None,
+                lockstep: bool = False) -> list[CpuKernel]:
+    """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor
+    (``name``: the one kernel's name as given, or the module's names; ``key_name``: its cache key's)."""
     if warp_size not in WARP_SIZES:
         raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
+    entry = _names.cpu_entry(targets)
 
     def build() -> tuple[dict, bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, lockstep)
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, lockstep)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, name, warp_size, check, options, defines, include_dirs, lockstep)
+        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs,
+                              lockstep)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
-    k = CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, meta=meta, cache_dir=cache_dir, name=name,
-                  compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=params,
-                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path)
-    return k
+    resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
+    return [CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, meta=meta, cache_dir=cache_dir,
+                      index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
+                      compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
+                      compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
+                      lowered_name=r.lowered)
+            for i, r in enumerate(resolved)]

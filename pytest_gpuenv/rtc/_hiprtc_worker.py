@@ -9,8 +9,9 @@ LIBRARY is a path: ``libhiprtc.so*`` / ``libamdhip64.so*`` on Linux, ``hiprtc<MM
 Windows, whose folder (the HIP SDK's ``bin``, with amd_comgr and hiprtc-builtins) is added to the DLL
 search path first.
 
-Request: {"source": str, "name": str, "options": [str]}. Reply on stdout:
-{"result": int, "error": str, "log": str, "code": base64 str, "version": "M.m"}.
+Request: {"source": str, "name": str, "options": [str], "names": [str]} (names: name expressions,
+optional). Reply on stdout: {"result": int, "error": str, "log": str, "code": base64 str, "version": "M.m",
+"lowered": {name expression: lowered name}} (a name hiprtc could not lower is left out).
 """
 
 import base64
@@ -38,12 +39,16 @@ def main() -> int:
         version = f"{major.value}.{minor.value}"
     prog = ctypes.c_void_p()
     r = lib.hiprtcCreateProgram(
-        ctypes.byref(prog), ctypes.c_char_p(req["source"].encode()), req["name"].encode(), 0, None, None
+        ctypes.byref(prog), ctypes.c_char_p(req["source"].encode("utf-8", "surrogateescape")), req["name"].encode(),
+        0, None, None
     )
     if r != 0:
         err = lib.hiprtcGetErrorString(r).decode()
         print(json.dumps({"result": r, "error": err, "log": "", "code": "", "version": version}))
         return 0
+    names = [n.encode() for n in req.get("names", [])]
+    for n in names:
+        lib.hiprtcAddNameExpression(prog, n)
     opts = [o.encode() for o in req["options"]]
     r = lib.hiprtcCompileProgram(prog, len(opts), (ctypes.c_char_p * max(1, len(opts)))(*opts))
     n = ctypes.c_size_t()
@@ -57,6 +62,11 @@ def main() -> int:
         buf = ctypes.create_string_buffer(n.value)
         lib.hiprtcGetCode(prog, buf)
         code = buf.raw
+    lowered = {}
+    for n in names if r == 0 else []:
+        out = ctypes.c_char_p()
+        if lib.hiprtcGetLoweredName(prog, n, ctypes.byref(out)) == 0 and out.value:
+            lowered[n.decode()] = out.value.decode()
     lib.hiprtcDestroyProgram(ctypes.byref(prog))
     print(json.dumps({
         "result": r,
@@ -64,6 +74,7 @@ def main() -> int:
         "log": log,
         "code": base64.b64encode(code).decode(),
         "version": version,
+        "lowered": lowered,
     }))
     return 0
 

@@ -29,14 +29,15 @@ _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
 class Source:
     """A kernel source: its text and the file it came from (None for inline source)."""
 
-    text: str
+    text: str  # decoded as UTF-8; bytes that are not UTF-8 (a Latin-1 comment) kept as surrogate escapes
     path: Optional[str]
     #: display name handed to the compiler, so its log points at the real file
     display: str
 
     @property
     def data(self) -> bytes:
-        return self.text.encode()
+        """The bytes of the source as read (what the compilers are given)."""
+        return self.text.encode("utf-8", "surrogateescape")
 
     @property
     def dir(self) -> Optional[str]:
@@ -60,8 +61,8 @@ def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[st
                 data = read_regular(path)
                 if data is None:
                     raise OSError("not a regular file")
-                text = data.decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                text = data.decode("utf-8", "surrogateescape")  # a Latin-1 licence comment is no error
+            except OSError as exc:
                 raise KernelCompileError(f"cannot read kernel file {path}: {exc}", file=path) from None
             return Source(text=text, path=path, display=path)
     searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
@@ -113,7 +114,37 @@ SCALAR_TYPES = {
     "double": "d",
     "__half": "e",
     "half": "e",
+    "_Float16": "e",
 }
+#: HIP's vector type names: float4, uchar4, ulonglong2, ... -> (element C type, count)
+_VECTOR_NAME = re.compile(r"^(u?)(char|short|int|long|longlong|float|double)([1-4])$")
+_VECTOR_TEMPLATE = re.compile(r"^(?:\w+::)*HIP_vector_type<(?P<t>[\w ]+), (?P<n>[1-4])u?>$")
+_ELEMENT = {"longlong": "long long", "char": "signed char"}
+
+
+def vector_type(t: str) -> Optional[tuple[str, int]]:
+    """``float4`` / ``HIP_vector_type<float, 4u>`` (as demangled) -> ("f", 4); None for anything else."""
+    m = _VECTOR_NAME.match(t)
+    if m:
+        elem = _ELEMENT.get(m.group(2), m.group(2))
+        elem = ("unsigned " + elem.replace("signed ", "")) if m.group(1) else elem
+        code = SCALAR_TYPES.get(elem)
+        return (code, int(m.group(3))) if code else None
+    m = _VECTOR_TEMPLATE.match(t)
+    if m and m.group("t") in SCALAR_TYPES:
+        return SCALAR_TYPES[m.group("t")], int(m.group("n"))
+    if t == "__half2":
+        return "e", 2
+    return None
+
+
+def vector_name(t: str) -> str:
+    """HIP's name of a vector type as demangled: ``HIP_vector_type<unsigned char, 4u>`` -> ``uchar4``."""
+    m = _VECTOR_TEMPLATE.match(t)
+    if not m or m.group("t") not in SCALAR_TYPES:
+        return t
+    elem = re.sub(r"^signed ", "", m.group("t").replace("long long", "longlong"))
+    return re.sub(r"^unsigned ", "u", elem) + m.group("n")
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "std"}
 
 
@@ -122,20 +153,29 @@ class Param:
     """One declared kernel parameter: ``const float* __restrict__ a`` -> Param("a", "float", True)."""
 
     name: str
-    type: str  # base type without qualifiers: "float", "unsigned int", "__half"
+    type: str  # base type without qualifiers: "float", "unsigned int", "__half", "HIP_vector_type<float, 4u>"
     pointer: bool
-    decl: str  # as written, for messages
+    decl: str  # as written (or as instantiated), for messages
+    #: bytes and alignment of the parameter as the compiler laid it out (0: not asked, a plain extern "C" kernel)
+    size: int = 0
+    align: int = 0
 
     @property
     def code(self) -> Optional[str]:
-        """struct code of a by-value scalar ("i", "f", ...), "P" for pointers, None if unsupported."""
+        """struct code of a by-value scalar ("i", "f", ...), "P" for pointers, None otherwise (vectors, structs)."""
         return "P" if self.pointer else SCALAR_TYPES.get(self.type)
+
+    @property
+    def vector(self) -> Optional[tuple[str, int]]:
+        """(element struct code, count) when the type (pointed to) is a HIP vector type, else None."""
+        return vector_type(self.type)
 
 
 # Linear in the text (issue 12): a launch-bounds argument list is at most 256 characters, and the
 # search stops at the last ")" so a parameter list always finds its ")" and is never rescanned.
 _GLOBAL = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?"
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?(?:(?:static|inline|__forceinline__)\s+)?void\s+"
+    r"(?:__launch_bounds__\s*\([^)]{0,256}\)\s*)?"
     r"(?P<name>[A-Za-z_]\w*)\s*\((?P<params>[^)]*)\)",
     re.S,
 )
@@ -143,6 +183,7 @@ _EXTERN_C_BLOCK = re.compile(r'extern\s+"C"\s*\{')
 _EXTERN_C = re.compile(r'extern\s+"C"')
 _BRACE = re.compile(r"[{}]")
 _STATEMENT_END = re.compile(r"[;}{]")
+_TEMPLATE = re.compile(r"\btemplate\s*<(.*)>\s*(?:static\s+|inline\s+|__host__\s+|__device__\s+)*$", re.S)
 
 
 def _extern_c_spans(text: str) -> tuple[list[int], list[int]]:
@@ -187,6 +228,13 @@ class KernelDecl:
     params: list[Param]
     extern_c: bool
     line: int
+    #: the template parameter list of a kernel template ("int TILE"), None for a plain function
+    template: Optional[str] = None
+
+    def describe(self, always_line: bool = False) -> str:
+        """``vector_add`` or ``transpose<int TILE> declared at line 12``, for "kernels there" messages."""
+        name = self.name if self.template is None else f"{self.name}<{self.template}>"
+        return f"{name} declared at line {self.line}" if self.template is not None or always_line else name
 
 
 def find_kernels(text: str) -> dict[str, KernelDecl]:
@@ -206,7 +254,9 @@ def find_kernels(text: str) -> dict[str, KernelDecl]:
                   for i, p in enumerate(params)]
         line += clean.count("\n", counted, m.start())
         counted = m.start()
-        out.setdefault(m.group("name"), KernelDecl(m.group("name"), params, extern_c, line))
+        tm = _TEMPLATE.search(stmt)
+        out.setdefault(m.group("name"), KernelDecl(m.group("name"), params, extern_c, line,
+                                                   " ".join(tm.group(1).split()) if tm else None))
     return out
 
 
@@ -225,23 +275,17 @@ def _split_params(raw: str) -> list[str]:
 
 
 def kernel_decl(src: Source, name: str) -> KernelDecl:
-    """The declaration of kernel ``name``; KernelCompileError naming the kernels that do exist."""
+    """The declaration of kernel ``name`` (a name expression: ``k``, ``ns::k``, ``k<16>``, ``k<float, 256>``,
+    looked up by its last unqualified name); KernelCompileError naming the kernels that do exist."""
     kernels = find_kernels(src.text)
-    where = src.path or "the given source"
-    if name not in kernels:
-        have = ", ".join(sorted(kernels)) or "none"
+    base = name.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+    if base not in kernels:
+        where = src.path or "the given source"
+        have = ", ".join(k.describe() for k in sorted(kernels.values(), key=lambda k: k.name)) or "none"
         raise KernelCompileError(
             f"kernel {name!r} not found in {where} (__global__ kernels there: {have})", file=src.path
         )
-    k = kernels[name]
-    if not k.extern_c:
-        raise KernelCompileError(
-            f'kernel {name!r} in {where}:{k.line} is not declared extern "C": its symbol name is mangled; '
-            f'write extern "C" __global__ void {name}(...)',
-            file=src.path,
-            line=k.line,
-        )
-    return k
+    return kernels[base]
 
 
 # ------------------------------------------------------------------ compiler logs

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from pytest_gpuenv import runtime
-from pytest_gpuenv.rtc import _args, _compilers
+from pytest_gpuenv.rtc import _args, _compilers, _names
 from pytest_gpuenv.rtc._attribute import attribute
 from pytest_gpuenv.rtc._cache import Cache, make_key, shared
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc._source import Param, Source, find_headers, kernel_decl, load_source
+from pytest_gpuenv.rtc._source import Param, Source, find_headers, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -32,7 +32,10 @@ class Kernel:
     Attributes
     ----------
     name, arch : str
-        The kernel and the target it was built for (``gfx90a``, ``sm_90``).
+        The kernel as it was named (``vector_add``, ``transpose<16>``, ``ns::scale``) and the target it
+        was built for (``gfx90a``, ``sm_90``).
+    lowered_name : str
+        The symbol the code object has for it (the mangled name of a C++ kernel; ``name`` for extern "C").
     backend : str
         ``"rocm"`` (AMD code object) or ``"cuda"`` (cubin).
     compiler : str
@@ -44,7 +47,8 @@ class Kernel:
     cache_hit : bool
         True when the code object came from the cache.
     params : list of Param
-        The declared parameters, which arguments are checked against.
+        The parameters, which arguments are checked against: as declared, or for a C++ kernel as
+        instantiated (template parameters substituted, typedefs resolved, sizes from the compiler).
     """
 
     __module__ = "pytest_gpuenv.rtc"
@@ -62,8 +66,10 @@ class Kernel:
         source: Optional[str] = None,
         device: Optional[int] = None,
         sync: bool = False,
+        lowered_name: Optional[str] = None,
     ) -> None:
         self.name = name
+        self.lowered_name = lowered_name or name
         self.arch = arch
         self.backend = "rocm" if arch.startswith("gfx") else "cuda"
         self.compiler = compiler
@@ -77,6 +83,8 @@ class Kernel:
         #: wait for the kernel after each launch, so a fault fails the call that caused it
         self.sync = sync
         self._functions: dict[int, Any] = {}
+        #: set by a Module: (device) -> the function in the module's one loaded code object
+        self._loader: Optional[Callable[[int], Any]] = None
 
     @property
     def size(self) -> int:
@@ -112,7 +120,10 @@ class Kernel:
             poison = runtime.poisoned(self.backend)
             if poison is not None:
                 raise KernelLaunchError(poison.reason(), code=poison.code, sticky=True)
-            fn = self._functions[dev] = runtime.get(self.backend, dev).load(self.binary, self.name)
+            if self._loader is not None:
+                fn = self._functions[dev] = self._loader(dev)
+            else:
+                fn = self._functions[dev] = runtime.get(self.backend, dev).load(self.binary, self.lowered_name)
         return fn
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
@@ -162,36 +173,56 @@ def compile_kernel(
     A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
-    decl = kernel_decl(src, name)
+    return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
+                         cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
+                         warp_size=warp_size, check=check, lockstep=lockstep)[0]
+
+
+def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str] = (),
+                  defines: Optional[Mapping[str, Any]] = None, include_dirs: Sequence[str] = (),
+                  cache_dir: Optional[str] = None, compiler: Optional[str] = None, device: Optional[int] = None,
+                  sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True,
+                  lockstep: bool = False) -> list[Kernel]:
+    """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
+    targets = _names.targets(src, names)
+    key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
+    if len(targets) > 1 or not targets[0].simple:
+        key_name += f"\n{_names.MARKER_VERSION}"  # the markers (and the CPU dispatch) are part of what is compiled
+    name = ", ".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # in messages
     try:
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
-            return compile_cpu(src, name, decl.params, warp_size=warp_size, check=check, options=options,
-                               defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                               use_cache=use_cache, lockstep=lockstep)
+            return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
+                                    defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
+                                    use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})
         target = arch
+        extra = _names.marker_text(targets)
 
         def build() -> tuple[dict, bytes]:
             t = time.perf_counter()
-            binary = comp.compile(src, name, target, tuple(options), defs, tuple(include_dirs))
-            return {"name": name, "arch": target, "compiler": comp.name,
+            binary, lowered = comp.compile_named(src, name, target, tuple(options), defs, tuple(include_dirs),
+                                                 [t.expr for t in targets if not t.simple], extra)
+            return {"name": name, "arch": target, "compiler": comp.name, "lowered": lowered,
                     "compile_seconds": time.perf_counter() - t}, binary
 
-        key = _cache_key(src, name, arch, comp, options, defs, include_dirs)  # finds every header first
+        key = _cache_key(src, key_name, arch, comp, options, defs, include_dirs)  # finds every header first
         if use_cache:
             meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
         else:
             (meta, binary), hit = build(), False
+        where = f"the {comp.name} code object of {src.path or src.display}"
+        resolved = _names.resolve(binary, targets, dict(meta.get("lowered") or {}), True, where)
     except KernelCompileError as exc:
+        exc = _names.explain(exc, targets)
         attribute(exc, src, name)
-        raise
-    return Kernel(name=name, arch=arch, compiler=comp.name, binary=binary, params=decl.params,
-                  compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,
-                  device=device, sync=sync)
+        raise exc from None
+    return [Kernel(name=r.expr if len(names) > 1 else names[0], arch=arch, compiler=comp.name, binary=binary,
+                   params=r.params, compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit,
+                   source=src.path, device=device, sync=sync, lowered_name=r.lowered) for r in resolved]
 
 
 def _cache_key(

@@ -10,6 +10,7 @@ and failed checks come back as a report, formatted by ``_cpu_report``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -114,6 +115,21 @@ class CpuRuntime:
             mod = self._modules[digest] = CpuModule(lib, entry, lo.value or 0, hi.value or 0)
         return mod
 
+    def _symbol(self, mod: CpuModule, name: str) -> tuple[int, int]:
+        """(address, bytes) of global ``name``: dlsym, and the size from the library's symbol table."""
+        addr = ctypes.cast(mod.lib[name], ctypes.c_void_p).value or 0
+        return addr, _symbol_sizes(mod.lib._name).get(name, 0)
+
+    def read_symbol(self, mod: CpuModule, name: str) -> bytes:
+        """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
+        addr, size = self._symbol(mod, name)
+        return ctypes.string_at(addr, size)
+
+    def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
+        """Overwrite the start of global ``name`` of ``mod`` with ``data`` (at most its size)."""
+        addr, size = self._symbol(mod, name)
+        ctypes.memmove(addr, bytes(data), min(len(data), size))
+
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], args_address: int,
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
                shared_mem: int, warp_size: int, check: int, watchdog_s: float) -> LaunchResult:
@@ -134,6 +150,15 @@ class CpuRuntime:
         if d.out_len >= PRINTF_CAPACITY - 1:
             output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
         return LaunchResult(rep, output)
+
+
+@functools.lru_cache(maxsize=64)
+def _symbol_sizes(path: str) -> dict[str, int]:
+    """name -> st_size of a loaded library's symbols (its memfd, ``/proc/self/fd/N``, stays open)."""
+    from pytest_gpuenv.rtc._symbols import symbols
+
+    with open(path, "rb") as f:
+        return {s.name: s.size for s in symbols(f.read())}
 
 
 _RUNTIME: Optional[CpuRuntime] = None

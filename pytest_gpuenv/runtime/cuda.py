@@ -52,6 +52,23 @@ class CudaRuntime:
         handle = self._check(self.driver.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name!r})")
         return Function(handle, module, name)
 
+    def load_module(self, binary: bytes) -> Any:
+        """cuModuleLoadData on a cubin (or fatbin, PTX)."""
+        self._current()
+        return self._check(self.driver.cuModuleLoadData(binary), "cuModuleLoadData")
+
+    def get_function(self, module: Any, name: str) -> Function:
+        """Kernel ``name`` (its lowered name) of a module ``load_module`` loaded."""
+        self._current()
+        handle = self._check(self.driver.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction({name!r})")
+        return Function(handle, module, name)
+
+    def get_global(self, module: Any, name: str) -> tuple[int, int]:
+        """(device address, bytes) of the ``__constant__``/``__device__`` variable ``name`` of a loaded module."""
+        self._current()
+        dptr, nbytes = self._check(self.driver.cuModuleGetGlobal(module, name.encode()), f"cuModuleGetGlobal({name!r})")
+        return int(dptr), int(nbytes)
+
     def stream(self, stream: Any) -> int:
         return stream_handle(stream, self.device)
 

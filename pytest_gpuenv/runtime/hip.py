@@ -67,6 +67,18 @@ class HipRuntime:
         handle = self._check(self.hip.hipModuleGetFunction(module, name.encode()), f"hipModuleGetFunction({name!r})")
         return Function(handle, module, name)
 
+    def get_function(self, module: Any, name: str) -> Function:
+        """Kernel ``name`` (its lowered name) of a module ``load_module`` loaded."""
+        self._select()
+        handle = self._check(self.hip.hipModuleGetFunction(module, name.encode()), f"hipModuleGetFunction({name!r})")
+        return Function(handle, module, name)
+
+    def get_global(self, module: Any, name: str) -> tuple[int, int]:
+        """(device address, bytes) of the ``__constant__``/``__device__`` variable ``name`` of a loaded module."""
+        self._select()
+        dptr, nbytes = self._check(self.hip.hipModuleGetGlobal(module, name.encode()), f"hipModuleGetGlobal({name!r})")
+        return int(dptr), int(nbytes)
+
     def stream(self, stream: Any) -> int:
         return stream_handle(stream, self.device)
 

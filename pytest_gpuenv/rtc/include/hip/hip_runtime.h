@@ -42,6 +42,11 @@ typedef unsigned long long uint64_t;
 #else
 #include <cstdint>
 #endif
+/* HIP on AMD declares these for device code (ROCm hip/amd_detail/device_library_decls.h); published HIP
+   kernels use them. Repeating glibc's identical typedefs (sys/types.h, nvcc's host pass) is allowed. */
+typedef unsigned short ushort;
+typedef unsigned int uint;
+typedef unsigned long ulong;
 
 /* Thread and block indices, HIP spelling. */
 #define hipThreadIdx_x (threadIdx.x)

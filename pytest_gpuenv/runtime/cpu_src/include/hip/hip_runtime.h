@@ -44,12 +44,14 @@
 #define __AMDGCN_WAVEFRONT_SIZE__ GPUENV_WARP_SIZE
 #endif
 #define __GPUENV_CPU__ 1
-#define __global__
+// used: a static kernel (or a name-expression marker naming one) is emitted even where nothing calls it
+#define __global__ __attribute__((used))
 #define __device__
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+// not __attribute__((noinline)): libstdc++ (<execution>) writes __attribute__((__noinline__)) itself
+#define __noinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define GPUENV_CAT2(a, b) a##b
@@ -183,6 +185,26 @@ inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
     return r;
+}
+// AMD's bit-field extract/insert (amd_device_functions.h: v_bfe_u32 semantics, offset and width mod 32/64)
+inline unsigned __bitextract_u32(unsigned src0, unsigned src1, unsigned src2) {
+    unsigned offset = src1 & 31, width = src2 & 31;
+    if (width == 0) return 0;
+    return offset + width < 32 ? (src0 << (32 - offset - width)) >> (32 - width) : src0 >> offset;
+}
+inline unsigned long long __bitextract_u64(unsigned long long src0, unsigned src1, unsigned src2) {
+    unsigned long long offset = src1 & 63, width = src2 & 63;
+    if (width == 0) return 0;
+    return offset + width < 64 ? (src0 << (64 - offset - width)) >> (64 - width) : src0 >> offset;
+}
+inline unsigned __bitinsert_u32(unsigned src0, unsigned src1, unsigned src2, unsigned src3) {
+    unsigned offset = src2 & 31, width = src3 & 31, mask = (1u << width) - 1;
+    return (src0 & ~(mask << offset)) | ((src1 & mask) << offset);
+}
+inline unsigned long long __bitinsert_u64(unsigned long long src0, unsigned long long src1, unsigned src2,
+                                          unsigned src3) {
+    unsigned long long offset = src2 & 63, width = src3 & 63, mask = (1ull << width) - 1;
+    return (src0 & ~(mask << offset)) | ((src1 & mask) << offset);
 }
 inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }

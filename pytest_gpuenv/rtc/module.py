@@ -1,0 +1,176 @@
+"""``compile_module`` and ``Module``: several kernels of one source in one code object, and its globals.
+
+On a GPU the code object is loaded once per device and every kernel of the module is looked up in
+that one load, so a ``__device__`` variable one kernel writes is what the next one reads, and
+``get_global`` is a torch tensor over the variable itself (``hipModuleGetGlobal``/``cuModuleGetGlobal``).
+On the CPU executor ``get_global`` is a numpy array mirroring the variable: the module writes each
+mirror to the kernel library before every launch of one of its kernels and reads it back after
+(``CpuRuntime.read_symbol``/``write_symbol``), so the array is what the kernels see and did.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any, Mapping, Optional, Sequence
+
+from pytest_gpuenv import runtime
+from pytest_gpuenv.rtc import _symbols
+from pytest_gpuenv.rtc._errors import KernelLaunchError
+from pytest_gpuenv.rtc._source import SCALAR_TYPES, load_source, vector_type
+from pytest_gpuenv.rtc.kernel import Kernel, build_kernels
+
+__all__ = ["Module", "compile_module"]
+
+_VAR = r"(?:__constant__|__device__)\s+(?:(?:const|static|volatile)\s+)*(?P<type>[A-Za-z_][\w:]*(?:\s+(?:int|long|short|char))*)\s+{}\s*(?P<dims>(?:\[[^\]]*\]\s*)*)[=;{{]"
+
+
+class Module:
+    """Kernels compiled together from one source: ``kernel(name)`` and ``get_global(name)``.
+
+    Attributes: ``names`` (the name expressions, in order), ``arch``, ``backend``, ``compiler``,
+    ``binary`` (the one code object or kernel library), ``cache_hit``.
+    """
+
+    __module__ = "pytest_gpuenv.rtc"
+
+    def __init__(self, kernels: Sequence[Kernel], text: str) -> None:
+        self._kernels = {k.name: k for k in kernels}
+        self.names = [k.name for k in kernels]
+        first = kernels[0]
+        self.arch, self.backend, self.compiler, self.binary = first.arch, first.backend, first.compiler, first.binary
+        self.cache_hit = first.cache_hit
+        self._text = text
+        self._loaded: dict[int, Any] = {}  # device -> the loaded GPU module
+        self._views: dict[str, Any] = {}  # variable -> the tensor / array handed out
+        self._mirrors: dict[str, tuple[str, Any]] = {}  # CPU: variable -> (symbol, numpy array)
+        for k in kernels:
+            if self.backend == "cpu":
+                k.module = self  # type: ignore[attr-defined]
+            else:
+                k._loader = functools.partial(self._function, k.lowered_name)
+
+    def __repr__(self) -> str:
+        return f"<Module {', '.join(self.names)} for {self.arch} via {self.compiler}>"
+
+    def kernel(self, name: str) -> Kernel:
+        """The kernel compiled for name expression ``name`` (as given to ``compile_module``)."""
+        k = self._kernels.get(name) or self._kernels.get(" ".join(str(name).split()))
+        if k is None:
+            raise KeyError(f"kernel {name!r} is not in this module (compiled: {', '.join(self.names)}); "
+                           "add it to names=[...]")
+        return k
+
+    # ------------------------------------------------------------------------------ GPU loading
+    def _module(self, dev: int) -> Any:
+        mod = self._loaded.get(dev)
+        if mod is None:
+            poison = runtime.poisoned(self.backend)
+            if poison is not None:
+                raise KernelLaunchError(poison.reason(), code=poison.code, sticky=True)
+            mod = self._loaded[dev] = runtime.get(self.backend, dev).load_module(self.binary)
+        return mod
+
+    def _function(self, lowered: str, dev: int) -> Any:
+        return runtime.get(self.backend, dev).get_function(self._module(dev), lowered)
+
+    # ------------------------------------------------------------------------------ globals
+    def _symbol(self, name: str) -> tuple[str, int]:
+        """(symbol, bytes) of global variable ``name`` (``coeffs``, ``ns::table``) from the symbol table."""
+        objs = [s for s in _symbols.symbols(self.binary) if s.kind == _symbols.STT_OBJECT and not s.name.endswith(".kd")]
+        for s, d in zip(objs, _symbols.demangle([s.name for s in objs])):
+            if name in (s.name, d):
+                return s.name, s.size
+        have = sorted(d for d in _symbols.demangle([s.name for s in objs]) if not d.startswith(("_", "gpuenv")))
+        raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module (variables there: "
+                       f"{', '.join(have) or 'none'})")
+
+    def _dtype(self, name: str, dtype: Any, size: int) -> Any:
+        import numpy as np
+
+        if dtype is not None:
+            return np.dtype(str(dtype).replace("torch.", ""))
+        m = re.search(_VAR.format(re.escape(name.rsplit("::", 1)[-1])), self._text)
+        t = " ".join(m.group("type").replace("std::", "").split()) if m else ""
+        code = SCALAR_TYPES.get(t) or (vector_type(t) or (None, 0))[0]  # float4: its floats
+        dt = np.dtype(code or "u1")  # the struct codes of SCALAR_TYPES are numpy's too
+        return dt if size % dt.itemsize == 0 else np.dtype(np.uint8)
+
+    def get_global(self, name: str, dtype: Any = None) -> Any:
+        """A writable 1-D view of ``__constant__``/``__device__`` variable ``name`` that the next launch sees.
+
+        On a GPU a torch tensor over the variable on the kernel's device, on the CPU executor a numpy
+        array. ``dtype`` (numpy or torch, or their names) defaults to the declared scalar type where the
+        declaration names one (``__constant__ float c[16]`` -> float32; ``float4`` -> its floats), else
+        bytes (uint8).
+        """
+        view = self._views.get(name)
+        if view is not None:
+            return view
+        sym, size = self._symbol(name)
+        dt = self._dtype(name, dtype, size)
+        if self.backend == "cpu":
+            import numpy as np
+
+            k = next(iter(self._kernels.values()))
+            rt, mod = k._runtime_and_module()  # type: ignore[attr-defined]
+            arr = np.frombuffer(bytearray(rt.read_symbol(mod, sym)), dtype=dt)
+            self._mirrors[name] = (sym, arr)
+            self._views[name] = arr
+            return arr
+        import torch
+
+        dev = next(iter(self._kernels.values()))._device()
+        dptr, nbytes = runtime.get(self.backend, dev).get_global(self._module(dev), sym)
+        holder = _DeviceArray(dptr, nbytes // dt.itemsize, dt.str)
+        view = self._views[name] = torch.as_tensor(holder, device=f"cuda:{dev}")
+        return view
+
+    def _to_device(self, rt: Any, mod: Any) -> None:
+        for sym, arr in self._mirrors.values():
+            rt.write_symbol(mod, sym, arr.tobytes())
+
+    def _from_device(self, rt: Any, mod: Any) -> None:
+        import numpy as np
+
+        for sym, arr in self._mirrors.values():
+            arr.view(np.uint8)[:] = np.frombuffer(rt.read_symbol(mod, sym), dtype=np.uint8)
+
+
+class _DeviceArray:
+    """``__cuda_array_interface__`` over a module global, for ``torch.as_tensor`` (no copy)."""
+
+    def __init__(self, ptr: int, n: int, typestr: str) -> None:
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (ptr, False), "version": 3,
+                                         "strides": None}
+
+
+def compile_module(
+    source_or_path: str | os.PathLike[str],
+    names: Sequence[str],
+    *,
+    arch: Optional[str] = None,
+    options: Sequence[str] = (),
+    defines: Optional[Mapping[str, Any]] = None,
+    include_dirs: Sequence[str] = (),
+    kernel_dirs: Optional[Sequence[str]] = None,
+    cache_dir: Optional[str] = None,
+    compiler: Optional[str] = None,
+    device: Optional[int] = None,
+    sync: bool = False,
+    use_cache: bool = True,
+    warp_size: int = 64,
+    check: bool = True,
+    lockstep: bool = False,
+) -> Module:
+    """Compile the kernels ``names`` (name expressions: ``"vector_add"``, ``"transpose<16>"``,
+    ``"ns::scale"``) of one HIP source once, into one code object; options as ``compile_kernel``."""
+    if isinstance(names, str) or not names:
+        raise TypeError(f"names must be a non-empty list of kernel names, got {names!r}")
+    src = load_source(source_or_path, list(kernel_dirs or ()))
+    ks = build_kernels(src, list(names), arch=arch, options=options, defines=defines, include_dirs=include_dirs,
+                       cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
+                       warp_size=warp_size, check=check, lockstep=lockstep)
+    return Module(ks, src.text)
+

@@ -1,0 +1,78 @@
+// origin: ROCm/rocm-examples@7dfb7d402794c33031be2847eaa06ee6732f07cb:Tutorials/reduction/example/v5.hip (device code verbatim; host code removed; <hip_utils.hpp>, <tmp_utils.hpp> are in include/)
+// MIT License
+//
+// Copyright (c) 2024 Advanced Micro Devices, Inc. All rights reserved.
+//
+// Permission is hereby granted, free of charge, to any person obtaining a copy
+// of this software and associated documentation files (the "Software"), to deal
+// in the Software without restriction, including without limitation the rights
+// to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+// copies of the Software, and to permit persons to whom the Software is
+// furnished to do so, subject to the following conditions:
+//
+// The above copyright notice and this permission notice shall be included in all
+// copies or substantial portions of the Software.
+//
+// THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+// IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+// FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+// AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+// LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+// OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+// SOFTWARE.
+
+// Configuration constants
+#define HIP_TEMPLATE_KERNEL_LAUNCH
+
+// Reduction
+#include <hip_utils.hpp> // HIP_CHECK
+#include <tmp_utils.hpp> // tmp::static_for
+
+// HIP API
+#include <hip/hip_runtime.h>
+
+// STL
+#include <algorithm>
+#include <cstddef>
+#include <execution>
+#include <iostream>
+#include <iterator>
+#include <numeric>
+#include <random>
+#include <stdlib.h>
+#include <utility>
+#include <vector>
+
+template<uint32_t WarpSize, typename T, typename F>
+__global__ void kernel(T* front, T* back, F op, T zero_elem, uint32_t front_size)
+{
+    extern __shared__ T shared[];
+
+    // Overindex-safe read of input
+    auto read_global_safe = [&](const uint32_t i) { return i < front_size ? front[i] : zero_elem; };
+
+    const uint32_t tid = threadIdx.x, bid = blockIdx.x, gid = bid * (blockDim.x * 2) + tid;
+
+    // Read input from front buffer to shared
+    shared[tid] = op(read_global_safe(gid), read_global_safe(gid + blockDim.x));
+    __syncthreads();
+
+    // Shared reduction
+    for(uint32_t i = blockDim.x / 2; i > WarpSize; i /= 2)
+    {
+        if(tid < i)
+            shared[tid] = op(shared[tid], shared[tid + i]);
+        __syncthreads();
+    }
+    // Warp reduction
+    tmp::static_for<WarpSize, tmp::not_equal<0>, tmp::divide<2>>(
+        [&]<int I>()
+        {
+            if(tid < I)
+                shared[tid] = op(shared[tid], shared[tid + I]);
+        });
+
+    // Write result from shared to back buffer
+    if(tid == 0)
+        back[bid] = shared[0];
+}
