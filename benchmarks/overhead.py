@@ -49,7 +49,7 @@ MARKS = [
     "@pytest.mark.requires_devices(2)",
     '@pytest.mark.skip_on("wsl")',
 ]
-HEAVY = ("torch", "hip", "cuda", "cupy", "triton", "numpy")
+HEAVY = ("torch", "hip", "cuda", "cupy", "triton", "numpy", "pynvml")
 
 
 def make_suite(path: str, n_tests: int, marked: float, per_file: int = 50) -> None:
@@ -263,8 +263,10 @@ t = []
 for _ in range(20):
     t0 = time.perf_counter(); detect(); t.append(time.perf_counter() - t0)
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)
+import importlib.util
 print(json.dumps({"first": first, "again": statistics.median(t), "backend": env.backend,
-                  "devices": len(env.devices), "heavy": heavy}))
+                  "devices": len(env.devices), "heavy": heavy,
+                  "pynvml": importlib.util.find_spec("pynvml") is not None, "nvml_loaded": "pynvml" in sys.modules}))
 """
 
 
@@ -289,6 +291,26 @@ def detection(pycache: Optional[str], repeat: int) -> None:
     last = plugin[-1]
     print(f"  -> backend {last['backend']}, {last['devices']} device(s); heavy modules imported: "
           f"{last['heavy'] or 'none'} (goal: none)")
+    in_pytest = []
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "test_one.py"), "w") as fh:
+            fh.write("def test_one():\n    pass\n")
+        # autoload on (pytest then rewrites the asserts of a pytest11 plugin's modules unless told not to), and
+        # no rewritten bytecode kept: as under PYTHONDONTWRITEBYTECODE=1 or in a read-only site-packages
+        plain = base_env(None, autoload=True)
+        for _ in range(repeat):
+            report = os.path.join(tmp, "r.json")
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--gpuenv-json={report}"],
+                           env=plain, cwd=tmp, stdout=subprocess.DEVNULL, timeout=120, check=True)
+            with open(report) as fh:
+                in_pytest.append(json.load(fh)["environment"]["detect_seconds"] * 1e3)
+    print(f"  in a pytest run, no bytecode kept (PYTHONDONTWRITEBYTECODE=1): {statistics.median(in_pytest):.2f} ms "
+          f"[{min(in_pytest):.2f}-{max(in_pytest):.2f}]")
+    # NVML is asked only where an NVIDIA driver (/proc/driver/nvidia) or device node (/dev/nvidiactl) exists
+    nv = os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl")
+    print(f"  -> nvidia-ml-py (pynvml) installed: {'yes' if last['pynvml'] else 'no'}; NVIDIA driver or device node: "
+          f"{'yes' if nv else 'no'}; NVML loaded by detection: {'yes' if last['nvml_loaded'] else 'no'}"
+          f"{' (goal: no)' if not nv else ''}")
 
 
 def instructions(cwd: str, pycache: Optional[str], layouts: int = 3) -> None:

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_vector_add(hip_kernel, torch_device):
-    k = hip_kernel("vector_add.hip", "vector_add")  # looked up in gpuenv_kernel_dirs (default: kernels/)
+    k = hip_kernel("vector_add.hip", "vector_add")  # beside the test, or in a kernels/ folder up to the rootdir
     n = 1_000_000
     a, b = torch.rand(n, device=torch_device), torch.rand(n, device=torch_device)
     out = torch.empty_like(a)

@@ -35,7 +35,9 @@ def _context(request: pytest.FixtureRequest) -> PerfContext:
         )
     env, settings = session.env, session.settings
     if env.backend == "cpu":
-        pytest.skip(f"perf test requires a usable GPU: found {env.describe()}")
+        from pytest_gpuenv._runtest import skip_without_gpu
+
+        skip_without_gpu(request.node, "perf test")
     return PerfContext(
         backend_factory=lambda: select_backend(env),
         monitor_factory=default_monitor,

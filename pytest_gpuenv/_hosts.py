@@ -252,7 +252,8 @@ def visible_value(env: GpuEnv, positions: list[int]) -> dict[str, str]:
     # AMD: composed with the masks in force, as ROCr and HIP read them
     from pytest_gpuenv.detect._visible import amd_worker_masks
 
-    return amd_worker_masks([*env.devices, *env.hidden_devices], vis, env.platform, devs)
+    return amd_worker_masks([*env.devices, *env.hidden_devices], vis, env.platform, devs,
+                            env.rocm.get("rocr_dropped") or ())
 
 
 def narrow(env: GpuEnv, positions: list[int]) -> GpuEnv:

@@ -9,7 +9,12 @@ error fails the test either way, with the compiler's log pointing at the file an
 With ``--gpuenv-kernels=run`` (the default where a C++ compiler exists) a CPU-only runner instead
 runs the kernel on the CPU executor (``arch="cpu"``, checked) at the test's warp size
 (``request.param``, from ``fixtures.parametrize_hip_kernel``); ``gpuenv_compile_archs``, when set,
-is still compile-checked first. ``off`` skips.
+is still compile-checked first, and when it is not, the kernel is compile-checked for one GPU arch that
+hiprtc or NVRTC knows here (``_check_arch``: host-only code such as ``std::vector`` fails there rather than
+inside the CPU executor). ``off`` skips. An arch the installed compiler does not know (probed once, cached)
+is not compile-checked: the skip names it (``compile``), or a warning once per run (``run``).
+A relative kernel path is looked up beside the test file and in its ``kernels/``, then in each parent's up to
+the rootdir (``gpuenv_kernel_dirs``, when set, first).
 
 A kernel that faults (an illegal address) leaves the process's CUDA context unusable. The fixture
 runs its test inside ``pytest_gpuenv.runtime.running(nodeid)``, so the runtime records which test
@@ -23,6 +28,8 @@ same log (the same kernel and arch) gives the error's first line and the test wh
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any, Optional
 
 import pytest
@@ -34,11 +41,15 @@ from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._attribute import LogOnce
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
+from pytest_gpuenv.rtc.kernel import get_cache
 from pytest_gpuenv.runtime import poisoned
 
 __all__ = ["HipKernelFactory"]
 
 _LOGS: pytest.StashKey[LogOnce] = pytest.StashKey()
+#: (arch, compiler) pairs a run-mode warning already named as not compile-checked
+_UNKNOWN: pytest.StashKey[set[tuple[str, str]]] = pytest.StashKey()
+_UNKNOWN_TAIL = "; not compile-checked)"
 
 
 def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
@@ -72,6 +83,26 @@ class HipKernelFactory:
         self.request = request
         self.env, self.settings = _env_and_settings(request.config)
 
+    def _kernel_dirs(self) -> list[str]:
+        """Where a relative kernel path is looked up: the test file's folder and its ``kernels/``, then each
+        parent's up to the rootdir, so the lookup does not depend on where pytest was started; the ini's
+        ``gpuenv_kernel_dirs``, when set, come first (the default, the rootdir's ``kernels/``, comes last)."""
+        config = self.request.config
+        root = config.rootpath
+        default = [str(root / "kernels")]
+        path = getattr(self.request.node, "path", None)
+        here = []
+        if path is not None:
+            folder = path.parent
+            chain = [folder, *folder.parents]
+            if root in chain:
+                chain = chain[:chain.index(root) + 1]
+            else:
+                chain = [folder]
+            here = [str(p) for d in chain for p in (d, d / "kernels")]
+        configured = [] if self.settings.kernel_dirs == default else list(self.settings.kernel_dirs)
+        return list(dict.fromkeys(configured + here + default))
+
     def _device(self) -> Optional[Device]:
         return current_device(self.request, self.env) if self.env.has_gpu else None
 
@@ -84,7 +115,7 @@ class HipKernelFactory:
             defines=options.pop("defines", None),
             include_dirs=options.pop("include_dirs", ()),
             compiler=options.pop("compiler", None),
-            kernel_dirs=self.settings.kernel_dirs,
+            kernel_dirs=self._kernel_dirs(),
             cache_dir=self.settings.cache_dir,
         )
         arch = options.pop("arch", None)
@@ -106,7 +137,9 @@ class HipKernelFactory:
             warp = getattr(self.request, "param", None)
             if dev is None and isinstance(warp, int):
                 if self.settings.compile_archs:
-                    self._compile_archs(path_or_source, name, None, kw)
+                    self._compile_archs(path_or_source, name, None, kw, need_one=False)  # then it runs here
+                else:
+                    self._gpu_compile_check(path_or_source, name, kw)
                 return _compile(path_or_source, name, arch="cpu", warp_size=warp, check=True, lockstep=lockstep,
                                 **kw)
             if dev is None and self.settings.kernels == "off":
@@ -130,7 +163,9 @@ class HipKernelFactory:
 
     def _compile_check(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict) -> Any:
         built, missing = self._compile_archs(path_or_source, name, arch, kw)
-        extra = f"; no compiler for {', '.join(m.split(' ')[0] for m in missing)}" if missing else ""
+        absent = [m.split(" ")[0] for m in missing if not m.endswith(_UNKNOWN_TAIL)]
+        extra = f"; no compiler for {', '.join(absent)}" if absent else ""
+        extra += "".join(f"; {m}" for m in missing if m.endswith(_UNKNOWN_TAIL))
         why = ""
         if self.settings.kernels == "run" and not self.env.compilers.get("cxx"):
             why = "; no C++ compiler to run it on the CPU executor (install g++)"
@@ -139,11 +174,10 @@ class HipKernelFactory:
         mark_compile_only(self.request.node, built)  # the --gpuenv-json report lists compile-only tests
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
 
-    def _compile_archs(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict
-                       ) -> tuple[list[str], list[str]]:
-        """Compile for every target; fails the test on a compile error, skips when nothing can build."""
-        from pytest_gpuenv.rtc.kernel import get_cache
-
+    def _compile_archs(self, path_or_source: Any, name: Optional[str], arch: Optional[str], kw: dict,
+                       need_one: bool = True) -> tuple[list[str], list[str]]:
+        """Compile for every target; fails the test on a compile error, skips when nothing can build (unless
+        ``need_one`` is False: the kernel then runs on the CPU executor all the same)."""
         if arch is not None:
             archs = [arch]
         elif self.settings.compile_archs:
@@ -161,14 +195,18 @@ class HipKernelFactory:
         targets(load_source(path_or_source, kw["kernel_dirs"]), ([name] if name else []) + list(kw["names"] or []))
         # ^ a missing kernel fails once, not per arch
         built, missing, errors = [], [], []
+        cache_path = get_cache(kw["cache_dir"]).path
         for a in archs:
             try:
-                _compilers.for_arch(_compilers.check_arch(a), kw["compiler"])
+                c = _compilers.for_arch(_compilers.check_arch(a), kw["compiler"])
             except KernelCompileError as exc:
                 if exc.arch == a and "unknown arch" not in str(exc):
                     missing.append(f"{a} ({exc})")
                     continue
                 raise
+            if not c.supports(a, cache_path):  # probed once per compiler and arch, the answer cached
+                missing.append(self._unknown_arch(a, c))
+                continue
             try:
                 _compile(path_or_source, name, arch=a, **kw)
                 built.append(a)
@@ -179,8 +217,52 @@ class HipKernelFactory:
             more = f"\n(also failed for {', '.join(a for a, _ in errors[1:])})" if len(errors) > 1 else ""
             ok = f"; built for {', '.join(built)}" if built else ""
             pytest.fail(f"hip_kernel: {shown}{more}{ok}", pytrace=False)
-        if not built:
-            pytest.skip(f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}; "
-                        f"no compiler for {', '.join(missing)}")
+        if not built and need_one:
+            absent = [m for m in missing if not m.endswith(_UNKNOWN_TAIL)]
+            unknown = [m for m in missing if m.endswith(_UNKNOWN_TAIL)]
+            why = ([f"no compiler for {', '.join(absent)}"] if absent else []) + unknown
+            pytest.skip(f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}; {'; '.join(why)}")
         return built, missing
+
+    def _unknown_arch(self, arch: str, compiler: _compilers.Compiler) -> str:
+        """The skip-with-reason of compiling for an arch the installed compiler does not know (Debian 12's
+        ROCm 5.2 hiprtc and gfx942: it aborts): in ``compile`` mode the skip names it; in ``run`` mode,
+        where the test runs on the CPU executor, a warning says so once per arch and compiler."""
+        where = getattr(compiler, "library", getattr(compiler, "path", lambda: None))()
+        text = f"{arch} ({compiler.name}{f' {where}' if where else ''} does not know it{_UNKNOWN_TAIL}"
+        warned = self.request.config.stash.setdefault(_UNKNOWN, set())
+        if self.settings.kernels == "run" and (arch, compiler.name) not in warned:
+            warned.add((arch, compiler.name))
+            warnings.warn(UserWarning(f"hip_kernel: {text}"), stacklevel=4)
+        return text
+
+    def _gpu_compile_check(self, path_or_source: Any, name: Optional[str], kw: dict) -> None:
+        """``run`` mode: before the kernel runs on the CPU executor (built by the host C++ compiler, which
+        accepts host-only code such as ``std::vector``), compile it for one GPU arch that hiprtc or NVRTC
+        knows here; a compile error there is the test's error. Cached like any kernel build."""
+        arch = _check_arch(kw["compiler"], get_cache(kw["cache_dir"]).path)
+        if arch is None:
+            return
+        try:
+            _compile(path_or_source, name, arch=arch, **kw)
+            return
+        except KernelCompileError as exc:
+            error = exc
+        pytest.fail(f"hip_kernel: compile check for {arch} (the kernel would run on the CPU executor, whose host "
+                    f"compiler accepts code no GPU compiler does): {self._log_text(error)}", pytrace=False)
+
+
+@functools.cache
+def _check_arch(compiler: Optional[str], cache_dir: str) -> Optional[str]:
+    """The GPU arch ``run`` mode compile-checks kernels for: the first of the default targets that hiprtc,
+    else NVRTC, builds here (gfx90a with Debian 12's ROCm 5.2 hiprtc), or None without either (or with
+    another compiler forced)."""
+    for cname in ("hiprtc", "nvrtc"):
+        c = _compilers.get(cname)
+        if (compiler is not None and compiler != cname) or not c.available():
+            continue
+        for a in _compilers.DEFAULT_ARCHS:
+            if _compilers.vendor_of(a) == c.vendor and c.supports(a, cache_dir):
+                return a
+    return None
 

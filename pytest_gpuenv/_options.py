@@ -17,8 +17,10 @@ import pytest
 from pytest_gpuenv.model import BACKEND_CHOICES, MAX_DEVICES, safe_repr
 
 BACKEND_DESC = (
-    "where GPU tests run: auto (detect), cpu (behave as a CPU-only runner: GPU tests skip, GPUs are "
-    "hidden from frameworks), cuda or rocm (require that backend). Default: auto."
+    "where GPU tests run: auto (detect), cpu (behave as a CPU-only runner: GPU tests skip naming this option, "
+    "GPUs are hidden from frameworks the tests import, GPU-only packages such as cupy cannot be imported), "
+    "cuda or rocm (only that backend's GPUs count: tests that need the other one skip; to stop the run "
+    "instead, --gpuenv-require). Default: auto."
 )
 DEVICES_DESC = (
     "what torch_device is parametrized over: best (the GPU when one is usable, else the CPU), all "
@@ -28,7 +30,10 @@ PERF_DESC = (
     "how performance assertions act: check (fail on FAIL, warn on INCONCLUSIVE; default), strict "
     "(fail on both), warn (report only), off (skip perf tests), record (store baselines)."
 )
-JSON_DESC = "write the environment and every performance measurement of the run to this JSON file."
+JSON_DESC = (
+    "write the run to this JSON file: the environment, every performance measurement, every hardware skip "
+    "(category and cause), the outcomes and the tests whose kernels were only compile-checked."
+)
 ROOT_DESC = (
     "read /proc, /sys, /dev, /opt, /usr (and every path the detection follows) under this folder "
     "instead of /: check a mounted image or a saved file tree. No library is loaded, no probe runs."
@@ -43,7 +48,10 @@ COMPILE_ARCHS_DESC = (
     "comma-separated arches hip_kernel compiles for when no GPU can launch (e.g. gfx90a,gfx1030,sm_90); "
     "default: what each installed compiler supports of gfx90a, gfx942, gfx1030, gfx1100, sm_80, sm_90."
 )
-KERNEL_DIRS_DESC = "directories where relative kernel paths are looked up (default: 'kernels' under the rootdir)."
+KERNEL_DIRS_DESC = (
+    "directories where relative kernel paths are looked up first; then the test file's folder and its "
+    "kernels/, and each parent's up to the rootdir ('kernels' under the rootdir, the default, last)."
+)
 BASELINES_DESC = "performance baselines file (default: .gpuenv/baselines.json under the rootdir)."
 PERF_MAX_TIME_DESC = "time cap in seconds for one performance measurement (default 2)."
 PERF_PLOT_DESC = "draw every measurement's samples and budget, one panel per test, into this PNG (needs matplotlib)."
@@ -53,8 +61,8 @@ WORKER_GPUS_DESC = (
 )
 PLAN_DESC = "with --collect-only: print which GPU-marked tests would run or skip on each runner profile."
 PLAN_PROFILE_DESC = (
-    "add a runner profile to --gpuenv-plan: a root folder, or a spec such as rocm:gfx90a:4x64GiB, "
-    "cuda:sm_90:1x141GB, cpu (repeatable)."
+    "add a runner profile to --gpuenv-plan: a root folder, a spec such as rocm:gfx90a:4x64GiB, "
+    "cuda:sm_90:1x141GB, cpu, or @FILE.json (a runner's `gpuenv info --json`); repeatable."
 )
 REQUIRE_DESC = (
     "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "

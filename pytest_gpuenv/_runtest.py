@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NoReturn, Optional
 
 import pytest
 
@@ -89,6 +89,19 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
         pytest.skip(skip.reason)
 
 
+def skip_without_gpu(item: pytest.Item, what: str) -> NoReturn:
+    """Skip from a fixture that needs a usable GPU (``gpu_device``, ``torch_device``, ``gpu_bench``),
+    counted as a hardware skip like a marker's: grouped by the same cause ``requires_gpu`` would give."""
+    from pytest_gpuenv import _skipping
+
+    session = get_session(item.config)
+    cause = _skipping.missing_gpu(session.env)
+    skip = _skipping.Skip(cause.category, cause.cause,
+                          f"{what} requires a usable GPU: found {session.env.describe()}" + _host_note(session))
+    item.stash[_SKIP_INFO] = skip
+    pytest.skip(skip.reason)
+
+
 def _poisoned() -> Optional[Poison]:
     """The sticky GPU error of this process (``runtime.poisoned()``), or None. Only code that imported the
     runtime can have recorded one, so a run that launches no kernel never imports it."""
@@ -110,7 +123,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
     if rep.outcome == "passed":  # most reports: nothing below applies to them
         return
     skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
-    if skip is not None and rep.skipped and rep.when == "setup":
+    if skip is not None and rep.skipped:
         rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]

@@ -111,9 +111,15 @@ def _arch_not_in_build(env: GpuEnv, want: str) -> Optional[Skip]:
 
 
 # Each check gets the environment, the value ``markers.validate`` parsed, and the marker's arguments.
+def missing_gpu(env: GpuEnv) -> Skip:
+    """The skip of a test that needs some usable GPU where there is none (``requires_gpu``'s, and the
+    GPU fixtures')."""
+    return _skip_missing(env, "a GPU", "vendor")
+
+
 def _check_gpu(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[Skip]:
     if not _usable(env):
-        return _skip_missing(env, "a GPU", "vendor")
+        return missing_gpu(env)
     return _arch_not_in_build(env, "a GPU")
 
 

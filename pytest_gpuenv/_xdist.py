@@ -259,7 +259,11 @@ def _check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) ->
     if not n or settings.worker_gpus == "off":
         return
     hide_all = env.problem("visible-devices-hide-all")
-    if hide_all is not None:
+    # a variable set empty hides every GPU on purpose (clr: "HIP_VISIBLE_DEVICES= should disable the device"):
+    # the workers inherit it and run without GPUs; any other value that hides all is taken for a mistake
+    deliberate = any(env.visible.get(v) == "" for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                                        "CUDA_VISIBLE_DEVICES"))
+    if hide_all is not None and not deliberate:
         raise pytest.UsageError(f"gpuenv: cannot assign GPUs to {n} xdist workers: {hide_all.message}")
     plan_assignment(env, n, settings.worker_gpus)
 

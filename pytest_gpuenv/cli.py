@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import io
 import json
 import math
@@ -74,13 +73,8 @@ def _env(args: argparse.Namespace) -> GpuEnv:
 def info_text(env: GpuEnv) -> str:
     """The readable form of ``gpuenv info``: informational notes (severity "info", such as ROCm installed on
     a machine without an AMD GPU) on a ``notes:`` line of their own, not among the problems."""
-    problems = [p for p in env.problems if p.severity != "info"]
-    notes = [p for p in env.problems if p.severity == "info"]
-    out = report.header_lines(dataclasses.replace(env, problems=problems), verbose=1)
-    out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
-    if notes:
-        out.insert(2 if problems else 1, "notes: " + "; ".join(f"{p.code}: {p.message}" for p in notes))
-    return "\n".join(out)
+    out = report.header_lines(env, verbose=1)
+    return "\n".join(line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out)
 
 
 def doctor_lines(env: GpuEnv) -> list[str]:
@@ -88,7 +82,7 @@ def doctor_lines(env: GpuEnv) -> list[str]:
         return [f"OK: {report.summary(env)}", "no problems found"]
     lines = [f"environment: {report.summary(env)}", ""]
     for p in env.problems:
-        lines.append(f"[{p.severity}] {p.code}: {p.message}")
+        lines.append(f"[{'note' if p.severity == 'info' else p.severity}] {p.code}: {p.message}")
         if p.fix:
             for i, fl in enumerate(p.fix.splitlines()):
                 lines.append(("    fix: " if i == 0 else "         ") + fl)

@@ -102,8 +102,9 @@ def gpu_device(request: pytest.FixtureRequest) -> Device:
     """The GPU this test runs on (index, vendor, name, arch, memory, warp size); skips when none is usable."""
     dev = current_device(request)
     if dev is None:
-        env = get_env(request.config)
-        pytest.skip(f"gpu_device requires a usable GPU: found {env.describe()}")
+        from pytest_gpuenv._runtest import skip_without_gpu
+
+        skip_without_gpu(request.node, "gpu_device")
     return dev
 
 
@@ -114,7 +115,9 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
     if value is None:
         value = torch_device_params(get_env(request.config), get_settings(request.config).devices)[0]
     if value == "cuda:none":
-        pytest.skip(f"--gpuenv-devices=gpu requires a usable GPU: found {get_env(request.config).describe()}")
+        from pytest_gpuenv._runtest import skip_without_gpu
+
+        skip_without_gpu(request.node, "--gpuenv-devices=gpu")
     try:
         import torch
     except Exception as exc:  # ImportError, or a broken install raising anything
@@ -128,7 +131,8 @@ def hip_kernel(request: pytest.FixtureRequest) -> Any:
     ``k(grid, block, *args, shared_mem=0, stream=None)``; ``name`` is a C++ name (``vector_add``,
     ``ns::scale``, ``transpose<16>``). ``hip_kernel(path_or_source, names=[...])`` returns a Module
     (``module.kernel(name)``, ``module.get_global(name)``). Relative paths are looked up in
-    ``gpuenv_kernel_dirs``. Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
+    ``gpuenv_kernel_dirs`` when set, then beside the test file and in ``kernels/`` folders up to the rootdir.
+    Options: ``arch``, ``options``, ``defines``, ``include_dirs``, ``compiler``,
     ``sync`` (default True), ``names``. Without a GPU it runs the kernel on the CPU executor, once per warp size of
     ``gpuenv_cpu_warp_sizes`` (``--gpuenv-kernels=run``, the default where a C++ compiler exists), or
     compiles for ``gpuenv_compile_archs`` and skips (``compile``), or skips (``off``)."""

@@ -223,6 +223,9 @@ class GpuEnv:
             return f"{self.describe_devices()} present but not usable" + (f" ({why})" if why else "")
         if self.usable == "probe-required":
             return f"{_KIND_LABEL.get(self.kind, self.kind)} found, device count unknown (runtime probe did not run)"
+        if self.hidden_devices:
+            why = next((d.unusable_reason for d in self.hidden_devices if d.unusable_reason), None)
+            return f"no visible GPU, {len(self.hidden_devices)} hidden" + (f" ({why})" if why else "")
         return "no GPU"
 
 

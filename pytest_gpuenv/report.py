@@ -64,11 +64,15 @@ def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]]
     lines = [f"gpuenv: {summary(env)}"]
     if worker:
         lines.append(f"gpuenv: worker {worker.get('id')} uses GPU(s) {worker.get('desc')}")
-    if env.problems:
-        shown = env.problems if verbose else [p for p in env.problems if p.severity != "info"] or env.problems
+    # one word per kind, everywhere (header, ``gpuenv info``, ``gpuenv doctor``, JUnit): severity "info"
+    # (such as ROCm installed without a driver) is a note, anything else a problem
+    for label, shown in (("problems", [p for p in env.problems if p.severity != "info"]),
+                         ("notes", [p for p in env.problems if p.severity == "info"])):
+        if not shown:
+            continue
         codes = "; ".join(f"{p.code}: {p.message}" for p in shown[: (None if verbose else 2)])
         more = len(shown) - 2 if not verbose and len(shown) > 2 else 0
-        lines.append(f"gpuenv: problems: {codes}" + (f" (+{more} more; gpuenv doctor)" if more else ""))
+        lines.append(f"gpuenv: {label}: {codes}" + (f" (+{more} more; gpuenv doctor)" if more else ""))
     if verbose:
         c = env.compilers
         comp = ", ".join(
@@ -94,7 +98,8 @@ def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]]
             if d.source:
                 extra.append(f"from {d.source}")
             state = "" if d.usable else f" NOT USABLE ({d.unusable_reason or 'see problems'})"
-            hidden = " hidden by visible-devices" if d in env.hidden_devices else ""
+            hidden = " hidden by visible-devices" if d in env.hidden_devices and not str(
+                d.unusable_reason or "").startswith("ROCr ") else ""
             lines.append(f"gpuenv:   [{d.index}] {d.describe()} {' '.join(extra)}{state}{hidden}".rstrip())
         if verbose > 1:
             for e in env.evidence:

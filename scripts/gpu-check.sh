@@ -47,8 +47,9 @@ if want info; then
     run "gpuenv doctor" 60 bash -c "$PY -m pytest_gpuenv doctor; echo doctor exit \$?"
 fi
 if want tests; then
-    # the whole suite; GPU tests carry the plugin's markers and run here; xdist spreads workers over the GPUs
-    run "pytest tests -n 8 (GPU machine)" 300 $PY -m pytest tests -n 8 -q -rfEs -p no:randomly \
+    # the whole suite (slow end-to-end tests included: -m); GPU tests carry the plugin's markers and run here;
+    # xdist spreads workers over the GPUs
+    run "pytest tests -n 8 (GPU machine)" 300 $PY -m pytest tests -n 8 -q -rfEs -p no:randomly -m "slow or not slow" \
         --ignore=tests/test_perf_gpu.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
     # the second pass the plugin recommends for tests that need more GPUs than one worker has
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s

@@ -114,6 +114,7 @@ def test_a_package_imported_before_configure_is_left_and_named(pytester):
                                  "(already imported, so not hidden: cupy)"])
 
 
+@pytest.mark.slow
 def test_xdist_workers_hide_them_too(pytester):
     pytest.importorskip("xdist")
     _fake_gpu_packages(pytester)

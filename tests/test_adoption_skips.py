@@ -213,7 +213,29 @@ def test_plugin_skips_keep_their_own_category(pytester):
     result = pytester.runpytest("--gpuenv-backend=cpu", "--gpuenv-json=r.json")
     result.assert_outcomes(skipped=2)
     categories = [s["category"] for s in json.loads((pytester.path / "r.json").read_text())["skips"]]
-    assert categories == ["backend-option"]  # the fixture's own skip is not taken for the suite's
+    assert categories == ["backend-option", "backend-option"]  # the fixture's own skip is not taken for the suite's
+
+
+def test_gpu_fixture_skips_are_counted_as_hardware_skips(pytester, roots):
+    """A test that asks for ``gpu_device`` (or a GPU ``torch_device``) where no GPU is usable is counted,
+    in the summary and in the JSON ``skips``, under the cause ``requires_gpu`` would give."""
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.requires_gpu
+        def test_marker(): pass
+        def test_device(gpu_device): pass
+        def test_torch(torch_device): pass
+        """
+    )
+    result = pytester.runpytest(f"--gpuenv-root={roots('cpu_only_container')}", "--gpuenv-devices=gpu",
+                                "--gpuenv-json=r.json", "-rs")
+    result.assert_outcomes(skipped=3)
+    result.stdout.fnmatch_lines(["3 test(s) skipped for hardware reasons:", "*   3  no-gpu * no GPU found*",
+                                 "*test_*.py:4: gpu_device requires a usable GPU: found no GPU*"])
+    skips = json.loads((pytester.path / "r.json").read_text())["skips"]
+    assert sorted((s["nodeid"].split("::")[1], s["category"]) for s in skips) == [
+        ("test_device", "no-gpu"), ("test_marker", "no-gpu"), ("test_torch[gpu-none]", "no-gpu")]
 
 
 def test_ini_patterns_extend_the_table(pytester):
@@ -247,6 +269,7 @@ def test_bad_pattern_is_a_usage_error_naming_it(pytester):
                                  "gpuenv_skip_patterns in tox.ini: missing ), unterminated subpattern*"])
 
 
+@pytest.mark.slow
 def test_suite_skips_counted_once_under_xdist(pytester):
     pytest.importorskip("xdist")
     _suite(pytester)

@@ -71,6 +71,7 @@ def _running(cache):
     return sorted(cache.glob("crash/*/running-*.json"))
 
 
+@pytest.mark.slow
 def test_abort_keeps_the_report_and_the_next_run_names_the_test(suite, monkeypatch):
     pytester, args, cache = suite
     monkeypatch.delenv("HIP_SKIP_ABORT_ON_GPU_ERROR", raising=False)
@@ -139,6 +140,7 @@ def test_rocm7_header_says_a_fault_returns_an_error(pytester, roots, tmp_path, m
     assert json.loads(marker.read_text())["nodeid"] == "test_x.py::test_faults"
 
 
+@pytest.mark.slow
 def test_no_guard_where_no_hip_kernel_can_run(pytester, roots, monkeypatch):
     # xdist workers on an NVIDIA machine without ROCm: no guard there, so no state dir is made and no
     # per-test hook of it runs (the controller keeps one: its workers might run where ROCm is)

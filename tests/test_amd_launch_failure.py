@@ -81,4 +81,5 @@ def test_other_launch_errors_unchanged():
     with pytest.raises(KernelLaunchError) as e:
         _launch(hip)
     assert e.value.code == "hipErrorInvalidValue" and e.value.sticky is False
-    assert hip.calls == ["hipModuleLaunchKernel"]  # no extra call for other codes
+    # on HIP 7 the code may be clr's stored GPU error: one hipGetDevice (HIP_INIT_API) tells (test_amd_sticky.py)
+    assert hip.calls == ["hipModuleLaunchKernel", "hipGetDevice"]

@@ -50,8 +50,8 @@ def test_last_level_cache_follows_rocm_spec_table(vendor, arch, name, mib):
 
 
 def test_last_level_cache_unknown_where_the_table_says_nothing():
-    # gfx1151 is not in the table; NVIDIA: NVML has no L2 query (nvml.h has none) and /proc says nothing
-    assert _caches.last_level_cache("amd", "gfx1151", "AMD Radeon 8060S") is None
+    # gfx1153 is not in the table; NVIDIA: NVML has no L2 query (nvml.h has none) and /proc says nothing
+    assert _caches.last_level_cache("amd", "gfx1153", "AMD Radeon 820M") is None
     assert _caches.last_level_cache("nvidia", "sm_75", "Tesla T4") is None  # an arch missing from the table
     # NVIDIA's L2 (whitepapers; cudaDevAttrL2CacheSize on the lent H200: 62914560)
     assert _caches.last_level_cache("nvidia", "sm_90", "NVIDIA H200") == 60 * MiB
@@ -87,7 +87,8 @@ def test_flush_covers_the_infinity_cache():
     assert flush_bytes(6 * MiB, "gfx1100", "AMD Radeon RX 7900 XTX") == 192 * MiB
     assert flush_bytes(4 * MiB, "gfx1030", "AMD Radeon RX 6900 XT") == 256 * MiB
     assert flush_bytes(8 * MiB, "gfx90a", "AMD Instinct MI210") == 16 * MiB  # no Infinity Cache: 2x L2
-    assert flush_bytes(2 * MiB, "gfx1151", None) == 256 * MiB  # unknown arch: at least Triton's 256 MiB
+    assert flush_bytes(2 * MiB, "gfx1153", None) == 256 * MiB  # unknown arch: at least Triton's 256 MiB
+    assert flush_bytes(2 * MiB, "gfx1151", None) == 64 * MiB  # Radeon 8060S: 32 MiB Infinity Cache (APU tab)
     assert flush_bytes(60 * MiB, "sm_90", "NVIDIA H200") == 75 * MiB  # NVIDIA: 1.25x the L2 (runtime, table agree)
     assert flush_bytes(50 * MiB, "sm_90", "NVIDIA H200") == 75 * MiB  # the larger of the two
     assert last_level_cache_bytes(None, "gfx1100", "AMD Radeon RX 7900 XT") == 80 * MiB

@@ -56,11 +56,23 @@ def test_rocm7_returns_an_error(tmp_path):
     assert ctx.env.problem("hip-fault-aborts") is None
 
 
-def test_rocm7_user_turned_the_opt_out_off(tmp_path):
-    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": "0"})
+# clr Flag::setValue for a Tuint flag is *(int*)value_ = atoi(value) (ROCm/clr f9f995c rocclr/utils/flags.cpp
+# line 176; ROCm/rocm-systems 02fcd1b projects/clr/rocclr/utils/flags.cpp line 180), and Flag::init hands an empty
+# value over as " " (lines 114, 136): every value below reads 0, so a fault aborts (tests/test_amd_hipflags.py)
+@pytest.mark.parametrize("value", ["0", "", "false", "off", "no", "true", "0x1", '"1"', " 0 "])
+def test_rocm7_user_turned_the_opt_out_off(tmp_path, value):
+    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": value})
     _checks.rocm_runtime(ctx)
     p = ctx.env.problem("hip-fault-aborts")
-    assert p is not None and "HIP_SKIP_ABORT_ON_GPU_ERROR=0 is set" in p.message
+    assert p is not None and f"HIP_SKIP_ABORT_ON_GPU_ERROR={value!r} is set, which clr reads as 0" in p.message
+    assert ctx.env.problem("hip-fault-returns-error") is None
+
+
+@pytest.mark.parametrize("value", ["1", " 1", "2", "-1", "1abc"])
+def test_rocm7_any_nonzero_atoi_keeps_the_opt_out(tmp_path, value):
+    ctx = _ctx(tmp_path, "7.0.2", {"HIP_SKIP_ABORT_ON_GPU_ERROR": value})
+    _checks.rocm_runtime(ctx)
+    assert ctx.env.problem("hip-fault-returns-error") is not None
 
 
 @pytest.mark.parametrize("limit,text", [(-1, "ulimit -c unlimited"), (4096, "ulimit -c 4096")])
@@ -156,3 +168,44 @@ def test_amd_extra_admits_the_release_doctor_names(release):
     assert req.specifier.contains(release)
     wanted = _checks.hip_python_requirement(".".join(release.split(".")[:3]))
     assert Requirement(wanted).specifier.contains(release)
+
+
+# ------------------------------------------------------- issue 26 item 9: torch's own HIP runtime
+# A torch ROCm wheel carries its own libamdhip64.so in torch/lib (its torch.version.hip), and torch's launches
+# use it whatever ROCm is installed; HIP_SKIP_ABORT_ON_GPU_ERROR exists from HIP 7.0 (clr CHANGELOG.md, "HIP 7.0
+# for ROCm 7.0"; ROCm/clr f9f995c, ROCm 6.3, has no such flag in rocclr/utils/flags.hpp).
+def _torch_wheel(root, hip, bundled=True):
+    site = root / "usr/local/lib/python3.11/site-packages/torch"
+    (site / "lib").mkdir(parents=True)
+    (site / "version.py").write_text(f"__version__ = '2.5.1+rocm6.2'\nhip = '{hip}'\ncuda = None\n")
+    if bundled:
+        (site / "lib/libamdhip64.so").write_bytes(b"\x7fELF")
+    return {"version": "2.5.1+rocm6.2", "build": "rocm", "hip": hip, "cuda": None,
+            "path": "/usr/local/lib/python3.11/site-packages/torch/version.py"}
+
+
+def test_torch_wheel_with_an_older_hip_aborts_even_on_rocm7(tmp_path):
+    ctx = _ctx(tmp_path, "7.0.2")
+    ctx.env.torch = _torch_wheel(tmp_path, "6.2.41133-dd7f95766")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-aborts")
+    assert p is not None and p.message.startswith(
+        "torch 2.5.1+rocm6.2's own HIP runtime 6.2.41133-dd7f95766 (/usr/local/lib/python3.11/site-packages/torch/"
+        "lib/libamdhip64.so) aborts the whole process on a GPU fault")
+    assert ctx.env.problem("hip-fault-returns-error") is None
+
+
+def test_torch_using_the_system_runtime_follows_rocm(tmp_path):
+    # no libamdhip64.so in torch/lib (a torch built against the system ROCm): the system's policy
+    ctx = _ctx(tmp_path, "7.0.2")
+    ctx.env.torch = _torch_wheel(tmp_path, "6.2.41133-dd7f95766", bundled=False)
+    _checks.rocm_runtime(ctx)
+    assert ctx.env.problem("hip-fault-returns-error") is not None
+
+
+def test_torch_wheel_hip7_without_system_rocm(tmp_path):
+    ctx = _ctx(tmp_path, None)
+    ctx.env.torch = _torch_wheel(tmp_path, "7.0.51831-a3e329ad8")
+    _checks.rocm_runtime(ctx)
+    p = ctx.env.problem("hip-fault-returns-error")
+    assert p is not None and "torch 2.5.1+rocm6.2's own HIP runtime 7.0.51831-a3e329ad8" in p.message

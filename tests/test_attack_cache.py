@@ -106,6 +106,7 @@ def test_corrupt_entry_is_removed_before_the_warning(tmp_path):
     assert c.get_or_compile(KEY, build(b"other"))[1:] == (b"good", True)
 
 
+@pytest.mark.slow
 def test_corrupt_entry_fails_one_pytest_run_under_W_error_not_every_run(pytester, tmp_path):
     cache = tmp_path / "c"
     pytester.makepyfile(test_c=f"""

@@ -110,7 +110,8 @@ def plugin_options(tmp_path_factory) -> set[str]:
 
 
 def test_templates_are_there():
-    assert [os.path.basename(p) for p in WORKFLOWS] == ["github-amd-rocm.yml", "github-cpu.yml", "github-nvidia.yml"]
+    assert [os.path.basename(p) for p in WORKFLOWS] == ["github-amd-rocm.yml", "github-cpu.yml", "github-nvidia.yml",
+                                                       "github-release.yml"]
     for name in ("tox.ini", "noxfile.py"):
         assert os.path.isfile(os.path.join(CI, name))
 
@@ -125,7 +126,8 @@ def test_workflow_has_github_actions_shape(path):
     assert wf["jobs"]
     for name, job in wf["jobs"].items():
         assert set(job) <= {"runs-on", "timeout-minutes", "container", "steps", "env", "if", "needs",
-                            "concurrency", "strategy"}, name
+                            "concurrency", "strategy", "permissions", "environment"}, name
+        assert job.get("needs", next(iter(wf["jobs"]))) in wf["jobs"], name
         runs_on = job["runs-on"]
         assert isinstance(runs_on, str) or (isinstance(runs_on, list) and all(isinstance(x, str) for x in runs_on))
         assert job["steps"]
@@ -133,7 +135,8 @@ def test_workflow_has_github_actions_shape(path):
             assert set(step) <= {"name", "uses", "with", "run", "if", "env", "shell"}, step
             assert ("uses" in step) != ("run" in step), step
             if "uses" in step:
-                assert re.fullmatch(r"actions/[a-z-]+(/[a-z]+)?@v\d+", step["uses"]), step["uses"]
+                assert re.fullmatch(r"actions/[a-z-]+(/[a-z]+)?@v\d+|pypa/gh-action-pypi-publish@release/v1",
+                                    step["uses"]), step["uses"]
             else:
                 assert isinstance(step["run"], str) and step["run"].strip()
 
@@ -145,6 +148,56 @@ def test_amd_template_runs_in_a_rocm_container_with_the_gpu_passed_in():
     for flag, value in (("--device", "/dev/kfd"), ("--device", "/dev/dri"), ("--group-add", "video"),
                         ("--group-add", "render"), ("--security-opt", "seccomp=unconfined")):
         assert any(options[i:i + 2] == [flag, value] for i in range(len(options))), (flag, value)
+
+
+def test_amd_template_pins_the_bindings_to_the_image_rocm():
+    """hip-python and amdsmi follow ROCm's versions: unpinned they resolve to another ROCm's (7.x) in a 6.2 image."""
+    job = _load(os.path.join(CI, "github-amd-rocm.yml"))["jobs"]["rocm"]
+    rocm = re.search(r":rocm(\d+)\.(\d+)", job["container"]["image"])
+    assert rocm, job["container"]["image"]
+    install = " ".join(s["run"] for s in job["steps"] if "pip install" in s.get("run", ""))
+    for binding in ("hip-python", "amdsmi"):
+        assert f'"{binding}=={rocm[1]}.{rocm[2]}.*"' in install, (binding, install)
+
+
+def test_install_lines_work_today_and_the_package_index_is_the_labelled_default():
+    """No template installs from a repository that does not exist: the plugin comes from PYTEST_GPUENV (a
+    checkout or a wheel today), whose default is the package index's name, labelled as not published yet."""
+    for path in [*WORKFLOWS, os.path.join(CI, "tox.ini"), os.path.join(CI, "noxfile.py")]:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        assert "git+https" not in text and "OWNER" not in text, path
+        flat = " ".join(text.replace("#", " ").split())
+        if not path.endswith("github-release.yml"):
+            assert "PYTEST_GPUENV" in text and ("not on PyPI yet" in flat or "not on a package index" in flat), path
+
+
+def test_no_environment_downloads_the_cuda_torch_by_default():
+    """tox's and nox's environments look in PyTorch's CPU index (TORCH_INDEX_URL) besides PyPI, so pip takes the
+    CPU build where a project needs torch, unless a GPU runner names its own index."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(os.path.join(CI, "tox.ini"))
+    assert "PIP_EXTRA_INDEX_URL = {env:TORCH_INDEX_URL:https://download.pytorch.org/whl/cpu}" in parser["testenv"]["set_env"]
+    assert all("set_env" not in parser[s] for s in parser.sections() if s.startswith("testenv:")), "set_env overridden"
+    with open(os.path.join(CI, "noxfile.py"), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    installs = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "install"]
+    assert len(installs) == 4
+    for call in installs:
+        assert isinstance(call.args[0], ast.Starred) and call.args[0].value.id == "TORCH_INDEX", ast.unparse(call)
+
+
+def test_release_template_builds_checks_and_publishes_with_trusted_publishing():
+    wf = _load(os.path.join(CI, "github-release.yml"))
+    assert wf.get("on", wf.get(True)) == {"push": {"tags": ["v*"]}}
+    build, publish = wf["jobs"]["build"], wf["jobs"]["publish"]
+    script = " ".join(s.get("run", "") for s in build["steps"])
+    assert "scripts/check-dist.sh" in script and "__version__" in script  # build, twine check, contents, clean venv
+    with open(os.path.join(ROOT, "scripts", "check-dist.sh"), encoding="utf-8") as f:
+        assert "twine check --strict" in f.read()
+    assert publish["needs"] == "build" and publish["permissions"] == {"id-token": "write"}
+    assert publish["environment"] == "pypi"
+    assert publish["steps"][-1] == {"uses": "pypa/gh-action-pypi-publish@release/v1"}  # no password: OIDC
 
 
 def test_baselines_are_cached_between_nvidia_runs():
@@ -197,6 +250,7 @@ def _collect_args(args: list[str], tmp) -> list[str]:
     return [*out, "--collect-only", "-q", "-p", "no:cacheprovider", EXAMPLE]
 
 
+@pytest.mark.slow
 def test_every_pytest_command_collects_the_perf_example(tmp_path):
     runs = {tuple(_collect_args(args, tmp_path)): where for where, args in _invocations("pytest")}
     assert len(runs) >= 4

@@ -64,6 +64,7 @@ def project(pytester: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory,
     return pytester
 
 
+@pytest.mark.slow
 def test_runs_once_per_warp_size_and_reports_the_wave64_assumption(project):
     result = project.runpytest_subprocess(*CPU, "-v")
     result.assert_outcomes(passed=1, failed=1)
@@ -75,6 +76,7 @@ def test_runs_once_per_warp_size_and_reports_the_wave64_assumption(project):
     ])
 
 
+@pytest.mark.slow
 def test_device_printf_is_shown_with_the_test(project):
     project.makepyfile(test_sum=TEST.replace("== [256.0] * 4", "== [0.0] * 4"))
     result = project.runpytest_subprocess(*CPU, "-k", "wave64")
@@ -82,6 +84,7 @@ def test_device_printf_is_shown_with_the_test(project):
     result.stdout.fnmatch_lines(["*Captured stdout call*", "block 0 sums 64.000000", "block 3 sums 64.000000"])
 
 
+@pytest.mark.slow
 def test_ini_warp_sizes(project):
     project.makeini("[pytest]\ngpuenv_cpu_warp_sizes = 64\n")
     result = project.runpytest_subprocess(*CPU, "-v")
@@ -94,12 +97,14 @@ def test_bad_warp_sizes_are_a_usage_error(project):
     result.stderr.fnmatch_lines(["*invalid gpuenv_cpu_warp_sizes '48' from ini option*expected 64, 32 or 64,32*"])
 
 
+@pytest.mark.slow
 def test_kernels_off_skips(project):
     result = project.runpytest_subprocess(*CPU, "--gpuenv-kernels=off", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED * hip_kernel: --gpuenv-kernels=off and no GPU*"])
 
 
+@pytest.mark.slow
 def test_kernels_compile_keeps_compile_then_skip(project):
     result = project.runpytest_subprocess(*CPU, "--gpuenv-kernels=compile", "-rs")
     outcomes = result.parseoutcomes()

@@ -15,6 +15,7 @@ import signal
 import stat
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -254,6 +255,7 @@ def _environ(env: dict, host: str) -> dict:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     files=st.dictionaries(st.sampled_from(PATHS), content, max_size=len(PATHS)),

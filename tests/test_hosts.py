@@ -121,6 +121,7 @@ def _by_host(recs: dict) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_each_gpu_test_runs_where_it_can_or_skips_naming_the_host(suite, hosts):
     result = suite.runpytest_subprocess("-p", "xdist", "--dist", "load", *tx(2, hosts["mi250x"]), *tx(2, hosts["nv2"]),
                                         "-rs", "--gpuenv-json=run.json")
@@ -155,6 +156,7 @@ def test_each_gpu_test_runs_where_it_can_or_skips_naming_the_host(suite, hosts):
             assert ("root nv2" in skip["host"]) == skip["nodeid"].startswith("test_suite.py::test_rocm"), skip
 
 
+@pytest.mark.slow
 def test_workers_of_one_host_hold_distinct_gpus(suite, hosts):
     result = suite.runpytest_subprocess("-p", "xdist", "--dist", "load", *tx(4, hosts["mi250x"]), *tx(2, hosts["nv2"]))
     assert result.ret == 0, result.stdout.str()
@@ -167,6 +169,7 @@ def test_workers_of_one_host_hold_distinct_gpus(suite, hosts):
     assert sorted(rec["vars"]["HIP_VISIBLE_DEVICES"] for rec in mi.values()) == ["0,1", "2,3", "4,5", "6,7"]
 
 
+@pytest.mark.slow
 def test_gateway_groups_sharing_a_host_spread_over_its_gpus(suite, tmp_path):
     """Two groups on one host (their gateways differ only in an unrelated variable) claim seats on the
     same host's GPUs: with one GPU per worker, all four hold different GPUs."""
@@ -185,6 +188,7 @@ def _counts(result) -> dict:
     return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "skipped", "failed", "error")}
 
 
+@pytest.mark.slow
 def test_outcome_counts_equal_the_sum_of_each_host_alone(suite, hosts):
     """--dist each runs the suite on every worker: the counts of a run over both hosts are the counts of
     each host's gateway group run alone, added."""
@@ -204,6 +208,7 @@ def test_outcome_counts_equal_the_sum_of_each_host_alone(suite, hosts):
     assert alone[1] == {"passed": 12, "skipped": 14}  # per worker: 4 CUDA + cpu + torch_device
 
 
+@pytest.mark.slow
 def test_the_run_options_reach_workers_on_other_hosts(suite, hosts):
     """--gpuenv-worker-gpus applies per worker on each host; a host too small for it gives each worker all
     of its GPUs and says so; --gpuenv-backend=cpu hides every host's GPUs."""
@@ -288,6 +293,7 @@ def test_claim_takes_preferred_seats_then_the_least_loaded():
     again.release()
 
 
+@pytest.mark.slow
 def test_an_unusable_lock_dir_keeps_the_plan_and_says_so(suite, hosts, monkeypatch, tmp_path):
     from pytest_gpuenv._hosts import claim
 
@@ -323,6 +329,7 @@ def test_a_killed_worker_frees_its_seats(tmp_path):
     freed.release()
 
 
+@pytest.mark.slow
 def test_single_host_runs_print_no_host_section(suite, hosts, monkeypatch):
     """-n N on one machine: the controller's model and assignment, no hosts section, skips unnamed."""
     monkeypatch.setenv("GPUENV_ROOT", str(hosts["nv2"]))
@@ -339,6 +346,7 @@ def test_single_host_runs_print_no_host_section(suite, hosts, monkeypatch):
 # (pytest-dev/pytest-xdist#1386: the "@group" nodeid suffix no longer takes effect)
 @pytest.mark.xfail(tuple(int(p) for p in re.findall(r"\d+", pytest.__version__)[:2]) >= (9, 2),
                    reason="pytest-dev/pytest-xdist#1386: loadgroup does not group on pytest >= 9.2", strict=False)
+@pytest.mark.slow
 def test_loadgroup_keeps_a_group_of_gpu_tests_on_one_worker(pytester, hosts):
     """--dist loadgroup with xdist_group and GPU markers: the group runs on one worker, so on one host:
     all of it runs (a ROCm host) or all of it skips naming the host."""
@@ -377,6 +385,7 @@ def test_measure(i, request):
 """
 
 
+@pytest.mark.slow
 def test_measurements_name_their_host_in_the_json(pytester, hosts):
     pytester.makepyfile(PERF_RECORDER)
     result = pytester.runpytest_subprocess("-p", "xdist", "--dist", "each", *tx(1, hosts["mi250x"]), *tx(1, hosts["nv2"]),

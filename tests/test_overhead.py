@@ -46,6 +46,42 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     assert res["patterns"] == 0
 
 
+def test_real_detection_without_an_nvidia_driver_loads_no_nvml():
+    """On the real system (no root), where neither an NVIDIA driver nor its device node exists, detection does
+    not import pynvml even where nvidia-ml-py is installed (loading NVML cost 15-25 ms per process)."""
+    if os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"):
+        pytest.skip("an NVIDIA driver is loaded here: NVML is asked by design")
+    code = (
+        "import sys, importlib.util\n"
+        "from pytest_gpuenv.detect import detect\n"
+        "detect()\n"
+        "RESULT = {'installed': importlib.util.find_spec('pynvml') is not None,\n"
+        "          'loaded': sorted(m for m in sys.modules if 'nvml' in m)}\n"
+    )
+    res = _modules_after(code)
+    assert res["loaded"] == [], res
+
+
+def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
+    """pytest would rewrite the asserts of every module of the plugin's distribution and, where it keeps no
+    rewritten bytecode (PYTHONDONTWRITEBYTECODE=1), parse and compile them in every run (24-70 ms of detection
+    here, against 2.5-15 ms without): the package takes itself off the rewrite list, so its modules load
+    through the ordinary loader. (The test files themselves are still rewritten.)"""
+    pytester.makepyfile(
+        """
+        import sys
+        def test_loaders():
+            ours = {m: type(sys.modules[m].__loader__).__name__ for m in
+                    ("pytest_gpuenv.plugin", "pytest_gpuenv._session", "pytest_gpuenv.detect._core")}
+            assert "AssertionRewritingHook" not in ours.values(), ours
+            assert 1 + 1 == 3
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "gpuenv")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*assert (1 + 1) == 3*"])  # the test file's own asserts are rewritten
+
+
 #: what a run of plain tests never needs: the timer, the compiler, the GPU runtime (even its sticky-error
 #: record), the xdist side, the markers' evaluation and the suite skips' reasons, packages only some runs use
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime", "pytest_gpuenv.plan",
@@ -89,6 +125,7 @@ def test_plain_run_on_a_cpu_machine_imports_nothing_lazy(tmp_path):
     assert sorted(set(with_plugin[1:]) - set(bare[1:])) == []
 
 
+@pytest.mark.slow
 def test_overhead_benchmark_runs(tmp_path):
     """``benchmarks/overhead.py`` measures both settings and prints the phases (a tiny suite, one pair)."""
     out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "overhead.py"), "--tests", "50",
@@ -168,7 +205,7 @@ def test_the_internal_records_compare_hash_and_show_as_frozen_dataclasses_did():
     for cls, args in cases:
         a, b, other = cls(*args), cls(*args), cls(*args[:-1], "x")
         assert a == b and hash(a) == hash(b) and a != other and a != args and (a == args) is False
-    assert repr(Poison("cuda", "E", "t")) == "Poison(backend='cuda', code='E', by='t', culprit=True)"
+    assert repr(Poison("cuda", "E", "t")) == "Poison(backend='cuda', code='E', by='t', culprit=True, launched=None)"
     assert repr(Host("box", "k", "i")) == "Host(name='box')"
     mark = PluginMark("requires_gpu", (), {"reason": "x"})
     assert mark == PluginMark("requires_gpu", (), {"reason": "x"}) != PluginMark("requires_rocm", (), {})

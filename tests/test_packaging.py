@@ -49,6 +49,7 @@ def _check_dist(project: str, out) -> subprocess.CompletedProcess:
                            str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=project)
 
 
+@pytest.mark.slow
 def test_check_dist_builds_a_complete_wheel(tmp_path):
     """The sdist and the wheel pass twine check and carry every package file (headers, C++ sources,
     py.typed); the clean-venv install (step 3) runs in CI (.ci/run)."""
@@ -61,6 +62,7 @@ def test_check_dist_builds_a_complete_wheel(tmp_path):
                                                     f"pytest_gpuenv-{version}.tar.gz"]
 
 
+@pytest.mark.slow
 def test_check_dist_names_a_file_left_out_of_package_data(tmp_path):
     project = _copy_project(tmp_path / "src")
     pyproject = os.path.join(project, "pyproject.toml")

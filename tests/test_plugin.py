@@ -198,6 +198,7 @@ def test_gpu_device_skips_without_gpu(pytester):
     result.stdout.fnmatch_lines(["*gpu_device requires a usable GPU: found no GPU (--gpuenv-backend=cpu)*"])
 
 
+@pytest.mark.slow
 def test_torch_device_param_ids(pytester):
     pytester.makepyfile(
         """

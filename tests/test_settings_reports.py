@@ -68,6 +68,7 @@ def _any_compiler() -> bool:
     return any(_compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc"))
 
 
+@pytest.mark.slow
 def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     if not _any_compiler():
         pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
@@ -91,6 +92,7 @@ def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     assert "log is shown in the failure of test_k.py::test_good" in out
 
 
+@pytest.mark.slow
 def test_compile_only_tests_are_listed_in_the_json_report(pytester, tmp_path):
     if not _any_compiler():
         pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
@@ -136,6 +138,23 @@ def test_gpuenv_info_shows_notes_apart_from_problems():
     assert only_notes[1].startswith("notes: ") and not any(x.startswith("problems:") for x in only_notes)
 
 
+def test_a_note_is_a_note_everywhere(pytester, roots, capsys):
+    """``rocm-installed-no-driver`` (severity "info"): "notes" in the pytest header, ``gpuenv info`` and JUnit,
+    ``[note]`` in ``gpuenv doctor`` (which exits 0); never "problems"."""
+    root = str(roots("rocm_installed_no_gpu"))
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest(f"--gpuenv-root={root}", "--junitxml=j.xml")
+    result.stdout.fnmatch_lines(["gpuenv: notes: rocm-installed-no-driver: *"])
+    assert "problems" not in result.stdout.str()
+    junit = (pytester.path / "j.xml").read_text()
+    assert '"gpuenv_problems" value="none"' in junit and '"gpuenv_notes" value="rocm-installed-no-driver"' in junit
+    assert cli.main(["info", "--root", root]) == 0
+    assert cli.main(["doctor", "--root", root]) == 0
+    out = capsys.readouterr().out
+    assert "\nnotes: rocm-installed-no-driver: " in out and "\n[note] rocm-installed-no-driver: " in out
+    assert "problems" not in out and "[info]" not in out
+
+
 SUITE = """
 import pytest
 from pytest_gpuenv._outputs import mark_compile_only
@@ -165,6 +184,7 @@ def test_perf(request):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_json_run_fields_and_junit_properties(pytester, workers):
     if workers:
@@ -205,3 +225,17 @@ def test_no_perf_properties_without_junitxml(pytester):
 
 # a shared or team (setgid) cache folder is never told to chmod 700: that case is
 # tests/test_attack_cache.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
+
+
+def test_help_texts_say_what_the_options_do(pytester):
+    """--help agrees with the README: --gpuenv-backend's cuda/rocm skip (not stop), --gpuenv-json holds skips and
+    outcomes too, --gpuenv-plan-profile takes @FILE.json; `gpuenv compile --help` lists the cpu target."""
+    result = pytester.runpytest("--help")
+    text = " ".join(result.stdout.str().split())
+    for words in ("tests that need the other one skip; to stop the run instead, --gpuenv-require",
+                  "every hardware skip (category and cause), the outcomes",
+                  "or @FILE.json (a runner's `gpuenv info --json`)"):
+        assert words in text, words
+    from pytest_gpuenv.rtc import _cli
+
+    assert "or cpu (the CPU executor, built by the host C++ compiler)" in " ".join(_cli._parser().format_help().split())

@@ -63,6 +63,7 @@ def suite(pytester, monkeypatch):
                           (4, 2, None, [["0", "1"], ["2", "3"]]),
                           (4, 4, "2,3", [["2"], ["3"], ["2"], ["3"]]),
                           (8, 4, "7,5,3", [["7"], ["5"], ["3"], ["7"]])])
+@pytest.mark.slow
 def test_nvidia_assignment_indexes_into_the_users_list(suite, tmp_path, monkeypatch, n_gpus, n_workers, user_mask,
                                                        expect):
     root = tmp_path / "machine"
@@ -87,6 +88,7 @@ def test_nvidia_assignment_indexes_into_the_users_list(suite, tmp_path, monkeypa
             assert set(rec["uuids"]) <= allowed
 
 
+@pytest.mark.slow
 def test_two_gpus_eight_workers_share_four_each(suite, tmp_path, monkeypatch):
     root = tmp_path / "machine"
     nvidia_machine(root, 2)
@@ -101,6 +103,7 @@ def test_two_gpus_eight_workers_share_four_each(suite, tmp_path, monkeypatch):
                          [(None, None, ["0,1", "2,3", "4,5", "6,7"]),
                           ("4,5,6,7", None, ["0", "1", "2", "3"]),
                           ("GPU-3cbe002bd3b6313f,GPU-3cbe002bd3b63140", "1,0", ["1", "0", "1", "0"])])
+@pytest.mark.slow
 def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr, hip, expect_hip):
     root = tmp_path / "machine"
     uuids = amd_machine(root, 8)
@@ -120,6 +123,66 @@ def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr,
         assert rec["vars"]["ROCR_VISIBLE_DEVICES"] == rocr  # left as the user set it
         # HIP applies its mask to what ROCr left
         assert rec["uuids"] == _runtime_view(rocr_set, rec["vars"]["HIP_VISIBLE_DEVICES"])
+
+
+@pytest.mark.parametrize("var", ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
+def test_amd_empty_mask_gives_workers_no_gpu(suite, tmp_path, monkeypatch, var):
+    # clr rocclr/utils/flags.cpp Flag::init (ROCm/clr f9f995c lines 114, 136) stores an empty value as " ", which
+    # rocdevice.cpp Device::init (lines 496-547) takes as its list and finds no index in: HIP sees no GPU. The run
+    # goes on (an empty value hides the GPUs on purpose); no worker is pinned, each keeps the user's empty value
+    root = tmp_path / "machine"
+    amd_machine(root, 4)
+    monkeypatch.setenv(var, "")
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    for w in ("gw0", "gw1"):
+        assert recs[w]["uuids"] == [] and recs[w]["vars"][var] == ""
+        other = "CUDA_VISIBLE_DEVICES" if var == "HIP_VISIBLE_DEVICES" else "HIP_VISIBLE_DEVICES"
+        assert recs[w]["vars"][other] is None
+
+
+def test_amd_mask_that_hides_all_by_mistake_still_stops_the_run(suite, tmp_path, monkeypatch):
+    root = tmp_path / "machine"
+    amd_machine(root, 4)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "7")
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot assign GPUs to 2 xdist workers: 0 GPUs visible: HIP_VISIBLE_DEVICES='7'*"])
+
+
+def test_amd_quoted_mask_pins_the_quoted_gpus(suite, tmp_path, monkeypatch):
+    # clr removeQuotes (flags.cpp lines 39-76) strips the quotes of a .env file's HIP_VISIBLE_DEVICES="1,3"
+    root = tmp_path / "machine"
+    uuids = amd_machine(root, 4)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", '"1,3"')
+    result = suite.runpytest_subprocess("-n", "2", f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    assert [recs[w]["vars"]["HIP_VISIBLE_DEVICES"] for w in ("gw0", "gw1")] == ["1", "3"]
+    assert [recs[w]["uuids"] for w in ("gw0", "gw1")] == [[uuids[1]], [uuids[3]]]
+
+
+@pytest.mark.parametrize("rocr, expect_hip, expect_phys", [(None, ["0", "1", "2"], [0, 2, 3]),
+                                                        ("3,1,2", ["0", "1"], [3, 2])])
+def test_amd_workers_follow_hips_ordinals_past_a_gpu_rocr_drops(suite, tmp_path, monkeypatch, rocr, expect_hip,
+                                                                expect_phys):
+    # ROCr drops a GPU whose ISA its registry lacks after the ROCR_VISIBLE_DEVICES ranks are taken
+    # (rocm-systems release/rocm-rel-7.0 amd_topology.cpp BuildTopology lines 320-376, DiscoverGpu lines 119-173;
+    # isa.cpp lines 338-441 have no gfx941): HIP numbers what is left, and so must the workers' masks
+    root = tmp_path / "machine"
+    uuids = amd_machine(root, 4, rocm="7.0.2")
+    props = root / "sys/devices/virtual/kfd/kfd/topology/nodes/2/properties"
+    props.chmod(0o644)
+    props.write_text(props.read_text().replace("gfx_target_version 90402", "gfx_target_version 90401"))
+    if rocr:
+        monkeypatch.setenv("ROCR_VISIBLE_DEVICES", rocr)
+    n = len(expect_hip)
+    result = suite.runpytest_subprocess("-n", str(n), f"--gpuenv-root={root}", "-p", "xdist")
+    result.assert_outcomes(passed=16)
+    recs = _records(suite.path / "rec")
+    assert [recs[f"gw{w}"]["vars"]["HIP_VISIBLE_DEVICES"] for w in range(n)] == expect_hip
+    assert [recs[f"gw{w}"]["uuids"] for w in range(n)] == [[uuids[p]] for p in expect_phys]
 
 
 SUMMARY_SUITE = """
@@ -151,6 +214,7 @@ def _skip_summary(result):
     return [line for line in lines[start + 1:start + 8] if line.startswith(" ") or "skipped for hardware" in line]
 
 
+@pytest.mark.slow
 def test_summary_under_xdist_equals_summary_without(pytester, tmp_path):
     root = tmp_path / "machine"
     amd_machine(root, 4)
@@ -163,6 +227,7 @@ def test_summary_under_xdist_equals_summary_without(pytester, tmp_path):
     assert "5 test(s) skipped for hardware reasons:" in _skip_summary(dist)
 
 
+@pytest.mark.slow
 def test_multi_gpu_tests_on_one_gpu_workers_skip_with_how_to_run_them(pytester, tmp_path):
     root = tmp_path / "machine"
     amd_machine(root, 2)
@@ -188,6 +253,7 @@ def test_multi_gpu_tests_on_one_gpu_workers_skip_with_how_to_run_them(pytester, 
     both.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_worker_header_says_which_gpu(pytester, tmp_path):
     root = tmp_path / "machine"
     nvidia_machine(root, 2)

@@ -1,4 +1,4 @@
-"""AMD: the amdgpu driver, KFD topology, /dev access and rocBLAS targets (DETECTION.md steps 3-4).
+"""AMD: the amdgpu driver, KFD topology and rocBLAS targets (DETECTION.md steps 3-4; /dev access in ``_access``).
 
 Only T0/T1: files, ``stat`` and ``os.access``. ``/dev/kfd`` is never opened and KFD ``caches/*``
 are never read.
@@ -6,20 +6,21 @@ are never read.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any, Optional
 
+from pytest_gpuenv.detect._access import RENDER_MINORS as _RENDER_MINORS
+from pytest_gpuenv.detect._access import check_access
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
+
+__all__ = ["check_access"]
 
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
 #: one ``%u`` of libhsakmt's ``sscanf("%u.%u.%u%c")``: C-locale space, a sign, ASCII digits
 _SCANF_U = r"[ \t\n\v\f\r]*([+-]?)([0-9]+)"
 _OVERRIDE_RE = r"\.".join([_SCANF_U] * 3)  # compiled by re on first use
 _OVERRIDE_MAX = (63, 255, 255)  # libhsakmt rejects larger parts
-#: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology
-_RENDER_MINORS = (128, 255)
 _U64 = 2**64  # KFD properties are printed as u64 (libhsakmt reads them with %llu)
 
 #: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
@@ -106,11 +107,14 @@ def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> li
     nodes = sorted((n for n in fs.listdir(topo + "/nodes") if number(n, 2**31) is not None), key=int)
     devices: list[Device] = []
     bad: list[str] = []
+    fatal: list[str] = []  # what fails libhsakmt's whole topology
     for n in nodes:
-        props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad)
+        props = _gpu_node(fs, f"{topo}/nodes/{n}", n, ev, bad, fatal)
         dev = None if props is None else _kfd_device(fs, f"{topo}/nodes/{n}", int(n), props, len(devices), ev, bad)
         if dev is not None:
             devices.append(dev)
+    if fatal:
+        problems.append(_topology_problem(devices, fatal, ev))
     if bad:
         problems.append(
             Problem(
@@ -126,16 +130,25 @@ def kfd_devices(fs: Fs, topo: str, ev: list[str], problems: list[Problem]) -> li
     return devices
 
 
-def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optional[dict[str, int]]:
-    """A GPU node's properties; None for a CPU node, one hidden by the device cgroup, or junk (added to ``bad``)."""
+def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str], fatal: list[str]) -> Optional[dict[str, int]]:
+    """A GPU node's properties; None for a CPU node, one hidden by the device cgroup, junk (added to ``bad``),
+    or what fails libhsakmt's whole topology (added to ``fatal``): ``topology_sysfs_get_gpu_id`` fails
+    without EPERM when ``gpu_id`` is missing or ``fscanf("%ul")`` matches nothing, and
+    ``topology_sysfs_check_node_supported`` when a GPU node's ``properties`` is missing or empty."""
     gid_text = fs.read(base + "/gpu_id", 64)
     if gid_text is None and base + "/gpu_id" in fs.denied:
         ev.append(f"{base}/gpu_id: EPERM (node {n} hidden by the device cgroup)")
         return None
-    gid = number((gid_text or "").strip())
+    if gid_text is None and not fs.exists(base + "/gpu_id"):
+        fatal.append(f"{base}/gpu_id is missing")
+        return None
+    m = re.match(_SCANF_U, gid_text or "")
+    if gid_text is not None and m is None:
+        fatal.append(f"{base}/gpu_id holds no number ({gid_text.strip()[:20]!r})")
+        return None
+    gid = None if m is None or len(m.group(2).lstrip("0")) > 20 else _scanf_u(*m.groups())
     if gid is None:
-        if fs.exists(base + "/gpu_id") or fs.exists(base + "/properties"):
-            bad.append(f"{base}/gpu_id")
+        bad.append(f"{base}/gpu_id")
         return None
     if gid == 0:
         return None  # CPU node
@@ -143,11 +156,27 @@ def _gpu_node(fs: Fs, base: str, n: str, ev: list[str], bad: list[str]) -> Optio
     if ptext is None and base + "/properties" in fs.denied:
         ev.append(f"{base}/properties: EPERM (node {n} hidden by the device cgroup)")
         return None
+    if ptext == "" or (ptext is None and not fs.exists(base + "/properties")):
+        fatal.append(f"GPU node {base} has {'an empty' if ptext == '' else 'no'} properties file")
+        return None
     props = _props(ptext)
     if not props:
         bad.append(f"{base}/properties")
         return None
     return props if props.get("simd_count", 0) > 0 else None
+
+
+def _topology_problem(devices: list[Device], fatal: list[str], ev: list[str]) -> Problem:
+    why = "; ".join(fatal[:3]) + (f" (+{len(fatal) - 3} more)" if len(fatal) > 3 else "")
+    ev.append(f"libhsakmt topology fails: {why}")
+    for d in devices:
+        d.usable, d.unusable_reason = False, f"ROCm sees no GPU: {why}"
+    return Problem(
+        "kfd-topology-invalid",
+        f"{why}: libhsakmt's hsakmt_topology_sysfs_get_system_props fails on it, so ROCm (hsa_init) sees none of "
+        f"the {len(devices)} AMD GPU(s)",
+        fix="check `ls /sys/class/kfd/kfd/topology/nodes/*` and `dmesg | grep kfd`; a damaged or partly copied "
+        "topology gives this", severity="error", category="driver")
 
 
 def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int, ev: list[str],
@@ -159,9 +188,9 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
     if wave not in (16, 32, 64, 128):
         wave = default_warp_size(arch)
     loc, dom = props.get("location_id", 0), props.get("domain", 0)
-    pci = None
-    if 0 < loc < 2**16 and dom < 2**32:
-        pci = f"{dom:04x}:{loc >> 8:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
+    pci = None  # location_id: bus 15:8, device 7:3, function 2:0, the partition in 31:28 (amdsmi.h) or in 2:0
+    if 0 < loc & 0xFFFF and loc < 2**32 and dom < 2**32:
+        pci = f"{dom:04x}:{(loc >> 8) & 0xFF:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
     uid = props.get("unique_id")
     uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
     minor = props.get("drm_render_minor", 0)
@@ -184,7 +213,7 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
         name = f"AMD GPU {arch or ''}".strip() + (f" ({label})" if label else "")
     ev.append(
         f"{base}/properties: gfx_target_version {gfx} -> {arch}, wave {wave}, "
-        f"VRAM {vram} B, PCI {pci}, render {render}"
+        f"VRAM {vram} B, PCI {pci}, render {render}" + (f", partition {loc >> 28}" if loc >> 28 else "")
     )
     return Device(index=index, vendor="amd", name=name, arch=arch, physical_arch=arch, memory_bytes=vram or None,
                   warp_size=wave, uuid=uuid, pci=pci, node=node, render_node=render, source="/sys/class/kfd",
@@ -231,13 +260,15 @@ def user_node_ids(fs: Fs, topo: str, devices: list[Device]) -> dict[int, int]:
     return out
 
 
-def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: list[str]) -> list[Problem]:
+def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: list[str],
+                   zero: Optional[list[Device]] = None) -> list[Problem]:
     """HSA_OVERRIDE_GFX_VERSION_<node>, else HSA_OVERRIDE_GFX_VERSION -> each device's effective arch.
 
     As libhsakmt's ``topology_sysfs_get_node_props``: ``<node>`` is libhsakmt's node id (after the nodes
     it skipped, see ``user_node_ids``), not the KFD sysfs number; the per-node variable, when set, is read
     instead of the global one; a value ``parse_override`` rejects fails the whole topology (no GPU at all).
-    Call it with the devices ``check_access`` kept.
+    Call it with the devices ``check_access`` kept. ``zero`` collects the devices overridden to 0.0.0, which
+    ROCr ignores from ROCm 6.3 (``OverrideEngineId.Value != 0``) and older libhsakmt wrote into ``EngineId``.
     """
     ids = user_node_ids(fs, topo, devices)
     chosen = []
@@ -251,6 +282,8 @@ def apply_override(fs: Fs, topo: str, devices: list[Device], environ: Any, ev: l
         return [_override_problem(devices, *bad)]
     for d, name, value, node, parsed in chosen:
         major, minor, step = parsed or (0, 0, 0)
+        if parsed == (0, 0, 0) and zero is not None:
+            zero.append(d)
         eff = gfx_name(major * 10000 + minor * 100 + step)
         if eff and eff != d.arch:
             ev.append(f"{name}={value}: device {d.physical_index} (KFD node {d.node}, libhsakmt node {node}) "
@@ -269,132 +302,3 @@ def _override_problem(devices: list[Device], name: str, value: str) -> Problem:
         "minor and stepping <= 255); libhsakmt's topology init fails, so no AMD GPU can be used.",
         fix=f"unset {name}, or set it like `{name}=10.3.0` (RDNA2) or `11.0.0` (RDNA3)", severity="error",
         category="arch")
-
-
-def check_access(
-    fs: Fs, devices: list[Device], container: bool, ev: list[str]
-) -> tuple[list[Device], list[Problem]]:
-    """/dev/kfd and renderD access (stat/os.access only), as libhsakmt opens them. Returns (devices kept, problems).
-
-    libhsakmt (``topology.c`` ``topology_sysfs_check_node_supported``, ``fmm.c``
-    ``hsakmt_open_drm_render_device``) skips a GPU node whose render node is missing (ENOENT; the device
-    cgroup's EPERM likewise), and fails its whole topology, so that no GPU is visible at all, for
-    ``drm_render_minor`` 0 or outside 128-255 and for any other open error, EACCES included.
-    """
-    if not devices:
-        return devices, []
-    kfd = _kfd_problem(fs, devices, container, ev)
-    if kfd is not None:
-        return devices, [kfd]
-    ev.append("/dev/kfd: readable+writable")
-    kept: list[Device] = []
-    denied: list[Device] = []
-    no_minor: list[Device] = []
-    for d in devices:
-        if d.render_node is None:
-            no_minor.append(d)
-        elif not fs.exists(d.render_node):
-            ev.append(f"{d.render_node}: missing (KFD node {d.node} hidden by the device cgroup)")
-            continue
-        elif not fs.access(d.render_node, os.R_OK | os.W_OK):
-            denied.append(d)
-        kept.append(d)
-    for i, d in enumerate(kept):  # HIP ordinals over the nodes that remain
-        d.physical_index = i
-        d.index = i
-    problems = ([_no_minor_problem(kept, no_minor, ev)] if no_minor else []) + (
-        [_denied_problem(fs, kept, denied, ev)] if denied else [])
-    return kept, problems
-
-
-def _topology_failed(kept: list[Device], own: list[Device], own_reason: str, ev: list[str]) -> None:
-    """Every device unusable: libhsakmt's topology failed on ``own``."""
-    ev.append(f"libhsakmt topology fails: {own_reason}")
-    for d in kept:
-        if d.usable or d.unusable_reason is None:
-            d.usable = False
-            d.unusable_reason = own_reason if d in own else f"ROCm sees no GPU: {own_reason}"
-
-
-def _no_minor_problem(kept: list[Device], no_minor: list[Device], ev: list[str]) -> Problem:
-    nodes = ", ".join(str(d.node) for d in no_minor)
-    _topology_failed(kept, no_minor, f"KFD node {nodes}: no DRM render node (drm_render_minor 0 or outside 128-255)",
-                     ev)
-    return Problem(
-        "render-minor-invalid",
-        f"KFD node(s) {nodes} report no DRM render node (drm_render_minor 0 or outside 128-255); libhsakmt "
-        f"then fails its whole topology, so ROCm sees none of the {len(kept)} AMD GPU(s)",
-        fix="check `dmesg | grep amdgpu` (the driver did not register the GPU's render node) and update the "
-        "kernel/amdgpu driver", severity="error", category="driver")
-
-
-def _denied_problem(fs: Fs, kept: list[Device], denied: list[Device], ev: list[str]) -> Problem:
-    paths = ", ".join(d.render_node or "" for d in denied)
-    _topology_failed(kept, denied, f"{paths} not accessible (EACCES)", ev)
-    _owner_name, group = _owner(fs.stat(denied[0].render_node or ""))
-    user = _user()
-    return Problem(
-        "render-permission-denied",
-        f"{paths} not accessible to user '{user}' (group '{group}'); libhsakmt fails its whole topology on "
-        f"EACCES, so ROCm sees none of the {len(kept)} AMD GPU(s), not only these",
-        fix=f"`sudo usermod -aG render,video {user}` then log out and in", severity="error", category="permission")
-
-
-def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) -> Optional[Problem]:
-    """/dev/kfd missing or not readable+writable: every device is unusable, and this says why."""
-    archs = ", ".join(sorted({d.physical_arch or "unknown arch" for d in devices}))
-    if not fs.exists("/dev/kfd"):
-        if container:
-            code = "kfd-missing-in-container"
-            msg = f"AMD GPU(s) visible in /sys/class/kfd ({archs}) but /dev/kfd is missing in this container"
-            fix = ("start the container with `--device /dev/kfd --device /dev/dri` (plus `--group-add` with the "
-                   "host's render and video GIDs when not running as root)")
-        else:
-            code, msg = ("kfd-missing", f"AMD GPU(s) in /sys/class/kfd ({archs}) but /dev/kfd does not exist")
-            fix = "reload the driver (`sudo modprobe amdgpu`) or check udev; /dev/kfd is created by amdgpu"
-        for d in devices:
-            d.usable, d.unusable_reason = False, "/dev/kfd missing"
-        ev.append("/dev/kfd: missing")
-        return Problem(code, msg, fix=fix, severity="error", category="container" if container else "driver")
-    if fs.access("/dev/kfd", os.R_OK | os.W_OK):
-        return None
-    st = fs.stat("/dev/kfd")
-    mode = f"{st.st_mode & 0o777:04o}" if st else "?"
-    owner, group = _owner(st)
-    user = _user()
-    for d in devices:
-        d.usable, d.unusable_reason = False, f"/dev/kfd not accessible (user '{user}' not in '{group}')"
-    ev.append(f"/dev/kfd: mode {mode} {owner}:{group}, not readable+writable by '{user}'")
-    return Problem(
-        "kfd-permission-denied",
-        f"AMD GPU(s) detected ({archs}) but /dev/kfd is not accessible (mode {mode} {owner}:{group}; "
-        f"user '{user}' not in '{group}')",
-        fix=f"`sudo usermod -aG render,video {user}` then log out and in (or `newgrp {group}`)", severity="error",
-        category="permission")
-
-
-def _owner(st: Optional[os.stat_result]) -> tuple[str, str]:
-    if st is None:
-        return "?", "?"
-    try:
-        import pwd
-
-        owner = pwd.getpwuid(st.st_uid).pw_name
-    except (KeyError, ImportError):
-        owner = str(st.st_uid)
-    try:
-        import grp
-
-        group = grp.getgrgid(st.st_gid).gr_name
-    except (KeyError, ImportError):
-        group = str(st.st_gid)
-    return owner, group
-
-
-def _user() -> str:
-    try:
-        import pwd
-
-        return pwd.getpwuid(os.getuid()).pw_name
-    except (KeyError, ImportError, AttributeError):
-        return os.environ.get("USER") or os.environ.get("USERNAME") or "$USER"

@@ -3,8 +3,8 @@ else L2; on NVIDIA the L2 (``NVIDIA_LAST_LEVEL``).
 
 From ROCm's "GPU hardware specifications" table (rocm.docs.amd.com, reference/gpu-arch-specs.html; its source
 is ``docs/reference/gpu-arch-specs.rst`` in ROCm/ROCm): the "L3 Cache (MiB)" column of the Instinct table and
-the "Infinity Cache (MiB)" column of the Radeon PRO and Radeon tables, and the "L2 Cache (MiB)" column where
-those are empty. Sizes are per device as HIP lists devices: an MI250X is two devices (one per GCD, 8 MiB of
+the "Infinity Cache (MiB)" column of the Radeon PRO, Radeon and Ryzen APU tables, and the "L2 Cache (MiB)"
+column where those are empty. Sizes are per device as HIP lists devices: an MI250X is two devices (one per GCD, 8 MiB of
 L2 each); an MI300X in SPX mode is one device whose 256 MiB Infinity Cache sits in front of all its memory.
 
 ``last_level_cache(vendor, arch, name)``: by marketing name (word-bounded, so "RX 7900 XT" does not match
@@ -77,6 +77,11 @@ AMD_LAST_LEVEL = (
     ("gfx1032", "Radeon RX 6600 XT", 32),
     ("gfx1032", "Radeon RX 6600", 32),
     ("gfx906", "Radeon VII", 4),
+    # Ryzen APUs (the table's "AMD Ryzen APUs" tab, ROCm/legacy-rocm-build e88a729): Infinity Cache, else L2
+    ("gfx1151", "Radeon 8060S", 32),
+    ("gfx1150", "Radeon 890M", 2),
+    ("gfx1103", "Radeon 780M", 2),
+    ("gfx1152", "Radeon 860M", 1),
 )
 
 #: NVIDIA: the L2 is the last level. From NVIDIA's architecture whitepapers ("NVIDIA A100 Tensor Core GPU

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from pytest_gpuenv.detect import _amd
 from pytest_gpuenv.detect._ctx import Ctx
+from pytest_gpuenv.detect._hipmask import clr_uint
 from pytest_gpuenv.model import family
 
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
@@ -141,17 +142,21 @@ def _fault_policy(ctx: Ctx) -> None:
     from HIP 7.0 clr returns an error instead unless HIP_SKIP_ABORT_ON_GPU_ERROR is 0 or core dumps are on
     (clr ``Os::DumpCoreFile``: RLIMIT_CORE != 0)."""
     version = ctx.env.rocm.get("version")
-    v = _vtuple(version)
-    setting = ctx.environ.get(SKIP_ABORT_VAR)
+    setting = ctx.environ.get(SKIP_ABORT_VAR)  # uint flag, default 1; clr aborts where it reads 0
     core = _core_limit(ctx)
     recovery = ("run GPU tests under pytest-xdist (-n N): a crashed worker is replaced and its test is named; "
                 "pytest-gpuenv records the running test before each HIP launch, so the next run names it too")
-    if v is None or v[0] < 7:
-        why = (f"ROCm {version or '(version unknown)'} aborts the whole process on a GPU fault ('Memory access "
-               f"fault by GPU node-N'): {SKIP_ABORT_VAR} exists from ROCm 7.0")
+    runtimes = _hip_runtimes(ctx)
+    old = next(((label, v) for label, v in runtimes if v is None or v[0] < 7), None)
+    if old is not None:
+        why = (f"{old[0]} aborts the whole process on a GPU fault ('Memory access fault by GPU node-N'): "
+               f"{SKIP_ABORT_VAR} exists from ROCm 7.0 (HIP 7.0)")
         return ctx.add("hip-fault-aborts", why, recovery + "; or upgrade to ROCm >= 7.0", "info", "driver")
-    if setting is not None and setting.strip().isdigit() and int(setting) == 0:
-        why = f"{SKIP_ABORT_VAR}={setting} is set: ROCm {version} aborts the whole process on a GPU fault"
+    version = " and ".join(label.removeprefix("ROCm ") if label.startswith("ROCm ") else label
+                           for label, _v in runtimes)
+    if setting is not None and clr_uint(setting, 1) == 0:
+        why = (f"{SKIP_ABORT_VAR}={setting!r} is set, which clr reads as 0 (a uint flag: atoi): ROCm {version} "
+               "aborts the whole process on a GPU fault")
         return ctx.add("hip-fault-aborts", why, f"unset {SKIP_ABORT_VAR}, or " + recovery, "info", "driver")
     if core is not None and core != 0:
         limit = "unlimited" if core < 0 else str(core)
@@ -162,6 +167,22 @@ def _fault_policy(ctx: Ctx) -> None:
             "in effect" + ("" if core is not None else "; it aborts after all when core dumps are enabled")
             + "): the faulting test fails, later GPU tests in that process skip naming it",
             "nothing to do; keep core dumps off (`ulimit -c 0`) for this to hold", "info", "driver")
+
+
+def _hip_runtimes(ctx: Ctx) -> list[tuple[str, Optional[tuple[int, ...]]]]:
+    """The HIP runtimes GPU work in this process may go through, with their versions: the system ROCm's
+    ``libamdhip64``, and a torch ROCm wheel's own copy in ``torch/lib`` (its ``torch.version.hip``), which
+    torch's launches use whatever ROCm is installed."""
+    version = ctx.env.rocm.get("version")
+    out: list[tuple[str, Optional[tuple[int, ...]]]] = []
+    torch = ctx.env.torch or {}
+    lib = os.path.dirname(str(torch.get("path") or "")) + "/lib"
+    if torch.get("build") == "rocm" and torch.get("hip") and ctx.fs.glob(glob.escape(lib) + "/libamdhip64.so*"):
+        out.append((f"torch {torch.get('version')}'s own HIP runtime {torch['hip']} ({lib}/libamdhip64.so)",
+                    _vtuple(torch["hip"])))
+    if version or not out:
+        out.insert(0, (f"ROCm {version or '(version unknown)'}", _vtuple(version)))
+    return out
 
 
 def hip_python_requirement(rocm_version: Any) -> str:

@@ -19,6 +19,7 @@ from pytest_gpuenv.detect import _amd, _checks, _wsl
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.detect._rocr import agent_check
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, family
@@ -41,8 +42,14 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
     else:
         env.kind = "cpu"
         ctx.ev.append(f"platform {env.platform}: no ROCm/CUDA support, CPU only")
-    _maybe_probe(ctx)
+    probed = _maybe_probe(ctx)
     _masks(ctx)
+    if probed is not None and family(env.kind) == "rocm" and 0 <= probed < len(env.devices):
+        ctx.add("hip-sees-fewer-devices", f"HIP counts {probed} GPU(s) where the files and masks give "
+                f"{len(env.devices)}: clr leaves out a device whose Device::create() fails after the masks "
+                "(rocclr/device/rocm/rocdevice.cpp Device::init), so HIP's indices past it shift",
+                "run `AMD_LOG_LEVEL=1 python -c \"import torch; print(torch.cuda.device_count())\"` to see which "
+                "device fails", "warning", "driver")
     if env.devices or env.hidden_devices:  # last-level cache sizes from ROCm's spec table
         from pytest_gpuenv.detect import _caches
 
@@ -141,7 +148,13 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
     amd, probs = _amd.check_access(fs, amd, ctx.env.container, ev)
     ctx.problems.extend(probs)
     # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
-    ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev))
+    zero: list[Device] = []
+    ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev, zero))
+    if any(d.usable for d in amd):  # what ROCr itself leaves out of what libhsakmt kept
+        ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev, zero)
+        ctx.problems.extend(probs)
+        if ctx.dropped:
+            ctx.env.rocm["rocr_dropped"] = sorted(ctx.dropped)
     if found and not amd:
         ctx.add("render-nodes-missing", f"/dev/kfd is present but none of the {found} AMD GPU(s)' "
                 "/dev/dri/renderD* nodes are, so ROCm sees no GPU",
@@ -219,15 +232,16 @@ def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------ probe
-def _maybe_probe(ctx: Ctx) -> None:
-    """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went."""
+def _maybe_probe(ctx: Ctx) -> Optional[int]:
+    """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went.
+    Returns how many devices the probe counted (None where it did not run or failed)."""
     env, fs = ctx.env, ctx.fs
     env.probe = {"required": ctx.probe_required, "ran": False, "ok": None, "source": None}
     want = ctx.probe_mode == "always" or (ctx.probe_mode == "auto" and ctx.probe_required)
     if fs.root_mode or ctx.probe_mode == "never" or not want:
         if ctx.probe_required:
             env.probe["error"] = "root mode: no process is started" if fs.root_mode else "probe disabled"
-        return
+        return None
     from pytest_gpuenv.detect import _probe
 
     order = {"rocm": ["hip", "torch"], "cuda": ["cuda", "torch"]}.get(family(env.kind), ["hip", "cuda", "torch"])
@@ -252,6 +266,8 @@ def _maybe_probe(ctx: Ctx) -> None:
     else:
         ctx.arch_list = res.get("arch_list")
         _use_probe(ctx, res, cached)
+        return len(res.get("devices") or [])
+    return None
 
 
 def _use_probe(ctx: Ctx, res: dict[str, Any], cached: bool) -> None:
@@ -294,7 +310,7 @@ def _probe_device(i: int, d: dict[str, Any], fam: str) -> Device:
     arch = d.get("arch") if isinstance(d.get("arch"), str) else None
     return Device(index=i, vendor=str(vendor), name=_s(d.get("name")), arch=arch, physical_arch=arch,
                   memory_bytes=_probe.count(d.get("memory_bytes")),
-                  warp_size=_probe.count(d.get("warp_size")), uuid=_s(d.get("uuid")),
+                  warp_size=_probe.count(d.get("warp_size")), uuid=_s(d.get("uuid")), pci=_s(d.get("pci")),
                   source="probe", physical_index=i)
 
 
@@ -308,7 +324,8 @@ def _masks(ctx: Ctx) -> None:
     if not ctx.devices:
         return
     vendor = ctx.devices[0].vendor
-    vis, hidden, probs, ev = apply_masks(ctx.devices, vendor, ctx.environ, ctx.env.platform)
+    dropped = ctx.dropped if vendor == "amd" else {}
+    vis, hidden, probs, ev = apply_masks(ctx.devices, vendor, ctx.environ, ctx.env.platform, dropped)
     ctx.env.devices, ctx.env.hidden_devices = vis, hidden
     ctx.problems.extend(probs)
     ctx.ev.extend(ev)

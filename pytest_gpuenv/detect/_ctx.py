@@ -24,6 +24,8 @@ class Ctx:
         self.devices: list[Device] = []
         #: torch.cuda.get_arch_list() from the probe, when torch answered
         self.arch_list: Optional[list[str]] = None
+        #: physical index -> why ROCr leaves that AMD GPU out (``_rocr.agent_check``)
+        self.dropped: dict[int, str] = {}
 
     def add(self, code: str, message: str, fix: Optional[str], severity: str, category: str) -> None:
         """Report a problem once (the first report of a code wins)."""

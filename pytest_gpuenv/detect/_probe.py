@@ -39,8 +39,15 @@ def hip_probe():
         arch = props.gcnArchName
         name = name.decode(errors="replace") if isinstance(name, bytes) else str(name)
         arch = arch.decode(errors="replace") if isinstance(arch, bytes) else str(arch)
+        pci = None
+        try:  # the function digit (an MI300 partition's) is only here, not in the properties
+            err, bus = hip.hipDeviceGetPCIBusId(13, i)
+            if int(err) == 0:
+                pci = bytes(bus).split(b"\0")[0].decode("ascii", "replace") if bus is not None else None
+        except Exception:
+            pci = None
         devs.append({"vendor": "amd", "name": name, "arch": arch.split(":")[0] or None,
-                     "memory_bytes": int(props.totalGlobalMem), "warp_size": int(props.warpSize)})
+                     "memory_bytes": int(props.totalGlobalMem), "warp_size": int(props.warpSize), "pci": pci})
     return devs
 
 def cuda_probe():

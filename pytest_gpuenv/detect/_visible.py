@@ -9,9 +9,9 @@ Three parsers, one per reader:
   an ambiguous UUID prefix empties it.
 * ``parse_rocr``: ROCr's ``RvdFilter`` (ROCR-Runtime ``core/runtime/amd_filter_device.cpp``) for
   ``ROCR_VISIBLE_DEVICES``.
-* ``parse_hip``: clr's ``Device::init`` (``rocclr/device/rocm/rocdevice.cpp``; ``pal/paldevice.cpp`` on
-  Windows) for ``HIP_VISIBLE_DEVICES``, or ``CUDA_VISIBLE_DEVICES`` when HIP's is unset or empty. HIP
-  indexes into what ROCr left. ``GPU_DEVICE_ORDINAL`` is read by OpenCL only, never by HIP.
+* ``parse_hip`` (``_hipmask``): clr's ``Device::init`` for ``HIP_VISIBLE_DEVICES``, or
+  ``CUDA_VISIBLE_DEVICES`` when HIP's is unset (an empty one hides every GPU: clr stores it as ``" "``).
+  HIP indexes into what ROCr left. ``GPU_DEVICE_ORDINAL`` is read by OpenCL only, never by HIP.
 
 On AMD the model follows the runtime (ROCr, then HIP); where torch's parser counts differently, a
 ``visible-devices-torch-differs`` problem names both readings.
@@ -23,7 +23,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
+from pytest_gpuenv.detect._hipmask import HipMask, hip_mask_source, parse_hip
 from pytest_gpuenv.model import Device, Problem
+
+__all__ = ["hip_mask_source", "parse_hip", "parse_rocr", "parse_visible"]
 
 #: the variables the detector reports in ``GpuEnv.visible``
 VARS = (
@@ -38,7 +41,6 @@ MASK_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICE
 
 _C_SPACE = " \t\n\v\f\r"  # isspace() in the C locale
 #: patterns as text, compiled by ``re`` on first use (most detections read no mask)
-_HIP_INDEX = r"0|[1-9][0-9]{0,9}"  # what clr accepts: str_id == std::to_string(atoi(str_id))
 _STRTOL = r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)"
 
 
@@ -184,43 +186,6 @@ def parse_rocr(value: Optional[str], devices: Union[Sequence[Any], int]) -> Opti
     return out
 
 
-# ------------------------------------------------------------------------------------------- HIP
-def parse_hip(value: str, devices: Union[Sequence[Any], int], windows: bool = False) -> list[int]:
-    """Positions in ``devices`` (what ROCr left) that a HIP-level mask selects, as clr reads it.
-
-    Linux, clr ``rocclr/device/rocm/rocdevice.cpp`` ``Device::init``: tokens split at ``,``; a token
-    holding ``GPU-`` becomes the index of the first device whose UUID contains it (case-sensitive); a
-    token must then be exactly a decimal index (``str_id == std::to_string(atoi(str_id))``: no sign,
-    space or leading zero) below the device count, else it ends the list and the devices already chosen
-    stay; a repeated index is skipped. Windows, clr ``rocclr/device/pal/paldevice.cpp``
-    ``parseRequestedDeviceList``: empty tokens are skipped (``strtok``), a token must be ASCII digits,
-    and the chosen devices come in physical order, not the order given.
-    """
-    uuids = _devices(devices)
-    tokens = [t for t in value.split(",") if t] if windows else _getline_split(value)
-    out: list[int] = []
-    for token in tokens:
-        if "GPU-" in token:
-            hit = next((i for i, u in enumerate(uuids) if u and (u == token if windows else token in u)), None)
-            token = token if hit is None else str(hit)
-        valid = re.fullmatch(r"[0-9]{1,10}" if windows else _HIP_INDEX, token) is not None
-        if not valid or int(token) >= len(uuids):
-            break
-        if int(token) not in out:
-            out.append(int(token))
-    return sorted(out) if windows else out
-
-
-def hip_mask_source(environ: Any) -> Optional[tuple[str, str]]:
-    """The (variable, value) HIP reads: ``HIP_VISIBLE_DEVICES`` if non-empty, else ``CUDA_VISIBLE_DEVICES``
-    if non-empty (clr ``rocdevice.cpp``: an empty value is the flag's default, so it counts as unset)."""
-    for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-        value = environ.get(name)
-        if value:
-            return name, value
-    return None
-
-
 def _torch_count(environ: Any, devices: list[Device]) -> Optional[int]:
     """What ``torch.cuda.device_count()`` of a ROCm build answers before HIP starts (torch/cuda/__init__.py
     ``_parse_visible_devices`` and ``_device_count_amdsmi``); None where torch raises."""
@@ -242,10 +207,10 @@ def _torch_reading(environ: Any) -> str:
     return "no variable" if cuda is None else f"CUDA_VISIBLE_DEVICES={cuda!r}"
 
 
-def _hip_reading(environ: Any, source: Optional[tuple[str, str]], rocr_applied: bool) -> str:
-    hip = environ.get("HIP_VISIBLE_DEVICES")
-    text = "HIP_VISIBLE_DEVICES='' as unset, so " if hip == "" else ""
-    text += "no HIP-level mask" if source is None else f"{source[0]}={source[1]!r}"
+def _hip_reading(environ: Any, source: Optional[HipMask], rocr_applied: bool) -> str:
+    text = "no HIP-level mask" if source is None else f"{source.name}={source.raw!r}"
+    if source is not None and source.note:
+        text += f" ({source.note})"
     if rocr_applied:
         text += f" within ROCR_VISIBLE_DEVICES={environ.get('ROCR_VISIBLE_DEVICES')!r}"
     return text
@@ -257,21 +222,23 @@ def visible_vars(environ: Any) -> dict[str, str]:
 
 
 def apply_masks(
-    devices: list[Device], vendor: str, environ: Any, platform: str
+    devices: list[Device], vendor: str, environ: Any, platform: str, dropped: Optional[dict[int, str]] = None
 ) -> tuple[list[Device], list[Device], list[Problem], list[str]]:
     """Apply the masks of ``vendor``'s runtime to ``devices`` (physical order).
 
+    ``dropped``: physical indices of the AMD GPUs ROCr leaves out after its mask (``_rocr.agent_check``).
     Returns (visible devices re-indexed, hidden devices, problems, evidence).
     """
+    dropped = dropped or {}
     problems: list[Problem] = []
     evidence: list[str] = []
     if not devices:
         return devices, [], problems, evidence
     if vendor == "amd":
-        order, used, culprit = _amd_masks(devices, environ, platform, problems, evidence)
+        order, used, culprit = _amd_masks(devices, environ, platform, problems, evidence, dropped)
     else:
         order, used, culprit = _cuda_mask(devices, environ, evidence)
-    if not used:
+    if not used and not dropped:
         for i, d in enumerate(devices):
             d.index = i
             d.physical_index = i if d.physical_index is None else d.physical_index
@@ -287,12 +254,14 @@ def apply_masks(
         if i not in order:
             d.index = d.physical_index if d.physical_index is not None else i
             d.usable = False
-            d.unusable_reason = f"hidden by {masks}"
+            d.unusable_reason = dropped[i] if i in dropped else f"hidden by {masks}"
             hidden.append(d)
-    if not visible:
+    if not visible and used and (culprit or not dropped):
         name, value = culprit[0] if culprit else used[-1]
+        why = " (HIP reads an empty value as ' ', which is no device index)" if (
+            value == "" and name != "ROCR_VISIBLE_DEVICES" and vendor == "amd") else ""
         problems.append(Problem("visible-devices-hide-all",
-                                f"0 GPUs visible: {name}='{value}' hides all {len(devices)} detected device(s)",
+                                f"0 GPUs visible: {name}='{value}' hides all {len(devices)} detected device(s){why}",
                                 fix=f"unset {name} or list a device index (e.g. {name}=0)", severity="error",
                                 category="visibility"))
     return visible, hidden, problems, evidence
@@ -313,7 +282,7 @@ def _cuda_mask(devices: list[Device], environ: Any, evidence: list[str]) -> _Mas
 
 
 def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: list[Problem],
-               evidence: list[str]) -> _Masks:
+               evidence: list[str], dropped: dict[int, str]) -> _Masks:
     """ROCr's mask (not on Windows, where there is no ROCr), then HIP's, which indexes into what ROCr left."""
     order = list(range(len(devices)))
     used: list[tuple[str, str]] = []
@@ -326,23 +295,27 @@ def _amd_masks(devices: list[Device], environ: Any, platform: str, problems: lis
         if not order:
             culprit.append(used[-1])
         evidence.append(f"ROCR_VISIBLE_DEVICES={rocr!r}: ROCr surfaces physical {order}")
+    if dropped:  # after the ROCr ranks are taken (amd_topology.cpp BuildTopology, then DiscoverGpu)
+        order = [i for i in order if i not in dropped]
+        evidence.append(f"ROCr drops physical {sorted(dropped)} (ISA not in its registry): HIP sees physical {order}")
     source = hip_mask_source(environ)
     if source is not None:
         subset = [devices[i] for i in order]
-        order = [order[i] for i in parse_hip(source[1], subset, windows=platform == "windows")]
-        used.append(source)
+        order = [order[i] for i in parse_hip(source.value, subset, windows=platform == "windows")]
+        used.append((source.name, source.raw))
         if not order and not culprit:
-            culprit.append(source)
-        evidence.append(f"{source[0]}={source[1]!r}: HIP indexes into {len(subset)} device(s) -> physical {order}")
-    if environ.get("HIP_VISIBLE_DEVICES") == "":
-        evidence.append("HIP_VISIBLE_DEVICES='': empty counts as unset for HIP, which reads CUDA_VISIBLE_DEVICES")
+            culprit.append(used[-1])
+        note = f" ({source.note})" if source.note else ""
+        evidence.append(f"{source.name}={source.raw!r}{note}: HIP indexes into {len(subset)} device(s) -> "
+                        f"physical {order}")
     if "GPU_DEVICE_ORDINAL" in environ:
         evidence.append(f"GPU_DEVICE_ORDINAL={environ['GPU_DEVICE_ORDINAL']!r}: read by OpenCL only, not by HIP")
-    problems.extend(_amd_problems(environ, devices, source, rocr_applied, len(order)))
+    if not dropped:  # else rocr-isa-unsupported says why the counts differ
+        problems.extend(_amd_problems(environ, devices, source, rocr_applied, len(order)))
     return order, used, culprit
 
 
-def _amd_problems(environ: Any, devices: list[Device], source: Optional[tuple[str, str]], rocr_applied: bool,
+def _amd_problems(environ: Any, devices: list[Device], source: Optional[HipMask], rocr_applied: bool,
                   seen: int) -> list[Problem]:
     """Warnings about the AMD masks: torch reads them differently; CUDA_VISIBLE_DEVICES selects AMD GPUs."""
     out = []
@@ -355,11 +328,11 @@ def _amd_problems(environ: Any, devices: list[Device], source: Optional[tuple[st
             "devices than ROCR_VISIBLE_DEVICES'.",
             fix="set only one of the two, or make HIP_VISIBLE_DEVICES index into ROCR's list "
             "(e.g. ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=0)", severity="warning", category="visibility"))
-    if source is not None and source[0] == "CUDA_VISIBLE_DEVICES":
+    if source is not None and source.name == "CUDA_VISIBLE_DEVICES":
         out.append(Problem(
             "cuda-visible-devices-on-rocm",
-            f"CUDA_VISIBLE_DEVICES={source[1]!r} is used to select AMD GPUs; HIP reads it when "
-            "HIP_VISIBLE_DEVICES is unset or empty, but newer HIP documentation no longer lists it.",
+            f"CUDA_VISIBLE_DEVICES={source.raw!r} is used to select AMD GPUs; HIP reads it when "
+            "HIP_VISIBLE_DEVICES is unset, but newer HIP documentation no longer lists it.",
             fix="use HIP_VISIBLE_DEVICES (or ROCR_VISIBLE_DEVICES) to select AMD GPUs", severity="warning",
             category="visibility"))
     torch = _torch_count(environ, devices)
@@ -375,21 +348,23 @@ def _amd_problems(environ: Any, devices: list[Device], source: Optional[tuple[st
 
 
 def amd_worker_masks(devices: Sequence[Device], visible: dict[str, str], platform: str,
-                     picked: Sequence[Device]) -> dict[str, str]:
+                     picked: Sequence[Device], dropped: Sequence[int] = ()) -> dict[str, str]:
     """The variables an xdist worker sets so that HIP, with the masks in force, sees exactly ``picked``.
 
     ``devices``: every AMD device of the model (visible and hidden, with ``physical_index``); ``visible``:
     the masks in force (``GpuEnv.visible``). The worker keeps ``ROCR_VISIBLE_DEVICES`` and sets
     ``HIP_VISIBLE_DEVICES`` (which HIP reads first) to the picked devices' indices in what ROCr surfaces;
     where ``CUDA_VISIBLE_DEVICES`` was set it gets the same value, so that no reader sees the user's wider list.
+    ``dropped``: the physical indices ROCr leaves out after its mask (``GpuEnv.rocm["rocr_dropped"]``), which
+    HIP's ordinals skip.
     """
     phys = sorted({d.physical_index: d for d in devices if d.physical_index is not None}.items())
     rocr = visible.get("ROCR_VISIBLE_DEVICES")
     if rocr is not None and platform != "windows":
-        sel = parse_rocr(rocr, [d for _p, d in phys]) or []
-        rank = {phys[p][0]: r for r, p in enumerate(sel)}
+        surfaced = [phys[p][0] for p in parse_rocr(rocr, [d for _p, d in phys]) or []]
     else:
-        rank = {p: p for p, _d in phys}
+        surfaced = [p for p, _d in phys]
+    rank = {p: r for r, p in enumerate(p for p in surfaced if p not in set(dropped))}
     value = ",".join(str(rank.get(d.physical_index, d.index) if d.physical_index is not None else d.index)
                      for d in picked)
     out = {"HIP_VISIBLE_DEVICES": value}

@@ -14,8 +14,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile a HIP source for each arch; print size and time, or the compiler's log.",
     )
     p.add_argument("file", help="the .hip source")
-    p.add_argument("--arch", help="comma-separated targets, e.g. gfx90a,gfx1030,sm_90 (default: what the "
-                   "installed compilers support of gfx90a, gfx942, gfx1030, gfx1100, sm_80, sm_90)")
+    p.add_argument("--arch", help="comma-separated targets, e.g. gfx90a,gfx1030,sm_90, or cpu (the CPU "
+                   "executor, built by the host C++ compiler) (default: what the installed compilers support "
+                   "of gfx90a, gfx942, gfx1030, gfx1100, sm_80, sm_90)")
     p.add_argument("--kernel", action="append", help="kernel name (repeatable; default: every extern \"C\" "
                    "__global__ kernel in the file)")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]", help="define a macro")

@@ -21,13 +21,17 @@ import time
 import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
+from pytest_gpuenv.rtc import _cpu_globals
 from pytest_gpuenv.rtc._cache import make_key
+from pytest_gpuenv.rtc._cpu_globals import section_symbols
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
+GLOBALS_FILE_LIMIT = 16 << 20  # bytes of kernel module above which globals are built without red zones
+SHARED_LIMIT = 64 * 1024  # bytes of shared memory per block (static and dynamic together), as on AMD and NVIDIA GPUs
 _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
@@ -37,6 +41,9 @@ _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
     r"\s*\[\s*\]\s*;")
 _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_DYNAMIC_SHARED_ATTRIBUTE\b")
+# libc functions checked mode intercepts (cpu_src/include/gpuenv_libc.h): never expanded inline
+LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
+                "vsnprintf")
 _PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)")
 
 
@@ -89,8 +96,9 @@ def check_supported(src: Source) -> None:
                 file=src.path, line=line, arch="cpu")
 
 
-def rewrite(text: str) -> tuple[str, list[str]]:
-    """The source with the two shared-memory rewrites (line numbers kept) and the extern array names."""
+def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
+    """The source with the two shared-memory rewrites and (``red_zones``) the globals one, line numbers
+    kept, and the extern array names."""
     names: list[str] = []
 
     def ext(m: re.Match[str]) -> str:
@@ -101,7 +109,7 @@ def rewrite(text: str) -> tuple[str, list[str]]:
 
     text = _EXTERN_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
-    return text, names
+    return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
 
 def _run(cmd: list[str], display: str) -> None:
@@ -125,20 +133,15 @@ class SharedVars(NamedTuple):
     red_zones: list[tuple[int, int]]  # (offset, size)
 
 
-def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
+def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
     """Every ``__shared__`` variable of the module, wherever it was declared (kernel, template, inline helper,
-    namespace scope), found in the symbol table next to its red zones (see ``__shared__`` in the executor's
-    hip_runtime.h): the symbol beside ``__gpuenv_rzb<N>`` on the side away from ``__gpuenv_rza<N>``, in the
-    same scope. Sections are no help: g++ ignores a section attribute on a template's static local."""
-    if nm is None:
-        return SharedVars([], [])
-    try:
-        res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
-    except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
-        return SharedVars([], [])
+    namespace scope), found in the symbol table (``nm -S -C`` lines) next to its red zones (see ``__shared__``
+    in the executor's hip_runtime.h): the symbol beside ``__gpuenv_rzb<N>`` on the side away from
+    ``__gpuenv_rza<N>``, in the same scope. Sections are no help: g++ ignores a section attribute on a
+    template's static local."""
     syms: list[tuple[int, int, str]] = []
     starts: list[int] = []  # every defined symbol's address
-    for line in res.stdout.splitlines():
+    for line in nm_lines:
         parts = line.split(None, 3)
         if parts and all(c in "0123456789abcdef" for c in parts[0]):
             starts.append(int(parts[0], 16))
@@ -172,29 +175,67 @@ def shared_symbols(nm: Optional[str], so_path: str) -> SharedVars:
     return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
 
 
+def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tuple[str, int, int]]]:
+    """The ``__shared__`` variables (``shared_symbols``) and (name, offset in the section, size) of every
+    red-zoned ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out."""
+    if nm is None:
+        return SharedVars([], []), []
+    try:
+        res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
+    except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
+        return SharedVars([], []), []
+    lines = res.stdout.splitlines()
+    return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER)
+
+
+def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
+    """KernelCompileError when the static ``__shared__`` variables exceed a block's shared memory, as on a GPU."""
+    total = sum(size for _, _, size in shared)
+    if total > SHARED_LIMIT:
+        names = ", ".join(f"{n!r} ({size} bytes)" for n, _, size in sorted(shared, key=lambda v: -v[2]))
+        raise KernelCompileError(f"{display}: {total} bytes of static __shared__ memory ({names}) exceed the "
+                                 f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
+
+
+
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
+             "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
              f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
              # what hipcc defines for AMD device code: its own -D__HIP_PLATFORM_HCC__= -D__HIP_PLATFORM_AMD__=
              # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
              "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
              f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
-    return flags + (["-fsanitize=thread"] if check else [])
+    return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
                  lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
-    ``entry``: the C++ appended instead of ``GPUENV_ENTRY(name)`` (name expressions, modules: ``_cpu_module``).
+    ``entry``: the C++ appended instead of ``GPUENV_ENTRY(name)`` (name expressions, modules).
+    Red-zoned globals sit in a section with file contents (zero-initialised ones too): a module that
+    grows past ``GLOBALS_FILE_LIMIT`` that way is built again with its globals left in .bss.
     ``lockstep`` needs the instrumented build even unchecked: the executor runs a wave in lockstep by
-    making every shared-memory access wait for the wave's other lanes."""
+    making every shared-memory access wait for the wave's other lanes.
+    """
     check_supported(src)
-    text, dyn_names = rewrite(src.text)
+    t0 = time.perf_counter()
+    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, True, lockstep)
+    if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:
+        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, False, lockstep)
+    meta["compile_seconds"] = time.perf_counter() - t0
+    return meta, binary
+
+
+def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+           defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool,
+           lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
+    text, dyn_names = rewrite(src.text, red_zones)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
     lines = text.count("\n") + 2
-    code = f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\n{entry or f"GPUENV_ENTRY({name})"}\n'
-    t0 = time.perf_counter()
+    code = (f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_GLOBAL_RZ\n'
+            f'{entry or f"GPUENV_ENTRY({name})"}\n')
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
@@ -209,10 +250,11 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
-        shared = shared_symbols(binutil(cxx, "nm"), so)
+        shared, device_globals = module_symbols(binutil(cxx, "nm"), so)
+    check_shared_limit(shared.vars, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "compile_seconds": time.perf_counter() - t0, "shared_vars": shared.vars, "red_zones": shared.red_zones,
-            "dyn_names": dyn_names}
+            "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
+            "globals": device_globals if red_zones else []}
     return meta, binary
 
 
@@ -241,7 +283,8 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
                defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
     parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
-             "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx)}
+             "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
+             "flags": _kernel_flags(warp_size, check)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
     return make_key(parts, src.data, find_headers(src, dirs, options=options))
 

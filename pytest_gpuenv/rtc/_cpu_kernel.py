@@ -18,8 +18,9 @@ from pytest_gpuenv.rtc import _args, _cpu, _names
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
+from pytest_gpuenv.runtime.cpu import watchdog_seconds
 
-SHARED_LIMIT = 64 * 1024
+SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
 _CONST = re.compile(r"\bconst\b[^*]*\*")
 
@@ -107,7 +108,7 @@ class CpuKernel(Kernel):
         self.warp_size = warp_size
         self.check = check
         self.lockstep = lockstep
-        self.watchdog = float(os.environ.get("GPUENV_CPU_WATCHDOG", "10"))
+        self.watchdog = watchdog_seconds()
         self._meta = dict(meta)
         self._cache_dir = cache_dir
 
@@ -136,21 +137,30 @@ class CpuKernel(Kernel):
         where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
                        + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
         mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
+        static = sum(s for _, _, s in shared)
+        if static + shared_mem > SHARED_LIMIT:
+            names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
+            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
+                            f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
+        dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
         if self.index is not None:
             rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
         if self.module is not None:
             self.module._to_device(rt, mod)
         try:
-            res = rt.launch(mod, g, b, packed.address, regions, where, shared_mem, self.warp_size, mode,
-                            self.watchdog)
+            res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
+                            [(o, s) for _, o, s in dev_globals])
         finally:
             if self.module is not None:
                 self.module._from_device(rt, mod)
+        if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
+            _cpu.emit_output(res.output, ())
+            return
         ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
-            regions={i: s for _, s, _, i in regions}, addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"),
-            source=self.source)
+            regions={i: s for _, s, _, i in regions}, device_globals=dev_globals,  # type: ignore[arg-type]
+            addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"), source=self.source)
         _cpu.emit_output(res.output, _cpu_report.warnings_of(ctx, res.report))
         if res.report.kind:
             raise _cpu_report.to_error(ctx, res.report)

@@ -11,7 +11,8 @@ from typing import Optional
 from pytest_gpuenv.runtime._errors import KernelLaunchError
 
 __all__ = [
-    "KernelAssertError", "KernelBarrierError", "KernelBoundsError", "KernelFaultError", "KernelRaceError",
+    "KernelAssertError", "KernelBarrierError", "KernelBoundsError", "KernelExitError", "KernelFaultError",
+    "KernelProcessError", "KernelRaceError",
     "KernelStackOverflowError", "KernelUninitializedError", "KernelWarning", "KernelWarpError",
     "KernelWarpSyncError", "KernelWatchdogError",
 ]
@@ -72,6 +73,14 @@ class KernelFaultError(_CpuLaunchError):
     """The kernel faulted (a wild pointer in the fast mode, an integer division by zero)."""
 
 
+class KernelExitError(_CpuLaunchError):
+    """The kernel ended its process (``exit``, ``_exit``, ``quick_exit``): on a GPU the launch fails."""
+
+
+class KernelProcessError(_CpuLaunchError):
+    """The kernel called ``fork()`` or started a thread that outlived the launch."""
+
+
 class KernelWarning(UserWarning):
     """Something that is legal but probably a portability bug (a shuffle offset >= warpSize)."""
 
@@ -79,5 +88,6 @@ class KernelWarning(UserWarning):
 
 
 for _cls in (KernelRaceError, KernelBarrierError, KernelBoundsError, KernelUninitializedError, KernelAssertError,
-             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelWarpSyncError, KernelFaultError):
+             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelWarpSyncError, KernelFaultError,
+             KernelExitError, KernelProcessError):
     _cls.__module__ = "pytest_gpuenv.rtc"  # shown as pytest_gpuenv.rtc.KernelBoundsError, where it is exported

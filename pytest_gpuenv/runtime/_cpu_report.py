@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from pytest_gpuenv.runtime import _cpu_errors as E
-from pytest_gpuenv.runtime.cpu import INCLUDE_DIR, Report
+from pytest_gpuenv.runtime import _cpu_proto as P
+from pytest_gpuenv.runtime.cpu import INCLUDE_DIR, NO_THREAD, Report
 
 _KINDS = {1: (E.KernelRaceError, "data race on shared memory"), 2: (E.KernelBarrierError, "divergent barrier"),
           3: (E.KernelBoundsError, "out-of-bounds access"), 4: (E.KernelUninitializedError, "uninitialised read"),
           5: (E.KernelAssertError, "device assertion"), 6: (E.KernelStackOverflowError, "stack overflow"),
           7: (E.KernelWatchdogError, "watchdog"), 8: (E.KernelWarpError, "inactive lane read"),
           9: (E.KernelFaultError, "fault"), 10: (E.KernelFaultError, "launch refused"),
-          11: (E.KernelWarpSyncError, "reliance on wavefront lockstep")}
+          P.KIND_EXIT: (E.KernelExitError, "process exit"), P.KIND_PROCESS: (E.KernelProcessError, "fork or thread"),
+          13: (E.KernelWarpSyncError, "reliance on wavefront lockstep")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
@@ -42,6 +44,7 @@ class Context:
     dyn_names: Sequence[str]
     shared_mem: int
     regions: dict[int, int] = field(default_factory=dict)  # param index -> bytes
+    device_globals: Sequence[tuple[str, int, int]] = ()  # (name, offset, size), parameter index -1 - i
     addr2line: Optional[str] = None
     source: Optional[str] = None
     warp_size: int = 64
@@ -91,6 +94,11 @@ def _elem(p: Any, size: int) -> int:
 def _where(ctx: Context, r: Report) -> str:
     """'argument 'out' (float* out) element 1000 (the buffer has 1000 elements)' and the like."""
     rk, i, off, size = r.region_kind, r.region_index, r.offset, r.size
+    if rk == 1 and i < 0 and -1 - i < len(ctx.device_globals):
+        name, _, vsize = ctx.device_globals[-1 - i]
+        es = max(size, 1)
+        return (f"__device__ variable {name!r} element {off // es} (byte {off}; it has {vsize} bytes, and the access "
+                "lands in the red zone between it and its neighbouring globals)")
     if rk == 1 and 0 <= i < len(ctx.params):
         p = ctx.params[i]
         es = _elem(p, size)
@@ -121,7 +129,7 @@ def _detail(ctx: Context, r: Report) -> str:
         other = "several other threads" if r.other_thread == -2 else f"thread {r.other_thread} (linear id)"
         return (f"{rw} of {_where(ctx, r)} conflicts with {other} in the same barrier interval "
                 "(no __syncthreads() between the two accesses)")
-    if r.kind == 11:
+    if r.kind == 13:
         other = "other threads" if r.other_thread < 0 else f"thread {r.other_thread} (linear id)"
         bx, by, _ = ctx.block_dims
         me = r.thread[0] + bx * (r.thread[1] + by * r.thread[2])
@@ -139,7 +147,7 @@ def _detail(ctx: Context, r: Report) -> str:
 def to_error(ctx: Context, r: Report) -> Exception:
     """The exception for a failed launch."""
     cls, title = _KINDS.get(r.kind, (E.KernelFaultError, "launch failed"))
-    text = _detail(ctx, r) if r.kind in (1, 3, 4, 11) else r.text.decode("utf-8", "replace")
+    text = _detail(ctx, r) if r.kind in (1, 3, 4, 13) else r.text.decode("utf-8", "replace")
     exact = r.kind in (6, 7, 9) and r.pc  # a fault's own pc, not a return address: symbolize() takes pc - 1
     main_pc = r.pc + 1 if exact else r.pc
     pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [main_pc]
@@ -149,8 +157,9 @@ def to_error(ctx: Context, r: Report) -> Exception:
     loc = _subst(first.group(0), names) if first else names.get(main_pc, "")
     loc = loc or (f"<pc 0x{r.pc:x}>" if r.pc else ctx.source or "<unknown>")
     block, thread = tuple(r.block), tuple(r.thread)
-    msg = (f"{title} in kernel {ctx.kernel!r} at {loc}, block ({block[0]},{block[1]},{block[2]}), thread "
-           f"({thread[0]},{thread[1]},{thread[2]}): {text}")
+    who = "" if r.other_thread == NO_THREAD else (f", block ({block[0]},{block[1]},{block[2]}), thread "
+                                                  f"({thread[0]},{thread[1]},{thread[2]})")
+    msg = f"{title} in kernel {ctx.kernel!r} at {loc}{who}: {text}"
     file, line = (loc.rsplit(":", 1) + [""])[:2] if ":" in loc else (None, "")
     return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
 

@@ -38,6 +38,26 @@ STICKY = frozenset({
     "hipErrorIllegalState",
 })
 
+#: the codes clr's stored GPU error can come back as, from HIP 7.0: ``callbackQueue`` stores
+#: ``ConvertHSAErrorIntoCLError(status)`` in ``amd::Device::gpu_error_`` and every API that starts with
+#: ``HIP_INIT_API`` then returns ``ConvertCLErrorIntoHIPError(GetGPUError())`` (ROCm/rocm-systems 01280b9
+#: projects/clr rocclr/device/rocm/rocdevice.cpp ``ConvertHSAErrorIntoCLError``, ``callbackQueue``;
+#: hipamd/src/hip_internal.hpp ``ConvertCLErrorIntoHIPError``, ``HIP_INIT_API``). ROCm/clr f9f995c (Oct 2024,
+#: ROCm 6.3) has no stored error: a queue error aborts. Which HSA status gives which code:
+#: memory fault / aperture violation / invalid allocation -> hipErrorIllegalAddress; exception, packet
+#: format, illegal instruction -> hipErrorLaunchFailure; invalid argument / incompatible arguments ->
+#: hipErrorInvalidValue; invalid code object -> hipErrorInvalidSource; invalid ISA ->
+#: hipErrorInvalidKernelFile; out of resources, invalid dispatch parameters, a plain HSA_STATUS_ERROR and
+#: anything else -> hipErrorUnknown.
+STORED_FROM = 7
+STORED = frozenset({"hipErrorIllegalAddress", "hipErrorLaunchFailure", "hipErrorInvalidValue", "hipErrorInvalidSource",
+                    "hipErrorInvalidKernelFile", "hipErrorUnknown"})
+
+
+def stored_codes(hip_major: Optional[int]) -> frozenset[str]:
+    """The codes a HIP runtime of ``hip_major`` may answer from its stored GPU error (None: unknown, as 7)."""
+    return STORED if hip_major is None or hip_major >= STORED_FROM else frozenset()
+
 
 class Poison(Value):
     """Who poisoned a backend's GPU context in this process (``backend``: "cuda" or "rocm"), with what
@@ -46,14 +66,21 @@ class Poison(Value):
     already broken (by earlier GPU work, e.g. torch, in ``by`` or before). A ``Value``: a NamedTuple or
     dataclass costs every run that loads the runtime its creation."""
 
-    __slots__ = ("backend", "code", "by", "culprit")
+    __slots__ = ("backend", "code", "by", "culprit", "launched")
 
-    def __init__(self, backend: str, code: str, by: str, culprit: bool = True) -> None:
+    def __init__(self, backend: str, code: str, by: str, culprit: bool = True, launched: Optional[str] = None) -> None:
         self.backend, self.code, self.by, self.culprit = backend, code, by, culprit
+        #: the test that launched the last kernel before the error was found (None where unknown)
+        self.launched = launched
 
     def reason(self) -> str:
         api = "CUDA context" if self.backend == "cuda" else "HIP device"
-        who = f"poisoned by {self.by}" if self.culprit else f"found poisoned in {self.by} (by GPU work in or before it)"
+        if self.culprit:
+            who = f"poisoned by {self.by}"
+        elif self.launched and self.launched != self.by:
+            who = f"poisoned by {self.launched} (its kernel's error surfaced in {self.by})"
+        else:
+            who = f"found poisoned in {self.by} (by GPU work in or before it)"
         return (
             f"{api} {who} ({self.code}); every later GPU call in this process fails. "
             "Run kernels that may fault in a subprocess (pytester.runpytest_subprocess, or pytest-xdist "
@@ -61,7 +88,7 @@ class Poison(Value):
         )
 
 
-_state: dict[str, Optional[str]] = {"test": None}
+_state: dict[str, Optional[str]] = {"test": None, "launched": None}
 _poisons: dict[str, Poison] = {}
 _launch_hook: list[Callable[[str], None]] = []
 
@@ -73,6 +100,7 @@ def set_launch_hook(hook: Optional[Callable[[str], None]]) -> None:
 
 def before_launch(backend: str) -> None:
     """Run the launch hook; a hook that cannot write its record does not stop the launch."""
+    _state["launched"] = _state["test"] or "<outside pytest>"
     for hook in _launch_hook:
         try:
             hook(backend)
@@ -102,7 +130,7 @@ def is_sticky(code: str) -> bool:
 def record(backend: str, code: str, *, culprit: bool) -> Poison:
     """Note a sticky error on ``backend``; the first one recorded per backend stands."""
     if backend not in _poisons:
-        _poisons[backend] = Poison(backend, code, _state["test"] or "<outside pytest>", culprit)
+        _poisons[backend] = Poison(backend, code, _state["test"] or "<outside pytest>", culprit, _state["launched"])
     return _poisons[backend]
 
 
@@ -116,4 +144,4 @@ def poisoned(backend: Optional[str] = None) -> Optional[Poison]:
 def reset() -> None:
     """Forget every recorded error (tests only: a real poisoned context stays poisoned)."""
     _poisons.clear()
-    _state["test"] = None
+    _state["test"] = _state["launched"] = None

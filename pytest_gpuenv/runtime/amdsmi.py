@@ -96,6 +96,32 @@ def _bdf(text: Optional[str]) -> Optional[str]:
     return f"{int(dom or '0', 16) & 0xFFFF:04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
 
 
+def amdsmi_uuid(serial: int, device_id: int) -> str:
+    """The UUID amdsmi gives a GPU (ROCm/amdsmi ``src/amd_smi/amd_smi_uuid.cc`` ``amdsmi_uuid_gen``, called by
+    ``amdsmi_get_gpu_device_uuid`` with the DRM ``unique_id`` read as hex, the PCI device id and fcn 0xff): a
+    version-1 layout holding the device id, 0xff and the serial's bytes 7, 6, 5-4 and 3-0."""
+    b7, b6, b54, b30 = (serial >> 56) & 0xFF, (serial >> 48) & 0xFF, (serial >> 32) & 0xFFFF, serial & 0xFFFFFFFF
+    return f"{b7 << 24 | 0xFF << 16 | device_id & 0xFFFF:08x}-0000-1000-80{b6:02x}-{b54:04x}{b30:08x}"
+
+
+def uuid_serial(uuid: Optional[str]) -> Optional[int]:
+    """The ASIC serial (KFD ``unique_id``) a UUID carries: ROCr's ``GPU-<16 hex>``, hipDeviceGetUuid's 16 ASCII
+    hex characters as torch prints them (32 hex digits), or amdsmi's ``amdsmi_uuid_gen`` form; else None."""
+    text = (uuid or "").strip().lower()
+    m = re.fullmatch(r"gpu-([0-9a-f]{16})", text)
+    if m:
+        return int(m.group(1), 16)
+    flat = text.replace("-", "")
+    if re.fullmatch(r"[0-9a-f]{32}", flat):
+        chars = bytes.fromhex(flat)
+        if re.fullmatch(rb"[0-9a-f]{16}", chars):
+            return int(chars, 16)
+    m = re.fullmatch(r"([0-9a-f]{2})ff[0-9a-f]{4}-0000-1000-80([0-9a-f]{2})-([0-9a-f]{4})([0-9a-f]{8})", text)
+    if m:
+        return int("".join(m.groups()), 16)
+    return None
+
+
 def _mhz(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
@@ -133,15 +159,27 @@ class Monitor(MonitorBase):
             self.unavailable["processes"] = self._proc_err or "amdsmi_get_gpu_process_list failed"
 
     def _find(self, uuid: Optional[str], pci_bus_id: Optional[str]) -> tuple[Any, Optional[str]]:
+        """The one handle whose BDF is ``pci_bus_id``. Partitions of an MI300 whose kernel puts the partition
+        in location_id bits 31:28 share one BDF (amdsmi.h ``amdsmi_get_gpu_bdf_id``: the function is
+        location_id & 7): then no handle is chosen, rather than another partition's. ``uuid`` is only a
+        fallback where no BDF is known: amdsmi's UUID is its own (``amdsmi_uuid_gen``), not ROCr's."""
         handles, err = _call(self.smi.amdsmi_get_processor_handles)
-        want_bdf, want_uuid = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-")
+        want_bdf, want_uuid, want_serial = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-"), uuid_serial(uuid)
+        hits = []
         for h in handles or []:
             bdf, _e = _call(self.smi.amdsmi_get_gpu_device_bdf, h)
             if want_bdf and _bdf(bdf) == want_bdf:
-                return h, None
-            u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h) if want_uuid else (None, None)
-            if want_uuid and isinstance(u, str) and u.lower().removeprefix("gpu-") == want_uuid:
-                return h, None
+                hits.append(h)
+            elif not want_bdf and want_uuid:
+                u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h)
+                if isinstance(u, str) and (u.lower().removeprefix("gpu-") == want_uuid or (
+                        want_serial is not None and uuid_serial(u) == want_serial)):
+                    hits.append(h)
+        if len(hits) == 1:
+            return hits[0], None
+        if hits:
+            return None, (f"{len(hits)} amdsmi processors share PCI bus id {pci_bus_id} (partitions of one GPU); "
+                          "which one is this device cannot be told")
         return None, err or f"amdsmi lists no GPU with PCI bus id {pci_bus_id} or UUID {uuid}"
 
     @property

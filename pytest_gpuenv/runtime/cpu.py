@@ -1,49 +1,58 @@
 """The CPU backend of the runtime layer: HIP kernels run on the CPU by the executor in ``cpu_src``.
 
-The executor (C++, built once per compiler and cached like a kernel) is loaded into the process with
-``RTLD_GLOBAL``; kernel modules built for it (``pytest_gpuenv.rtc._cpu``) resolve its entry points.
-Both are loaded from their bytes through an anonymous ``memfd``: no path on disk is trusted. A launch
-runs every block on this OS thread; it never hangs (watchdog) and never crashes the process (faults
-and failed checks come back as a report, formatted by ``_cpu_report``).
+The executor (C++, built once per compiler and cached like a kernel) runs in a child process of pytest
+(``_cpu_server``, one per pytest process or xdist worker, started on first use and again after any
+death), as a GPU kernel runs behind its driver. A launch is a request: each argument buffer is copied
+into a shared arena before it and the writable ones back after it; the child rewrites pointer
+arguments to its copies and runs every block on one OS thread. Whatever the kernel does to its process
+(exit, abort, a fault, heap corruption, fork, a thread, a hang with signals blocked) ends that process
+only: the launch comes back as a report (``KernelExitError``, ``KernelFaultError``, ``KernelWatchdogError``
+from pytest's wall-clock limit, ...) and the next launch gets a fresh child. pytest holds no file
+descriptor per kernel: the child loads every module from its bytes.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
-import functools
 import hashlib
 import os
+import signal
+import threading
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
+
+from pytest_gpuenv.runtime import _cpu_errors as E
+from pytest_gpuenv.runtime import _cpu_proto as P
+from pytest_gpuenv.runtime._cpu_child import Arena, Child, Death, Gone
+from pytest_gpuenv.runtime._cpu_proto import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
+
+__all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
+           "c_u32x3", "get", "watchdog_seconds"]
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", os.path.join("include", "gpuenv_cpu.h"))
-PRINTF_CAPACITY = 1 << 20
-c_u32x3 = ctypes.c_uint32 * 3
+WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
+WATCHDOG_MAX = 86400.0
+NO_THREAD = -4  # Report.other_thread of a report that belongs to no GPU thread (the process ended)
+_SIGNAL_TEXT = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGILL: "illegal instruction",
+                signal.SIGFPE: "arithmetic exception", signal.SIGTRAP: "trap", signal.SIGSYS: "bad system call",
+                signal.SIGABRT: "abort() was called (by the kernel, or by the C library on heap corruption)"}
 
 
-class Region(ctypes.Structure):
-    _fields_ = [("base", ctypes.c_uint64), ("size", ctypes.c_uint64), ("readonly", ctypes.c_int32),
-                ("index", ctypes.c_int32)]
-
-
-class Report(ctypes.Structure):
-    _fields_ = [("kind", ctypes.c_int32), ("is_write", ctypes.c_int32), ("size", ctypes.c_int32),
-                ("region_kind", ctypes.c_int32), ("region_index", ctypes.c_int32), ("other_thread", ctypes.c_int32),
-                ("offset", ctypes.c_int64), ("addr", ctypes.c_uint64), ("pc", ctypes.c_uint64),
-                ("block", c_u32x3), ("thread", c_u32x3), ("text", ctypes.c_char * 2048),
-                ("warnings", ctypes.c_char * 2048)]
-
-
-class LaunchDesc(ctypes.Structure):
-    _fields_ = [("entry", ctypes.c_void_p), ("args", ctypes.c_void_p), ("grid", c_u32x3), ("block", c_u32x3),
-                ("shared_bytes", ctypes.c_uint64), ("warp_size", ctypes.c_int32), ("check", ctypes.c_int32),
-                ("shared_lo", ctypes.c_void_p), ("shared_hi", ctypes.c_void_p),
-                ("regions", ctypes.POINTER(Region)), ("nregions", ctypes.c_int32), ("nvars", ctypes.c_int32),
-                ("vars", ctypes.POINTER(Region)), ("watchdog_s", ctypes.c_double), ("out", ctypes.c_void_p),
-                ("out_cap", ctypes.c_uint64), ("out_len", ctypes.c_uint64)]
+def watchdog_seconds(environ: Any = os.environ) -> float:
+    """``GPUENV_CPU_WATCHDOG`` (default 10): the seconds one launch may run; ValueError naming it if bad."""
+    raw = environ.get(WATCHDOG_ENV, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= WATCHDOG_MAX:  # also rejects nan, inf and 1e400
+        raise ValueError(f"{WATCHDOG_ENV}={raw!r} is not a number of seconds: give a finite number above 0 and "
+                         f"at most {WATCHDOG_MAX:g} (the wall-clock limit of one CPU kernel launch)")
+    return value
 
 
 def executor_sources() -> list[tuple[str, bytes]]:
@@ -55,37 +64,13 @@ def executor_sources() -> list[tuple[str, bytes]]:
     return out
 
 
-def load_bytes(binary: bytes, name: str, global_symbols: bool = False) -> ctypes.CDLL:
-    """Load a shared library from its bytes through an anonymous memfd (no file path is trusted).
-
-    The memfd stays open for the life of the process: the dynamic loader knows a library by its path
-    (``/proc/self/fd/N``), so N must not name another library later.
-    """
-    fd = os.memfd_create(name, getattr(os, "MFD_CLOEXEC", 1))
-    try:
-        view = memoryview(binary)
-        while view:
-            view = view[os.write(fd, view):]
-        mode = ctypes.RTLD_GLOBAL if global_symbols else ctypes.RTLD_LOCAL
-        lib = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    _OPEN_FDS.append(fd)
-    return lib
-
-
-_OPEN_FDS: list[int] = []
-
-
 @dataclass
 class CpuModule:
-    """A kernel module loaded into the process: its entry point and static shared-memory section."""
+    """A kernel module: its bytes (a fresh child loads them again) and its handle in the protocol."""
 
-    lib: ctypes.CDLL
-    entry: int
-    shared_lo: int
-    shared_hi: int
+    handle: int
+    name: str
+    binary: bytes
 
 
 @dataclass
@@ -94,81 +79,263 @@ class LaunchResult:
     output: str
 
 
+def _grace(watchdog_s: float) -> float:
+    """pytest's limit is the child's own watchdog (which names the line) plus this much."""
+    return 1.0 + 0.1 * watchdog_s
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Report:
+    """The report of a request the child did not live through (or that pytest's watchdog ended)."""
+    r, note = Report(), death.note
+    r.other_thread = NO_THREAD
+    if note.in_launch:
+        r.block[:], r.thread[:], r.other_thread = list(note.block), list(note.thread), 0
+    exact = False
+    for i in range(min(note.nframes, P.NOTE_FRAMES)):
+        if not base and note.kmask >> i & 1:  # the module was being loaded: its frames are the kernel's
+            base = note.bases[i]
+        if base and note.bases[i] == base:
+            exact = i == 0 and note.kind in (P.NOTE_SIGNAL, P.NOTE_STUCK)
+            r.pc = note.pcs[i] - base
+            break
+    rc = death.returncode
+    if death.watchdog:
+        r.kind = 7
+        if not exact and r.pc:
+            r.pc -= 1
+        text = (f"the {phase} ran for more than {watchdog_s:.3g} s; pytest killed the executor process (the kernel "
+                "was waiting in a system call or a library, or had blocked signals)")
+    elif note.kind in (P.NOTE_EXIT, P.NOTE_QUICK_EXIT):
+        r.kind = P.KIND_EXIT
+        how = "exit" if note.kind == P.NOTE_EXIT else "quick_exit"
+        text = f"the kernel called {how}({note.value if note.kind == P.NOTE_EXIT else rc})"
+    elif note.kind == P.NOTE_SIGNAL:
+        r.kind, r.addr = 9, note.addr
+        text = f"{_signal_name(note.value)}: {_SIGNAL_TEXT.get(note.value, 'fatal signal')}"
+        if note.value in (signal.SIGSEGV, signal.SIGBUS):
+            text += f" at address 0x{note.addr:x}"
+        if not exact and r.pc:
+            r.pc -= 1  # a return address: the call is the instruction before it
+    elif rc is not None and rc >= 0:
+        r.kind, r.pc = P.KIND_EXIT, 0
+        text = f"the kernel ended the executor process with _exit({rc}) (or an exit system call)"
+    else:
+        r.kind, r.pc = 9, 0
+        text = f"the executor process was killed by {_signal_name(-(rc or 0))}"
+    if phase == "load":
+        text += " while its module was loaded (the module's static initialisers run then)"
+    if death.output:
+        text += f"; the process wrote: {death.output}"
+    r.text = (text + "; the next launch starts a fresh executor process").encode()[:2047]
+    return r
+
+
 class CpuRuntime:
-    """The one CPU runtime of the process: the loaded executor and the kernel modules, by digest."""
+    """The one CPU runtime of the process: the child that runs launches, and the modules, by digest.
+
+    Launches from several Python threads are served one at a time (each under its own wall clock).
+    """
 
     def __init__(self, executor_binary: bytes) -> None:
-        self.lib = load_bytes(executor_binary, "gpuenv-cpu-executor", global_symbols=True)
-        self.lib.gpuenv_launch.argtypes = [ctypes.POINTER(LaunchDesc), ctypes.POINTER(Report)]
-        self.lib.gpuenv_launch.restype = ctypes.c_int
+        self._executor = executor_binary
+        self._lock = threading.Lock()
         self._modules: dict[str, CpuModule] = {}
-        self._out = ctypes.create_string_buffer(PRINTF_CAPACITY)
+        self._by_object: dict[int, tuple[bytes, CpuModule]] = {}
+        self._arena = Arena()
+        self._pid = os.getpid()
+        self._child: Optional[Child] = None
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._child is not None:
+                self._child.close()
+                self._child = None
 
     def load(self, binary: bytes, name: str) -> CpuModule:
+        """The handle of module ``binary`` (the child loads it at its first use)."""
+        seen = self._by_object.get(id(binary))
+        if seen is not None and seen[0] is binary:  # the same kernel launching again: no hashing
+            return seen[1]
         digest = hashlib.sha256(binary).hexdigest()
-        mod = self._modules.get(digest)
-        if mod is None:
-            lib = load_bytes(binary, f"gpuenv-kernel-{name}")
-            lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
-            lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
-            entry = ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value or 0
-            mod = self._modules[digest] = CpuModule(lib, entry, lo.value or 0, hi.value or 0)
+        with self._lock:
+            mod = self._modules.get(digest)
+            if mod is None:
+                mod = self._modules[digest] = CpuModule(len(self._modules) + 1, name, bytes(binary))
+            self._by_object[id(binary)] = (binary, mod)  # holds `binary`: its id is not reused
         return mod
 
-    def _symbol(self, mod: CpuModule, name: str) -> tuple[int, int]:
-        """(address, bytes) of global ``name``: dlsym, and the size from the library's symbol table."""
-        addr = ctypes.cast(mod.lib[name], ctypes.c_void_p).value or 0
-        return addr, _symbol_sizes(mod.lib._name).get(name, 0)
+    def _after_fork(self) -> None:
+        """In a fork of pytest the child and the arena are the parent's: use new ones."""
+        if self._pid != os.getpid():
+            self._pid, self._child, self._arena = os.getpid(), None, Arena()
 
-    def read_symbol(self, mod: CpuModule, name: str) -> bytes:
-        """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
-        addr, size = self._symbol(mod, name)
-        return ctypes.string_at(addr, size)
+    def _request(self, mod: CpuModule, op: int, payload: bytes, watchdog_s: float, phase: str
+                 ) -> tuple[int, int, bytes] | Report:
+        """Run one request in a live child with ``mod`` loaded; a Report when the child did not survive."""
+        timeout = watchdog_s + _grace(watchdog_s)
+        child = self._child
+        if child is None or not child.alive():
+            if child is not None:
+                child.discard()
+            self._child = None
+            try:
+                child = self._child = Child(self._executor, self._arena)
+            except (OSError, Gone) as e:
+                text = f"the CPU executor's process did not start: {e}"
+                if isinstance(e, Gone) and e.death.output:
+                    text += f"; it wrote: {e.death.output}"
+                return Report(kind=9, other_thread=NO_THREAD, text=text.encode()[:2047])
+        base, what = child.loaded.get(mod.handle, 0), "load"
+        try:
+            if mod.handle not in child.loaded:
+                status, base, data = child.request(P.OP_LOAD, mod.handle, mod.binary, timeout)
+                if status in (P.ST_FORK, P.ST_THREAD):
+                    return self._process_report(status, base, "load")
+                if status != P.ST_OK:
+                    return Report(kind=9, other_thread=NO_THREAD, text=b"the kernel module could not be loaded: " + data[:1900])
+                child.loaded[mod.handle] = base
+            what = phase
+            status, value, data = child.request(op, mod.handle, payload, timeout)
+        except Gone as e:
+            self._child = None
+            return death_report(e.death, base, what, watchdog_s)
+        if status in (P.ST_FORK, P.ST_THREAD):
+            return self._process_report(status, value, phase)
+        return status, value, data
 
-    def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
-        """Overwrite the start of global ``name`` of ``mod`` with ``data`` (at most its size)."""
-        addr, size = self._symbol(mod, name)
-        ctypes.memmove(addr, bytes(data), min(len(data), size))
+    def _process_report(self, status: int, count: int, phase: str) -> Report:
+        assert self._child is not None
+        self._child.discard()  # its extra threads or processes end with it
+        self._child = None
+        r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
+        what = (f"the kernel called fork() ({count} time(s)); the new process was ended at once" if status == P.ST_FORK
+                else f"the kernel started {count} thread(s) that were still running when the {phase} ended")
+        r.text = (f"{what}: a GPU kernel cannot start processes or threads; the next launch starts a fresh executor "
+                  "process").encode()
+        return r
 
-    def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], args_address: int,
+    def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
-               shared_mem: int, warp_size: int, check: int, watchdog_s: float) -> LaunchResult:
+               shared_mem: int, warp_size: int, check: int, watchdog_s: float,
+               device_globals: Sequence[tuple[int, int]] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
 
-        ``shared_vars``: (offset from the module's load address, bytes, variable number or -1 for a red
-        zone), sorted by offset; ``check``: bit 0 checks accesses, bit 1 runs each wave in lockstep."""
-        regs = (Region * max(1, len(regions)))(*[Region(b, s, int(ro), i) for b, s, ro, i in regions])
-        var_arr = (Region * max(1, len(shared_vars)))(*[Region(o, s, int(i < 0), i) for o, s, i in shared_vars])
-        d = LaunchDesc(entry=mod.entry, args=args_address, grid=c_u32x3(*grid), block=c_u32x3(*block),
-                       shared_bytes=shared_mem, warp_size=warp_size, check=int(check), shared_lo=mod.shared_lo,
-                       shared_hi=mod.shared_hi, regions=regs, nregions=len(regions), nvars=len(shared_vars),
-                       vars=var_arr, watchdog_s=watchdog_s, out=ctypes.addressof(self._out),
-                       out_cap=PRINTF_CAPACITY, out_len=0)
-        rep = Report()
-        self.lib.gpuenv_launch(ctypes.byref(d), ctypes.byref(rep))
-        output = self._out.raw[: d.out_len].decode("utf-8", "replace")
-        if d.out_len >= PRINTF_CAPACITY - 1:
+        ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
+        argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
+        bytes) of the module's red-zoned ``__device__`` variables (checked mode reports the red zones).
+        """
+        with self._lock:
+            self._after_fork()
+            spans, where, used = _spans(regions)
+            self._arena.reserve(used)
+            a = self._arena
+            for base, length, off, _ in spans:
+                ctypes.memmove(a.base + P.DATA_OFF + off, base, length)
+            payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
+                                      regions, where, values, device_globals)
+            res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
+            if isinstance(res, Report):
+                return LaunchResult(res, "")
+            rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
+            for base, length, off, writable in spans:
+                if writable:
+                    ctypes.memmove(base, a.base + P.DATA_OFF + off, length)
+            out_len = min(res[1], PRINTF_CAPACITY)
+            output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace")
+            if self._child is not None:
+                output += self._child.new_output()
+        if out_len >= PRINTF_CAPACITY - 1:
             output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
         return LaunchResult(rep, output)
 
+    def read_symbol(self, mod: CpuModule, name: str) -> bytes:
+        """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
+        return self._symbol(mod, P.OP_READ, name, name.encode())
 
-@functools.lru_cache(maxsize=64)
-def _symbol_sizes(path: str) -> dict[str, int]:
-    """name -> st_size of a loaded library's symbols (its memfd, ``/proc/self/fd/N``, stays open)."""
-    from pytest_gpuenv.rtc._symbols import symbols
+    def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
+        """Overwrite the start of global ``name`` of ``mod`` with ``data`` (at most its size)."""
+        raw = name.encode()
+        self._symbol(mod, P.OP_WRITE, name, len(raw).to_bytes(2, "little") + raw + bytes(data))
 
-    with open(path, "rb") as f:
-        return {s.name: s.size for s in symbols(f.read())}
+    def _symbol(self, mod: CpuModule, op: int, name: str, payload: bytes) -> bytes:
+        watchdog = watchdog_seconds()
+        with self._lock:
+            self._after_fork()
+            res = self._request(mod, op, payload, watchdog, "symbol access")
+        if isinstance(res, Report):
+            cls = {7: E.KernelWatchdogError, P.KIND_EXIT: E.KernelExitError,
+                   P.KIND_PROCESS: E.KernelProcessError}.get(res.kind, E.KernelFaultError)
+            raise cls(f"kernel module {mod.name!r}: {res.text.decode('utf-8', 'replace')}", code="process")
+        status, _, data = res
+        if status == P.ST_MISSING or (status == P.ST_ERROR and data.startswith(b"no symbol")):
+            raise KeyError(f"kernel module {mod.name!r} has no global {name!r}")
+        if status != P.ST_OK:
+            raise ValueError(f"kernel module {mod.name!r}: {data.decode('utf-8', 'replace')}")
+        return data
+
+
+def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[int, int, int, bool]], dict[int, int], int]:
+    """Group overlapping buffers: spans (address, bytes, arena offset, any writable), each region's
+    arena offset by position, and the bytes used. A span's copy keeps its address modulo SPAN_ALIGN."""
+    order = sorted(range(len(regions)), key=lambda i: regions[i][0])
+    groups: list[list[int]] = []
+    end = -1
+    for i in order:
+        addr, size = regions[i][0], regions[i][1]
+        if groups and addr < end:
+            groups[-1].append(i)
+            end = max(end, addr + size)
+        else:
+            groups.append([i])
+            end = addr + size
+    spans, where, used = [], {}, 0
+    for g in groups:
+        lo = regions[g[0]][0]
+        hi = max(regions[i][0] + regions[i][1] for i in g)
+        used += P.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
+        used += (lo - used) % P.SPAN_ALIGN
+        spans.append((lo, hi - lo, used, any(not regions[i][2] for i in g)))
+        for i in g:
+            where[i] = used + regions[i][0] - lo
+        used += max(hi - lo, 1)
+    return spans, where, used
+
+
+def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
+                    warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
+                    regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
+                    device_globals: Sequence[tuple[int, int]]) -> bytes:
+    parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
+                           len(shared_vars), len(regions), len(values), len(device_globals))]
+    parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
+    parts += [P.VAR.pack(o, s) for o, s in device_globals]
+    parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
+    by_param = {r[3]: P.DATA_OFF + where[i] for i, r in enumerate(regions)}
+    for i, v in enumerate(values):
+        if isinstance(v, ctypes.c_void_p) and i in by_param:
+            parts += [P.VALUE.pack(P.VALUE_ARENA, 8, 8), by_param[i].to_bytes(8, "little")]
+        else:
+            raw = bytes(v)  # type: ignore[call-overload]
+            parts += [P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw]
+    return b"".join(parts)
 
 
 _RUNTIME: Optional[CpuRuntime] = None
+_RUNTIME_LOCK = threading.Lock()
 
 
 def get(build_executor: Callable[[], bytes]) -> CpuRuntime:
-    """The process's CPU runtime, loading the executor ``build_executor()`` returns on first use."""
+    """The process's CPU runtime; the executor ``build_executor()`` returns is loaded by its child."""
     global _RUNTIME
-    if _RUNTIME is None:
-        _RUNTIME = CpuRuntime(build_executor())
-    return _RUNTIME
-
-
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = CpuRuntime(build_executor())
+        return _RUNTIME

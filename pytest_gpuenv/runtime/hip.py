@@ -12,12 +12,14 @@ the process instead of coming back as an error, so ``launch`` first tells ``_sti
 (the plugin records the running test durably). And ``hipErrorLaunchFailure`` answered by the launch
 call itself means clr refused the launch before anything ran (a block above the kernel's launch
 bounds, a cooperative launch the device cannot do): that error is not sticky unless a cheap call on
-the device fails too.
+the device fails too. From HIP 7.0 a queue error is stored process-wide and every later API answers it
+(``_sticky.STORED``): a code that may be that stored error is sticky when ``hipGetDevice`` answers it too.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Optional
 
 from pytest_gpuenv.runtime import _sticky
 from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
@@ -41,6 +43,7 @@ class HipRuntime:
             hip = binding
         self.hip = hip
         self.device = device
+        self._hip_major: Optional[int] = None
         self._select()
 
     def _check(self, result: Any, what: str) -> Any:
@@ -49,8 +52,31 @@ class HipRuntime:
             code = _code(err)
             msg = self.hip.hipGetErrorString(err)
             msg = text(msg[-1] if isinstance(msg, tuple) else msg)
-            raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what)
+            sticky = True if code in _sticky.stored_codes(self._major()) and self._stored(code) else None
+            raise launch_error(self.backend, code, msg if msg and msg != code else _HIP_MESSAGES.get(code, ""), what,
+                               sticky=sticky)
         return unpack(result)
+
+    def _major(self) -> Optional[int]:
+        """HIP's major version (``hipRuntimeGetVersion`` starts with ``HIP_INIT_API_NO_RETURN``: it answers
+        even when the GPU is in error, clr hipamd/src/hip_context.cpp); None where it cannot say."""
+        if self._hip_major is None:
+            try:
+                err, ver = self.hip.hipRuntimeGetVersion()
+                self._hip_major = int(ver) // 10000000 if int(err) == 0 and ver else -1
+            except (AttributeError, TypeError, ValueError):
+                self._hip_major = -1
+        return None if self._hip_major < 0 else self._hip_major
+
+    def _stored(self, code: str) -> bool:
+        """Whether ``code`` is clr's stored GPU error: ``hipGetDevice`` starts with ``HIP_INIT_API`` (clr
+        hipamd/src/hip_device_runtime.cpp), which answers the stored error before anything else."""
+        try:
+            result = self.hip.hipGetDevice()
+        except (AttributeError, TypeError):
+            return False
+        err = result[0] if isinstance(result, tuple) else result
+        return int(err) != 0 and _code(err) == code
 
     def _select(self) -> None:
         self._check(self.hip.hipSetDevice(self.device), f"hipSetDevice({self.device})")
@@ -161,9 +187,22 @@ class HipRuntime:
             "l2_bytes": int(props.l2CacheSize) or None,
             "sm_count": int(props.multiProcessorCount),
             "uuid": None,
-            "pci_bus_id": f"{int(props.pciDomainID):04x}:{int(props.pciBusID):02x}:{int(props.pciDeviceID):02x}.0",
+            "pci_bus_id": self._pci_bus_id(props),
             "runtime": f"hip {ver // 10000000}.{(ver // 100000) % 100}",
         }
+
+    def _pci_bus_id(self, props: Any) -> str:
+        """``hipDeviceGetPCIBusId``: its function digit is ROCr's BDFID & 7 (clr hip_device_runtime.cpp,
+        rocdevice.cpp ``pcie.function``), which on an MI300 partition is the partition's (amdkfd
+        ``kfd_topology_add_device``: ``location_id |= node_id``); the properties carry no function."""
+        try:
+            bus_id = text(self._check(self.hip.hipDeviceGetPCIBusId(13, self.device), "hipDeviceGetPCIBusId"))
+            bus_id = bus_id.split("\0")[0].strip()
+        except (AttributeError, TypeError):
+            bus_id = ""
+        if re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", bus_id):
+            return bus_id.lower()
+        return f"{int(props.pciDomainID):04x}:{int(props.pciBusID):02x}:{int(props.pciDeviceID):02x}.0"
 
     def timer_hz(self) -> float:
         """Ticks per second of ``wall_clock64()`` (the device attribute, in kHz; 100 MHz where it says 0)."""

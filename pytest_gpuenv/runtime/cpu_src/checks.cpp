@@ -208,6 +208,8 @@ static bool check_static_shared(uintptr_t a, size_t size, bool write, void* pc, 
     return true;
 }
 
+constexpr int32_t kRedZone = 2;  // RO_REDZONE in runtime/_cpu_proto.py
+
 static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
     gpuenv_launch_t* d = L.d;
     if (a - (uintptr_t)gpuenv_state.dyn_shared < kDynMax + 4096) {
@@ -219,10 +221,14 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
         return;
     }
     if (!L.check) return;
-    bool ro_hit = false;
+    bool ro_hit = false, red = false;
     int ro_index = -1;
     for (int i = 0; i < d->nregions; i++) {
         const gpuenv_region_t& g = d->regions[i];
+        if (g.readonly == kRedZone) {  // the __device__ variables' section: between them are red zones
+            red = red || (a < g.base + g.size && a + size > g.base);
+            continue;
+        }
         if (a >= g.base && a + size <= g.base + g.size) {
             if (!write || !g.readonly) return;
             ro_hit = true;
@@ -233,14 +239,15 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
         const gpuenv_region_t& g = d->regions[ro_index];
         report(GPUENV_BOUNDS, GPUENV_R_ARG, g.index, (int64_t)(a - g.base), a, size, true, pc, -3);
     }
-    for (int i = 0; i < L.nseg; i++)
-        if (a >= L.seg_lo[i] && a + size <= L.seg_hi[i]) return;  // the module's __device__/__constant__ data
+    for (int i = 0; i < L.nseg && !red; i++)
+        if (a >= L.seg_lo[i] && a + size <= L.seg_hi[i]) return;  // the module's other data (literals, statics)
     // out of bounds: name the nearest argument buffer
     int best = -1;
     uint64_t dist = ~0ull;
     for (int i = 0; i < d->nregions; i++) {
         const gpuenv_region_t& g = d->regions[i];
-        uint64_t dd = a < g.base ? g.base - a : a - (g.base + g.size);
+        if (g.readonly == kRedZone || (red && g.index >= 0)) continue;
+        uint64_t dd = a < g.base ? g.base - a : a < g.base + g.size ? 0 : a - (g.base + g.size);  // 0: a range that starts inside
         if (dd < dist) {
             dist = dd;
             best = i;

@@ -73,6 +73,8 @@ static uintptr_t sig_pc(void* uc) {
 #endif
 }
 
+uint64_t caller_in_kernel();  // server.cpp
+
 static void on_fault(int sig, siginfo_t* si, void* uc) {
     if (!L.active) {
         for (int i = 0; i < 4; i++)
@@ -85,6 +87,7 @@ static void on_fault(int sig, siginfo_t* si, void* uc) {
     set_where(r);
     r->addr = a;
     r->pc = pc_rel((void*)sig_pc(uc));
+    if (!r->pc) r->pc = caller_in_kernel();  // server.cpp: the fault is in a library the kernel called
     const char* what = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
                      : sig == SIGILL ? "illegal instruction (__builtin_trap?)" : "arithmetic exception (integer division by zero?)";
     if (r->kind == GPUENV_STACK)

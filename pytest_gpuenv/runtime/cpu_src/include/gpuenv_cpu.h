@@ -26,7 +26,8 @@ enum {
 
 enum {
     GPUENV_OK = 0, GPUENV_RACE, GPUENV_BARRIER, GPUENV_BOUNDS, GPUENV_UNINIT, GPUENV_ASSERT,
-    GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE, GPUENV_WARPSYNC
+    GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE,
+    GPUENV_WARPSYNC = 13  // 11 and 12 are the parent's (runtime/_cpu_proto.py: KIND_EXIT, KIND_PROCESS)
 };
 
 // gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep

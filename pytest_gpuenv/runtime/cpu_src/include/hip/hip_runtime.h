@@ -21,6 +21,8 @@
 #include <utility>
 
 #include "../gpuenv_cpu.h"
+#include "../gpuenv_globals.h"
+#include "../gpuenv_libc.h"
 #include "hip_fp16.h"
 #include "hip_vector_types.h"
 

@@ -1,0 +1,247 @@
+"""The CPU executor's child process: ``python -I -S _cpu_server.py REQ_FD REPLY_FD ARENA_FD``.
+
+pytest starts one per process (``_cpu_child``); it loads the executor and the kernel modules from
+their bytes (anonymous memfds) and serves load, launch and symbol requests, one at a time. Whatever a
+kernel does here (exit, abort, a fault outside a launch, fork, a thread, a hang) ends or wedges this
+process only; pytest reads the death note (``cpu_src/server.cpp``) and starts a fresh one.
+
+A Python server (rather than a C++ one) reuses the ctypes descriptions pytest already has, needs no
+second build product, and costs one interpreter start (about 20 ms) per pytest process.
+Standard library only; ``_cpu_proto`` is imported from this file's folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import resource
+import sys
+
+if __name__ == "__main__":  # started by _cpu_child as a script with -I -S: the protocol by path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _cpu_proto as P
+else:  # imported as part of the package (tools, type checks): leave sys.path alone
+    from pytest_gpuenv.runtime import _cpu_proto as P
+
+_RTLD_DL_SYMENT = 1
+
+
+class Dlinfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                ("saddr", ctypes.c_void_p)]
+
+
+class Elf64Sym(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_uint32), ("info", ctypes.c_uint8), ("other", ctypes.c_uint8),
+                ("shndx", ctypes.c_uint16), ("value", ctypes.c_uint64), ("size", ctypes.c_uint64)]
+
+
+def load_bytes(binary: bytes, name: str, global_symbols: bool = False) -> ctypes.CDLL:
+    """A shared library loaded from its bytes through an anonymous memfd; the fd stays open here (the
+    loader knows a library by its path, so ``/proc/self/fd/N`` must not name another library later)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(binary)
+    while view:
+        view = view[os.write(fd, view):]
+    return ctypes.CDLL(f"/proc/self/fd/{fd}", mode=ctypes.RTLD_GLOBAL if global_symbols else ctypes.RTLD_LOCAL)
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    parts, left = [], n
+    while left:
+        b = os.read(fd, left)
+        if not b:
+            raise EOFError
+        parts.append(b)
+        left -= len(b)
+    return b"".join(parts)
+
+
+class Module:
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
+        lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
+        self.lo, self.hi = lo.value or 0, hi.value or 0
+        try:  # modules built before the globals section existed have no range
+            lib["__gpuenv_globals_range"](ctypes.byref(lo), ctypes.byref(hi))
+            self.glo, self.ghi = lo.value or 0, hi.value or 0
+        except AttributeError:
+            self.glo = self.ghi = 0
+        self.entry = ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value or 0
+        info = Dlinfo()
+        self.base = (info.fbase or 0) if _dladdr(self.entry, info) else 0
+
+
+def _dladdr(addr: int, info: Dlinfo) -> int:
+    return int(_LIBC.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)))
+
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo)]
+_LIBC.dladdr1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+
+
+class Server:
+    def __init__(self, req: int, reply: int, arena_fd: int) -> None:
+        self.req, self.reply, self.arena_fd = req, reply, arena_fd
+        self.note = mmap.mmap(arena_fd, P.NOTE_BYTES)  # its own mapping: never moves when the arena grows
+        self.note_anchor = ctypes.c_char.from_buffer(self.note)
+        self.arena = mmap.mmap(arena_fd, os.fstat(arena_fd).st_size)
+        self.anchor = ctypes.c_char.from_buffer(self.arena)
+        self.base = ctypes.addressof(self.anchor)
+        self.exe: ctypes.CDLL | None = None
+        self.modules: dict[int, Module] = {}
+        self.report = P.Report.from_address(self.base + P.REPORT_OFF)
+        self.tasks = len(os.listdir("/proc/self/task"))
+
+    def remap(self, size: int) -> None:
+        if size <= len(self.arena):
+            return
+        del self.report, self.anchor
+        self.arena.close()
+        self.arena = mmap.mmap(self.arena_fd, size)
+        self.anchor = ctypes.c_char.from_buffer(self.arena)
+        self.base = ctypes.addressof(self.anchor)
+        self.report = P.Report.from_address(self.base + P.REPORT_OFF)
+
+    def send(self, status: int, value: int = 0, payload: bytes = b"") -> None:
+        data = P.REPLY.pack(status, value, len(payload)) + payload
+        while data:
+            data = data[os.write(self.reply, data):]
+
+    def serve(self) -> None:
+        while True:
+            try:
+                op, handle, n = P.HEAD.unpack(read_exact(self.req, P.HEAD.size))
+                payload = read_exact(self.req, n)
+            except EOFError:
+                return
+            try:
+                self.one(op, handle, payload)
+            except Exception as e:  # a module that does not load, a bad request: say so, keep serving
+                self.send(P.ST_ERROR, 0, f"{type(e).__name__}: {e}".encode())
+
+    def one(self, op: int, handle: int, payload: bytes) -> None:
+        if op == P.OP_INIT:
+            self.init(payload)
+        elif op == P.OP_LOAD:
+            mod = self.modules[handle] = Module(load_bytes(payload, f"gpuenv-kernel-{handle}"))
+            self.after(P.ST_OK, mod.base)
+        elif handle not in self.modules:
+            self.send(P.ST_MISSING)
+        elif op == P.OP_LAUNCH:
+            self.launch(self.modules[handle], payload)
+        else:
+            self.symbol(self.modules[handle], op, payload)
+
+    def init(self, executor: bytes) -> None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one memfd per kernel module lives here
+        self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
+        self.exe.gpuenv_launch.argtypes = [ctypes.POINTER(P.LaunchDesc), ctypes.c_void_p]
+        self.exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
+        self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
+        self.send(P.ST_OK, os.getpid())
+
+    def after(self, status: int, value: int = 0, payload: bytes = b"") -> None:
+        """Reply, unless the kernel forked or left a thread running: then say that instead."""
+        assert self.exe is not None
+        forks = self.exe.gpuenv_server_forks()
+        try:
+            os.waitpid(-1, os.WNOHANG)
+            forks = max(forks, 1)  # a child process exists: a raw fork/clone
+        except ChildProcessError:
+            pass
+        tasks = len(os.listdir("/proc/self/task"))
+        if forks:
+            self.send(P.ST_FORK, forks)
+        elif tasks > self.tasks:
+            self.send(P.ST_THREAD, tasks - self.tasks)
+        else:
+            self.send(status, value, payload)
+
+    def launch(self, mod: Module, payload: bytes) -> None:
+        assert self.exe is not None
+        (gx, gy, gz, bx, by, bz, shared_bytes, arena_bytes, watchdog, warp, check, nvars, nregions,
+         nvalues, nglobals) = P.LAUNCH.unpack_from(payload)
+        self.remap(arena_bytes)
+        pos = P.LAUNCH.size
+        var_arr = (P.Region * max(1, nvars))()
+        for i in range(nvars):
+            off, size, index = P.SVAR.unpack_from(payload, pos)
+            pos += P.SVAR.size
+            var_arr[i] = P.Region(off, size, int(index < 0), index)
+        extra = []  # __device__ variables (parameter index -1 - i) and their section's red zones
+        for i in range(nglobals):
+            off, size = P.VAR.unpack_from(payload, pos)
+            pos += P.VAR.size
+            if mod.ghi > mod.glo:
+                extra.append(P.Region(mod.glo + off, size, 0, -1 - i))
+        if extra:
+            extra.append(P.Region(mod.glo, mod.ghi - mod.glo, P.RO_REDZONE, -1))
+        regs = (P.Region * (nregions + len(extra) + 1))()  # + 1: the argument values themselves
+        for i in range(nregions):
+            off, size, ro, index = P.REGION.unpack_from(payload, pos)
+            pos += P.REGION.size
+            regs[i] = P.Region(self.base + off, size, ro, index)
+        for i, r in enumerate(extra):
+            regs[nregions + i] = r
+        nregions += len(extra)
+        blob = bytearray()
+        offsets = []
+        for _ in range(nvalues):
+            kind, size, align = P.VALUE.unpack_from(payload, pos)
+            pos += P.VALUE.size
+            data = payload[pos:pos + size]
+            pos += size
+            if kind == P.VALUE_ARENA:
+                data = (self.base + int.from_bytes(data, "little")).to_bytes(8, "little")
+            blob += bytes(-len(blob) % max(align, 1))
+            offsets.append(len(blob))
+            blob += data
+        blob += b"\0"
+        storage = (ctypes.c_char * len(blob)).from_buffer(blob)
+        start = ctypes.addressof(storage)
+        argv = (ctypes.c_void_p * max(1, nvalues))(*[start + o for o in offsets])
+        # read-only and registered: a struct passed by value may be copied from here with memcpy
+        regs[nregions] = P.Region(start, len(blob), 1, P.ARGS_INDEX)
+        nregions += 1
+        d = P.LaunchDesc(entry=mod.entry, args=ctypes.addressof(argv), grid=P.c_u32x3(gx, gy, gz),
+                         block=P.c_u32x3(bx, by, bz), shared_bytes=shared_bytes, warp_size=warp, check=check,
+                         shared_lo=mod.lo, shared_hi=mod.hi, regions=regs, nregions=nregions, nvars=nvars,
+                         vars=var_arr, watchdog_s=watchdog, out=self.base + P.OUT_OFF,
+                         out_cap=P.PRINTF_CAPACITY, out_len=0)
+        self.exe.gpuenv_launch(ctypes.byref(d), self.base + P.REPORT_OFF)
+        self.after(P.ST_OK, d.out_len)
+
+    def symbol(self, mod: Module, op: int, payload: bytes) -> None:
+        """OP_READ: payload is the name; OP_WRITE: 2-byte name length, name, data."""
+        if op == P.OP_WRITE:
+            n = int.from_bytes(payload[:2], "little")
+            name, data = payload[2:2 + n].decode(), payload[2 + n:]
+        else:
+            name, data = payload.decode(), b""
+        try:
+            addr = ctypes.addressof(ctypes.c_char.in_dll(mod.lib, name))
+        except ValueError:
+            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
+            return
+        info, sym = Dlinfo(), ctypes.c_void_p()
+        if not _LIBC.dladdr1(ctypes.c_void_p(addr), ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
+                or (info.fbase or 0) != mod.base or not sym.value:
+            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
+            return
+        size = Elf64Sym.from_address(sym.value).size
+        if op == P.OP_READ:
+            self.after(P.ST_OK, size, ctypes.string_at(addr, size))
+        elif len(data) > size:
+            self.send(P.ST_ERROR, size, f"{name!r} has {size} bytes; {len(data)} given".encode())
+        else:
+            ctypes.memmove(addr, data, len(data))
+            self.after(P.ST_OK, size)
+
+
+if __name__ == "__main__":
+    Server(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])).serve()
