@@ -8,6 +8,8 @@ the detector sees what it would see on that machine, and ``run_as`` runs it as t
 
 from __future__ import annotations
 
+import atexit
+import functools
 import grp
 import json
 import os
@@ -128,11 +130,40 @@ def materialize(scenario_dir: Any, dest: Any) -> Path:
     return dest
 
 
-def new_root_dir() -> Path:
-    """A world-traversable temporary folder (pytest's tmp_path is private to root, 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="gpuenv-root-"))
+def _traversable(folder: str) -> bool:
+    """Whether every user can reach ``folder`` (o+x on it and on each folder above it)."""
+    path = Path(folder).resolve()
+    return all(os.stat(p).st_mode & 0o001 for p in (path, *path.parents))
+
+
+def new_root_dir(prefix: str = "gpuenv-root-") -> Path:
+    """A world-traversable temporary folder (pytest's tmp_path is private to root, 0700): under the
+    temporary directory, or /tmp or /var/tmp where TMPDIR is private; skips the test where none is."""
+    base = next((d for d in (tempfile.gettempdir(), "/tmp", "/var/tmp") if os.path.isdir(d) and _traversable(d)),
+                None)
+    if base is None:
+        pytest.skip(f"no world-traversable temporary folder for a machine tree ({tempfile.gettempdir()} is private)")
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
     os.chmod(path, 0o755)
     return path
+
+
+@functools.cache
+def _readable_package() -> str:
+    """A copy of this checkout's ``pytest_gpuenv`` that a machine tree's unprivileged user can import (made
+    once per process, removed at exit): the checkout may sit in a private folder (a home directory, a
+    ``mktemp -d`` folder, both 0700), and the detector imports some of its modules only when it needs them,
+    after ``run_as`` dropped to that user."""
+    folder = new_root_dir("gpuenv-pkg-")
+    atexit.register(shutil.rmtree, folder, True)
+    package = Path(__file__).resolve().parent.parent / "pytest_gpuenv"
+    shutil.copytree(package, folder / "pytest_gpuenv", ignore=shutil.ignore_patterns("__pycache__"))
+    for dirpath, dirnames, files in os.walk(folder):
+        for name in dirnames:
+            os.chmod(os.path.join(dirpath, name), 0o755)
+        for name in files:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+    return str(folder)
 
 
 _RUNNER = r"""
@@ -169,8 +200,7 @@ def run_as(process: dict[str, Any], fn: Any = "pytest_gpuenv.detect.detect", **k
     args = {"uid": uid, "gid": gid, "groups": groups, "fn": name, "kwargs": kwargs}
     env = dict(os.environ)
     env["USER"] = process.get("user", env.get("USER", ""))
-    repo = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = _readable_package() + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run(
         [sys.executable, "-c", _RUNNER, json.dumps(args)],
         capture_output=True,

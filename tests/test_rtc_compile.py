@@ -272,7 +272,7 @@ _HIP_LOAD = textwrap.dedent(
     # the module loader itself, on the real code object (what load() calls after hipSetDevice)
     from pytest_gpuenv.runtime.hip import HipRuntime
     rt = object.__new__(HipRuntime)
-    rt.hip, rt.device = hip, 0
+    rt.hip, rt.device, rt._hip_major = hip, 0, None
     try:
         rt.load_module(k.binary)
     except KernelLaunchError as exc:
