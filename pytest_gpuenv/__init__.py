@@ -55,6 +55,7 @@ __all__ = [
     "ArchPattern",
     "Device",
     "GpuEnv",
+    "KernelWarpSyncError",
     "Problem",
     "__version__",
     "compile_kernel",
@@ -78,7 +79,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.detect import detect
-    from pytest_gpuenv.rtc import compile_kernel, compile_module
+    from pytest_gpuenv.rtc import KernelWarpSyncError, compile_kernel, compile_module
     from pytest_gpuenv.tolerance import gpu_assert_close
 
 
@@ -96,4 +97,8 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv import rtc
 
         return getattr(rtc, name)
+    if name == "KernelWarpSyncError":
+        from pytest_gpuenv.rtc import KernelWarpSyncError
+
+        return KernelWarpSyncError
     raise AttributeError(f"module 'pytest_gpuenv' has no attribute {name!r}")

@@ -121,10 +121,11 @@ class HipKernelFactory:
         arch = options.pop("arch", None)
         sync = options.pop("sync", True)
         names = options.pop("names", None)
+        lockstep = bool(options.pop("lockstep", False))  # CPU executor only: a GPU runs as it runs
         if options:
             raise TypeError(
                 f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
-                "include_dirs, compiler, sync, names"
+                "include_dirs, compiler, sync, names, lockstep"
             )
         if names is not None and (isinstance(names, str) or not names):
             raise TypeError(f"hip_kernel(names=...) takes a non-empty list of kernel names, got {names!r}")
@@ -139,7 +140,8 @@ class HipKernelFactory:
                     self._compile_archs(path_or_source, name, None, kw, need_one=False)  # then it runs here
                 else:
                     self._gpu_compile_check(path_or_source, name, kw)
-                return _compile(path_or_source, name, arch="cpu", warp_size=warp, check=True, **kw)
+                return _compile(path_or_source, name, arch="cpu", warp_size=warp, check=True, lockstep=lockstep,
+                                **kw)
             if dev is None and self.settings.kernels == "off":
                 pytest.skip(f"hip_kernel: --gpuenv-kernels=off and no GPU ({self.env.describe()})")
             if dev is not None:

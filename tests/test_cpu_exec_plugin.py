@@ -162,3 +162,41 @@ def test_clang_build_runs_and_reports_with_lines(tmp_path):
     env = dict(os.environ, CXX=str(_clang()), PYTHONPATH=REPO)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert "reports.hip:42" in res.stdout and "reports.hip:44" in res.stdout, res.stdout + res.stderr
+
+
+V5 = """\
+#include <hip/hip_runtime.h>
+// the last wave reduces without barriers: right only where a wavefront runs in lockstep
+__device__ void warp_reduce(volatile float* s, unsigned t) {
+    s[t] += s[t + 32]; s[t] += s[t + 16]; s[t] += s[t + 8]; s[t] += s[t + 4]; s[t] += s[t + 2]; s[t] += s[t + 1];
+}
+extern "C" __global__ void reduce_v5(float* out, const float* in) {
+    __shared__ float s[64];
+    unsigned t = threadIdx.x;
+    s[t] = in[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    if (t < 32) warp_reduce(s, t);
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+TEST_V5 = """\
+import pytest, torch
+from pytest_gpuenv.rtc import KernelWarpSyncError
+
+def test_reported(hip_kernel):
+    with pytest.raises(KernelWarpSyncError, match="relies on the wavefront's lanes running in lockstep"):
+        hip_kernel("v5.hip", "reduce_v5")(2, 64, torch.zeros(2), torch.ones(128))
+
+def test_lockstep(hip_kernel):
+    out = torch.zeros(2)
+    hip_kernel("v5.hip", "reduce_v5", lockstep=True)(2, 64, out, torch.ones(128))
+    assert out.tolist() == [64.0, 64.0]
+"""
+
+
+def test_lockstep_option_of_hip_kernel(project):
+    (project.path / "kernels" / "v5.hip").write_text(V5)
+    project.makepyfile(test_sum=TEST_V5)
+    result = project.runpytest_subprocess(*CPU, "-v")
+    result.assert_outcomes(passed=4)

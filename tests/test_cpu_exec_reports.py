@@ -44,16 +44,19 @@ def raises(cls: type, k: rtc.Kernel, *args: object, **kw: object) -> str:
     return msg
 
 
-def test_missing_barrier_is_a_race(K):
+def test_missing_barrier_is_a_race(K, warp):
     out = np.zeros(256, np.float32)
-    msg = raises(rtc.KernelRaceError, K("missing_barrier"), 1, 256, out)
-    assert "__shared__ variable 's' element 1" in msg and "reports.hip:7" in msg
+    with pytest.raises(rtc.KernelRaceError) as info:  # between waves: not only a lockstep reliance
+        K("missing_barrier")(1, 256, out)
+    msg = str(info.value)
+    assert type(info.value) is rtc.KernelRaceError
+    assert f"__shared__ variable 's' element {warp}" in msg and "reports.hip:7" in msg
 
 
 def test_matmul_without_second_barrier_is_a_race(K):
     a, c = np.ones(64 * 64, np.float32), np.zeros(64 * 64, np.float32)
     msg = raises(rtc.KernelRaceError, K("matmul_no_second_barrier"), (4, 4), (16, 16), c, a, a, 64)
-    assert "'As'" in msg and "same barrier interval" in msg
+    assert ("'As'" in msg or "'Bs'" in msg) and "same barrier interval" in msg
 
 
 def test_divergent_barrier(K):
@@ -159,7 +162,6 @@ def test_inter_block_spin_wait_hits_the_watchdog(K, check):
     ('asm volatile("s_nop 0");', "inline assembly"),
     ("int v = __builtin_amdgcn_workitem_id_x();", "__builtin_amdgcn_workitem_id_x"),
     ("float v = tex1Dfetch<float>(0, 0);", "textures"),
-    ("cooperative_groups::this_grid().sync();", "grid-wide sync"),
 ])
 def test_unsupported_constructs_are_compile_errors(cpu_cache, code, what):
     src = f'#include <hip/hip_runtime.h>\nextern "C" __global__ void k(float* o) {{\n    {code}\n}}\n'

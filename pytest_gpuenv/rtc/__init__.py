@@ -23,6 +23,7 @@ from pytest_gpuenv.runtime._cpu_errors import (
     KernelUninitializedError,
     KernelWarning,
     KernelWarpError,
+    KernelWarpSyncError,
     KernelWatchdogError,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "KernelUninitializedError",
     "KernelWarning",
     "KernelWarpError",
+    "KernelWarpSyncError",
     "KernelWatchdogError",
     "Module",
     "Param",

@@ -10,6 +10,7 @@ and headers, warp size, checking mode, compiler identity and version) and loaded
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
@@ -18,7 +19,7 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuenv.rtc import _cpu_globals
 from pytest_gpuenv.rtc._cache import make_key
@@ -35,7 +36,6 @@ _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
     (re.compile(r"\b(?:tex[123]D\w*|texture\s*<|hipTextureObject_t|surf[123]D\w*)"), "textures ({0})"),
-    (re.compile(r"\bthis_grid\s*\(\)|\bgrid_group\b|\bhipLaunchCooperativeKernel\w*"), "grid-wide sync ({0})"),
 )
 _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
@@ -123,18 +123,69 @@ def _run(cmd: list[str], display: str) -> None:
                                  line=err[1] if err else None)
 
 
-def module_symbols(nm: Optional[str], so_path: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
-    """(name, offset in the section, size) of every ``__shared__`` variable and every red-zoned
-    ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out."""
+_RED_ZONE = re.compile(r"^(?P<scope>.*?)__gpuenv_rz(?P<ab>[ab])(?P<n>\d+)$")
+
+
+class SharedVars(NamedTuple):
+    """The ``__shared__`` variables of a kernel module, at their offsets from its load address."""
+
+    vars: list[tuple[str, int, int]]  # (name, offset, size), sorted by offset
+    red_zones: list[tuple[int, int]]  # (offset, size)
+
+
+def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
+    """Every ``__shared__`` variable of the module, wherever it was declared (kernel, template, inline helper,
+    namespace scope), found in the symbol table (``nm -S -C`` lines) next to its red zones (see ``__shared__``
+    in the executor's hip_runtime.h): the symbol beside ``__gpuenv_rzb<N>`` on the side away from
+    ``__gpuenv_rza<N>``, in the same scope. Sections are no help: g++ ignores a section attribute on a
+    template's static local."""
+    syms: list[tuple[int, int, str]] = []
+    starts: list[int] = []  # every defined symbol's address
+    for line in nm_lines:
+        parts = line.split(None, 3)
+        if parts and all(c in "0123456789abcdef" for c in parts[0]):
+            starts.append(int(parts[0], 16))
+        if len(parts) == 4 and parts[2] in "bBdDuVvgGsS" and all(c in "0123456789abcdef" for c in parts[1]):
+            syms.append((int(parts[0], 16), int(parts[1], 16), parts[3]))
+    syms.sort()
+    starts.sort()
+    zones: dict[tuple[str, str], dict[str, int]] = {}
+    for i, (_, _, name) in enumerate(syms):
+        m = _RED_ZONE.match(name)
+        if m:
+            zones.setdefault((m["scope"], m["n"]), {})[m["ab"]] = i
+    out, red = [], []
+    for (scope, _), z in zones.items():
+        red += [(syms[i][0], syms[i][1]) for i in z.values()]
+        if "a" not in z or "b" not in z:
+            continue
+        ia, ib = z["a"], z["b"]
+        j = ib + 1 if ia < ib else ib - 1  # the variable follows rzb (declaration order) or precedes it
+        if not 0 <= j < len(syms):
+            continue
+        addr, size, name = syms[j]
+        rest = name[len(scope):]
+        if size and name.startswith(scope) and "::" not in rest and not _RED_ZONE.match(name):
+            out.append((rest, addr, size))
+            if ia < ib:  # declaration order: the variable's own red zones are before it; guard the padding after
+                end = addr + size
+                nxt = starts[bisect.bisect_left(starts, end)] if bisect.bisect_left(starts, end) < len(starts) else end + 64
+                if min(nxt, end + 64) > end:
+                    red.append((end, min(nxt, end + 64) - end))
+    return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
+
+
+def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tuple[str, int, int]]]:
+    """The ``__shared__`` variables (``shared_symbols``) and (name, offset in the section, size) of every
+    red-zoned ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out."""
     if nm is None:
-        return [], []
+        return SharedVars([], []), []
     try:
         res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
-    except KernelCompileError:  # nm missing or wedged: no names for shared variables in messages
-        return [], []
+    except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
+        return SharedVars([], []), []
     lines = res.stdout.splitlines()
-    return (section_symbols(lines, "gpuenv_shared", "__gpuenv_rz"),
-            section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER))
+    return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER)
 
 
 def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
@@ -146,34 +197,40 @@ def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> 
                                  f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
 
 
+
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
-             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}"]
+             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
+             # what hipcc defines for AMD device code: its own -D__HIP_PLATFORM_HCC__= -D__HIP_PLATFORM_AMD__=
+             # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
+             "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
+             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
     return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-                 defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None
-                 ) -> tuple[dict[str, Any], bytes]:
+                 defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
+                 lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
-
     ``entry``: the C++ appended instead of ``GPUENV_ENTRY(name)`` (name expressions, modules).
     Red-zoned globals sit in a section with file contents (zero-initialised ones too): a module that
     grows past ``GLOBALS_FILE_LIMIT`` that way is built again with its globals left in .bss.
+    ``lockstep`` needs the instrumented build even unchecked: the executor runs a wave in lockstep by
+    making every shared-memory access wait for the wave's other lanes.
     """
     check_supported(src)
     t0 = time.perf_counter()
-    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, red_zones=True)
+    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, True, lockstep)
     if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:
-        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, red_zones=False)
+        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, False, lockstep)
     meta["compile_seconds"] = time.perf_counter() - t0
     return meta, binary
 
 
 def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-           defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool
-           ) -> tuple[dict[str, Any], bytes]:
+           defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool,
+           lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     text, dyn_names = rewrite(src.text, red_zones)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
     lines = text.count("\n") + 2
@@ -186,14 +243,18 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
         defs = [f"-D{k}={v}" for k, v in defines.items()]
         opts = [o for o in options if _PASS_OPTION.match(o)]
-        _run([cxx, *_kernel_flags(warp_size, check), *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
+        # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic
+        # loader binds process-wide: every kernel module would share the first one's __shared__ arrays
+        own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
+        _run([cxx, *_kernel_flags(warp_size, check or lockstep), *own, *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
         shared, device_globals = module_symbols(binutil(cxx, "nm"), so)
-    check_shared_limit(shared, display)
+    check_shared_limit(shared.vars, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "shared_vars": shared, "dyn_names": dyn_names, "globals": device_globals if red_zones else []}
+            "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
+            "globals": device_globals if red_zones else []}
     return meta, binary
 
 
@@ -219,8 +280,8 @@ def executor_key(cxx: str) -> str:
 
 
 def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
-               defines: Mapping[str, Any], include_dirs: Sequence[str]) -> str:
-    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check, "options": list(options),
+               defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
+    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
              "flags": _kernel_flags(warp_size, check)}

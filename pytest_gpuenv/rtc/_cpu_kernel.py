@@ -90,13 +90,15 @@ class CpuKernel(Kernel):
     """A kernel built for the CPU executor (``backend == arch == "cpu"``).
 
     ``warp_size`` (32 or 64) is ``warpSize`` in the kernel; ``check`` says whether loads and stores are
-    checked (races, bounds, uninitialised shared memory); ``watchdog`` is the seconds a launch may run.
+    checked (races, bounds, uninitialised shared memory); ``lockstep`` runs each wavefront's lanes in
+    lockstep as AMD hardware does (each lane's k-th shared-memory access before any lane's (k+1)-th);
+    ``watchdog`` is the seconds a launch may run.
     """
 
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
-                 index: Optional[int] = None, **kw: Any) -> None:
+                 index: Optional[int] = None, lockstep: bool = False, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
         #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
         self.index = index
@@ -105,12 +107,13 @@ class CpuKernel(Kernel):
         self.backend = "cpu"
         self.warp_size = warp_size
         self.check = check
+        self.lockstep = lockstep
         self.watchdog = watchdog_seconds()
         self._meta = dict(meta)
         self._cache_dir = cache_dir
 
     def __repr__(self) -> str:
-        mode = "checked" if self.check else "unchecked"
+        mode = ("checked" if self.check else "unchecked") + (", lockstep" if self.lockstep else "")
         sig = ", ".join(p.decl for p in self.params)
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
@@ -131,6 +134,9 @@ class CpuKernel(Kernel):
         packed, regions = pack_host_args(self.name, self.params, args)
         rt, mod = self._runtime_and_module()
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
+        where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
+                       + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
+        mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
         static = sum(s for _, _, s in shared)
         if static + shared_mem > SHARED_LIMIT:
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
@@ -142,15 +148,15 @@ class CpuKernel(Kernel):
         if self.module is not None:
             self.module._to_device(rt, mod)
         try:
-            res = rt.launch(mod, g, b, packed.values, regions, [(o, s) for _, o, s in shared], shared_mem,
-                            self.warp_size, self.check, self.watchdog, [(o, s) for _, o, s in dev_globals])
+            res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
+                            [(o, s) for _, o, s in dev_globals])
         finally:
             if self.module is not None:
                 self.module._from_device(rt, mod)
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
             _cpu.emit_output(res.output, ())
             return
-        ctx = _cpu_report.Context(
+        ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
             dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
             regions={i: s for _, s, _, i in regions}, device_globals=dev_globals,  # type: ignore[arg-type]
@@ -162,7 +168,8 @@ class CpuKernel(Kernel):
 
 def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
-                cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None) -> list[CpuKernel]:
+                cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None,
+                lockstep: bool = False) -> list[CpuKernel]:
     """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor
     (``name``: the one kernel's name as given, or the module's names; ``key_name``: its cache key's)."""
     if warp_size not in WARP_SIZES:
@@ -171,15 +178,16 @@ def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, war
     entry = _names.cpu_entry(targets)
 
     def build() -> tuple[dict, bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry)
+        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, lockstep)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs)
+        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs,
+                              lockstep)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
     resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
-    return [CpuKernel(warp_size=warp_size, check=check, meta=meta, cache_dir=cache_dir,
+    return [CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, meta=meta, cache_dir=cache_dir,
                       index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
                       compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
                       compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,

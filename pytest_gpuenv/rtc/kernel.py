@@ -158,6 +158,7 @@ def compile_kernel(
     use_cache: bool = True,
     warp_size: int = 64,
     check: bool = True,
+    lockstep: bool = False,
 ) -> Kernel:
     """Compile kernel ``name`` from a HIP source (text, or a path looked up in ``kernel_dirs``).
 
@@ -167,19 +168,21 @@ def compile_kernel(
     ``_cache``). Raises KernelCompileError with the compiler's log, file and line.
 
     ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
-    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks.
+    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks,
+    ``lockstep`` runs each wavefront in lockstep as AMD hardware does (GPU builds ignore it).
     A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                          cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                         warp_size=warp_size, check=check)[0]
+                         warp_size=warp_size, check=check, lockstep=lockstep)[0]
 
 
 def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str] = (),
                   defines: Optional[Mapping[str, Any]] = None, include_dirs: Sequence[str] = (),
                   cache_dir: Optional[str] = None, compiler: Optional[str] = None, device: Optional[int] = None,
-                  sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True) -> list[Kernel]:
+                  sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True,
+                  lockstep: bool = False) -> list[Kernel]:
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
     targets = _names.targets(src, names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
@@ -192,7 +195,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
 
             return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
-                                    use_cache=use_cache, key_name=key_name))
+                                    use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})

@@ -14,7 +14,7 @@ __all__ = [
     "KernelAssertError", "KernelBarrierError", "KernelBoundsError", "KernelExitError", "KernelFaultError",
     "KernelProcessError", "KernelRaceError",
     "KernelStackOverflowError", "KernelUninitializedError", "KernelWarning", "KernelWarpError",
-    "KernelWatchdogError",
+    "KernelWarpSyncError", "KernelWatchdogError",
 ]
 
 
@@ -32,6 +32,13 @@ class _CpuLaunchError(KernelLaunchError):
 
 class KernelRaceError(_CpuLaunchError):
     """Two threads of a block touched the same shared memory within one barrier interval, one writing."""
+
+
+class KernelWarpSyncError(KernelRaceError):
+    """Two lanes of one wavefront touched the same shared memory with no barrier or warp operation between.
+
+    Correct only where a wavefront runs in lockstep (AMD GPUs); NVIDIA GPUs since Volta schedule threads
+    independently. ``lockstep=True`` runs the kernel as AMD hardware does."""
 
 
 class KernelBarrierError(_CpuLaunchError):
@@ -81,6 +88,6 @@ class KernelWarning(UserWarning):
 
 
 for _cls in (KernelRaceError, KernelBarrierError, KernelBoundsError, KernelUninitializedError, KernelAssertError,
-             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelFaultError, KernelExitError,
-             KernelProcessError):
+             KernelStackOverflowError, KernelWatchdogError, KernelWarpError, KernelWarpSyncError, KernelFaultError,
+             KernelExitError, KernelProcessError):
     _cls.__module__ = "pytest_gpuenv.rtc"  # shown as pytest_gpuenv.rtc.KernelBoundsError, where it is exported

@@ -34,16 +34,19 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
 # launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
-# nglobals; then nvars VAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes
+# nglobals; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes
 LAUNCH = struct.Struct("<6IQQdiiiiii")
-VAR = struct.Struct("<QQ")  # offset in the static shared (or the globals) section, bytes
+VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
+# a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
+# number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
+SVAR = struct.Struct("<QQi4x")
 ARGS_INDEX = -(1 << 20)  # Region.index of the argument values' own storage
 RO_REDZONE = 2  # Region.readonly of the globals section: an access there outside every variable is out of bounds
 REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
 VALUE = struct.Struct("<BxxxII")  # kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes
 VALUE_BYTES, VALUE_ARENA = 0, 1  # VALUE_ARENA: a pointer, given as an 8-byte offset in the arena
 
-# report kinds beyond gpuenv_cpu.h's enum: found by the parent when the child process ended
+# report kinds beyond gpuenv_cpu.h's enum (which goes on at 13): found by the parent when the child process ended
 KIND_EXIT, KIND_PROCESS = 11, 12
 
 

@@ -24,7 +24,8 @@ _KINDS = {1: (E.KernelRaceError, "data race on shared memory"), 2: (E.KernelBarr
           5: (E.KernelAssertError, "device assertion"), 6: (E.KernelStackOverflowError, "stack overflow"),
           7: (E.KernelWatchdogError, "watchdog"), 8: (E.KernelWarpError, "inactive lane read"),
           9: (E.KernelFaultError, "fault"), 10: (E.KernelFaultError, "launch refused"),
-          P.KIND_EXIT: (E.KernelExitError, "process exit"), P.KIND_PROCESS: (E.KernelProcessError, "fork or thread")}
+          P.KIND_EXIT: (E.KernelExitError, "process exit"), P.KIND_PROCESS: (E.KernelProcessError, "fork or thread"),
+          13: (E.KernelWarpSyncError, "reliance on wavefront lockstep")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
@@ -46,6 +47,8 @@ class Context:
     device_globals: Sequence[tuple[str, int, int]] = ()  # (name, offset, size), parameter index -1 - i
     addr2line: Optional[str] = None
     source: Optional[str] = None
+    warp_size: int = 64
+    block_dims: tuple[int, int, int] = (1, 1, 1)
 
 
 def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
@@ -126,6 +129,15 @@ def _detail(ctx: Context, r: Report) -> str:
         other = "several other threads" if r.other_thread == -2 else f"thread {r.other_thread} (linear id)"
         return (f"{rw} of {_where(ctx, r)} conflicts with {other} in the same barrier interval "
                 "(no __syncthreads() between the two accesses)")
+    if r.kind == 13:
+        other = "other threads" if r.other_thread < 0 else f"thread {r.other_thread} (linear id)"
+        bx, by, _ = ctx.block_dims
+        me = r.thread[0] + bx * (r.thread[1] + by * r.thread[2])
+        wave = f" (wave {me // ctx.warp_size} of the block)"
+        return (f"{rw} of {_where(ctx, r)} conflicts with {other} of the same wavefront{wave} with no barrier or "
+                "warp operation between: the code relies on the wavefront's lanes running in lockstep, which AMD "
+                "GPUs give and NVIDIA GPUs since Volta do not (independent thread scheduling). Add __syncthreads() "
+                "or __syncwarp() between the accesses, or pass lockstep=True to run it as AMD hardware does")
     if r.kind == 4:
         return (f"read of {_where(ctx, r)}, which no thread of this block has written (shared memory is "
                 "uninitialised at the start of every block)")
@@ -135,7 +147,7 @@ def _detail(ctx: Context, r: Report) -> str:
 def to_error(ctx: Context, r: Report) -> Exception:
     """The exception for a failed launch."""
     cls, title = _KINDS.get(r.kind, (E.KernelFaultError, "launch failed"))
-    text = _detail(ctx, r) if r.kind in (1, 3, 4) else r.text.decode("utf-8", "replace")
+    text = _detail(ctx, r) if r.kind in (1, 3, 4, 13) else r.text.decode("utf-8", "replace")
     exact = r.kind in (6, 7, 9) and r.pc  # a fault's own pc, not a return address: symbolize() takes pc - 1
     main_pc = r.pc + 1 if exact else r.pc
     pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [main_pc]

@@ -170,9 +170,9 @@ class Server:
         pos = P.LAUNCH.size
         var_arr = (P.Region * max(1, nvars))()
         for i in range(nvars):
-            off, size = P.VAR.unpack_from(payload, pos)
-            pos += P.VAR.size
-            var_arr[i] = P.Region(off, size, 0, i)
+            off, size, index = P.SVAR.unpack_from(payload, pos)
+            pos += P.SVAR.size
+            var_arr[i] = P.Region(off, size, int(index < 0), index)
         extra = []  # __device__ variables (parameter index -1 - i) and their section's red zones
         for i in range(nglobals):
             off, size = P.VAR.unpack_from(payload, pos)

@@ -32,7 +32,7 @@ __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPA
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", os.path.join("include", "gpuenv_cpu.h"))
 WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
 WATCHDOG_MAX = 86400.0
@@ -223,8 +223,8 @@ class CpuRuntime:
         return r
 
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
-               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int]],
-               shared_mem: int, warp_size: int, check: bool, watchdog_s: float,
+               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
+               shared_mem: int, warp_size: int, check: int, watchdog_s: float,
                device_globals: Sequence[tuple[int, int]] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
 
@@ -310,12 +310,12 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
 
 
 def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
-                    warp_size: int, check: bool, shared_vars: Sequence[tuple[int, int]],
+                    warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
                     regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
                     device_globals: Sequence[tuple[int, int]]) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
                            len(shared_vars), len(regions), len(values), len(device_globals))]
-    parts += [P.VAR.pack(o, s) for o, s in shared_vars]
+    parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
     parts += [P.VAR.pack(o, s) for o, s in device_globals]
     parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
     by_param = {r[3]: P.DATA_OFF + where[i] for i, r in enumerate(regions)}

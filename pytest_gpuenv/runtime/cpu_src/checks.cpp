@@ -1,7 +1,9 @@
 // Checking mode: kernels are compiled with -fsanitize=thread and no TSan runtime; these entry points
 // are called before every load and store. The current thread's stack, the executor state and the
-// kernel module's own globals pass; shared memory goes through a shadow per 4-byte granule (races
-// within one barrier interval, reads of memory nothing wrote in this block); argument buffers pass
+// kernel module's own globals pass; shared memory goes through a shadow per byte (races within one
+// barrier interval, reads of memory nothing wrote in this block; a conflict between lanes of one wave
+// is held back as a lockstep reliance, reported at the end of the interval unless a race between waves
+// comes first); in lockstep mode each shared access first waits for the wave; argument buffers pass
 // when the access lies inside one (const ones only for reads); anything else stops the launch before
 // the access, naming the argument or variable, the offset, the block, the thread and the site.
 #include "executor_int.h"
@@ -10,14 +12,48 @@
 
 namespace gx {
 
-Gran shadow_static[kGranules];
-Gran shadow_dyn[kGranules];
+Shadow shadow_static[kShadowBytes];
+Shadow shadow_dyn[kShadowBytes];
+static uint32_t shadow_static_used;
+
+// The module's __shared__ variables (found in its symbol table by their red zones, wherever declared:
+// kernels, templates, inline helpers, namespace scope) at their addresses in this process.
+void setup_vars() {
+    gpuenv_launch_t* d = L.d;
+    L.nsv = 0;
+    L.sv_lo = L.sv_hi = 0;
+    uint32_t shad = 0;
+    for (int i = 0; i < d->nvars && L.nsv < kMaxVars; i++) {
+        const gpuenv_region_t& g = d->vars[i];
+        SVar& v = L.vars[L.nsv++];
+        v.lo = L.mod_base + g.base;
+        v.hi = v.lo + g.size;
+        v.index = g.readonly ? -1 : g.index;
+        v.shad = shad;
+        if (!g.readonly) shad += (uint32_t)g.size;
+        if (!L.sv_lo || v.lo < L.sv_lo) L.sv_lo = v.lo;
+        if (v.hi > L.sv_hi) L.sv_hi = v.hi;
+    }
+    shadow_static_used = shad < kShadowBytes ? shad : kShadowBytes;
+}
+
+void poison_vars() {
+    for (int i = 0; i < L.nsv; i++)
+        if (L.vars[i].index >= 0) memset((void*)L.vars[i].lo, 0xFF, L.vars[i].hi - L.vars[i].lo);
+}
+
+void shadow_new_epoch() {
+    if (++L.epoch < 0xFFFF) return;
+    L.epoch = 1;  // wrapped: no access of the earlier intervals may look current
+    size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
+    for (size_t i = 0; i < shadow_static_used; i++) shadow_static[i].wep = shadow_static[i].rep = 0;
+    for (size_t i = 0; i < nd; i++) shadow_dyn[i].wep = shadow_dyn[i].rep = 0;
+}
 
 void reset_shadow() {
-    gpuenv_launch_t* d = L.d;
-    size_t ns = (size_t)(d->shared_hi - d->shared_lo + 3) / 4, nd = (d->shared_bytes + 3) / 4;
-    memset(shadow_static, 0, (ns < kGranules ? ns : kGranules) * sizeof(Gran));
-    memset(shadow_dyn, 0, (nd < kGranules ? nd : kGranules) * sizeof(Gran));
+    size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
+    memset(shadow_static, 0, shadow_static_used * sizeof(Shadow));
+    memset(shadow_dyn, 0, nd * sizeof(Shadow));
 }
 
 __attribute__((noreturn)) static void report(int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
@@ -36,89 +72,140 @@ __attribute__((noreturn)) static void report(int kind, int rkind, int rindex, in
     fail_in_fiber();
 }
 
-static inline bool synced(uint16_t u, uint16_t uws, unsigned w, uint16_t ws) {
-    return u != kMany && (unsigned)(u / L.warp) == w && uws != ws;
-}
-
-static void pend_uninit(int rkind, int rindex, int64_t rel, uintptr_t a, size_t size, void* pc) {
-    if (L.pend.kind) return;
-    gpuenv_report_t* r = &L.pend;
-    r->kind = GPUENV_UNINIT;
+static void pend(gpuenv_report_t* r, int kind, int rkind, int rindex, int64_t rel, uintptr_t a, size_t size,
+                 bool write, void* pc, int other) {
+    if (r->kind) return;
+    r->kind = kind;
     r->region_kind = rkind;
     r->region_index = rindex;
     r->offset = rel;
     r->addr = a;
     r->size = (int)size;
+    r->is_write = write;
     r->pc = pc_rel(pc);
-    r->other_thread = -1;
+    r->other_thread = other;
     set_where(r);
 }
 
-// off: offset in the shadow's memory; vbase: where the named variable starts there
-static void shared_access(Gran* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
+enum { NO_CONFLICT, RACE, WAVE_ONLY };
+
+// Whether an access by the current thread (wave w, warp-sync count ws) conflicts with an earlier one in
+// this interval by thread u (kMany: several) of wave uwave at warp-sync count uws. Within one wave a
+// warp operation between the two orders them; without one, the code relies on lockstep execution.
+static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, unsigned w, uint8_t ws) {
+    if (u == t) return NO_CONFLICT;
+    if (uwave != w) return RACE;
+    if (uws != ws) return NO_CONFLICT;
+    return L.lockstep ? NO_CONFLICT : WAVE_ONLY;
+}
+
+// off: the access's offset in the shadow; vbase: where the named variable starts there
+static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
                           bool write, void* pc, bool atomic) {
     uint16_t t = (uint16_t)L.cur;
-    unsigned w = L.cur / L.warp;
-    uint16_t ws = L.warp_sync[w];
-    uint32_t ep = L.epoch;
-    size_t last = (off + size - 1) / 4;
-    if (last >= kGranules) return;
-    for (size_t g = off / 4; g <= last; g++) {
-        size_t lo = g * 4 > off ? g * 4 : off, hi = g * 4 + 4 < off + size ? g * 4 + 4 : off + size;
-        uint8_t mask = (uint8_t)(((1u << (hi - lo)) - 1) << (lo - g * 4));
-        Gran& s = sh[g];
-        int64_t rel = (int64_t)(off - vbase);
-        if ((!write || atomic) && (s.init & mask) != mask) {
-            if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
-            pend_uninit(rkind, rindex, rel, a, size, pc);  // a race if another thread writes it later
-        }
-        if (atomic) {
-            s.init |= mask;
+    unsigned w = (unsigned)L.cur >> L.warp_shift;
+    uint8_t ws = (uint8_t)L.warp_sync[w];
+    uint16_t ep = (uint16_t)L.epoch;
+    if (off + size > kShadowBytes) return;
+    int64_t rel = (int64_t)(off - vbase);
+    // Each entry is loaded and stored whole, as two integers, its fields taken apart in registers:
+    // field stores followed by a whole load would stall store forwarding. Bytes with the first byte's
+    // history (the usual case for a float) get its outcome without the work.
+    uint64_t before_lo = 0, after_lo = 0;
+    uint32_t before_hi = 0, after_hi = 0;
+    for (size_t b = off; b < off + size; b++) {
+        uint64_t lo;
+        uint32_t hi;
+        memcpy(&lo, &sh[b], 8);
+        memcpy(&hi, (char*)&sh[b] + 8, 4);
+        if (b > off && lo == before_lo && hi == before_hi) {
+            memcpy(&sh[b], &after_lo, 8);
+            memcpy((char*)&sh[b] + 8, &after_hi, 4);
             continue;
         }
-        bool wconf = s.wep == ep && s.wt != t && (s.wmask & mask) && !synced(s.wt, s.wws, w, ws);
-        if (write) {
-            if (wconf) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, s.wt);
-            if (s.rep == ep && s.rt != t && (s.rmask & mask) && !synced(s.rt, s.rws, w, ws))
-                report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, s.rt == kMany ? -2 : s.rt);
-            if (s.wep != ep || s.wt != t) s.wmask = 0;
-            s.wep = ep;
-            s.wt = t;
-            s.wws = ws;
-            s.wmask |= mask;
-            s.init |= mask;
-        } else {
-            if (wconf) report(GPUENV_RACE, rkind, rindex, rel, a, size, false, pc, s.wt);
-            if (s.rep != ep) {
-                s.rep = ep;
-                s.rt = t;
-                s.rmask = 0;
-            } else if (s.rt != t) {
-                s.rt = kMany;
-            }
-            s.rws = ws;
-            s.rmask |= mask;
+        before_lo = lo;
+        before_hi = hi;
+        uint16_t wep = (uint16_t)lo, rep = (uint16_t)(lo >> 16), wt = (uint16_t)(lo >> 32), rt = (uint16_t)(lo >> 48);
+        uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
+        if ((!write || atomic) && !init) {
+            if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
+            pend(&L.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
         }
+        if (atomic) {
+            init = 1;
+        } else {
+            int c = wep == ep ? conflict(wt, (unsigned)wt >> L.warp_shift, wws, t, w, ws) : NO_CONFLICT;
+            if (write && rep == ep) {
+                int c2 = conflict(rt, rwave, rws, t, w, ws);
+                if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {
+                    c = c2;
+                    if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
+                    pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
+                }
+            }
+            if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, write, pc, wt);
+            if (c == WAVE_ONLY) pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, wt);
+            if (write) {
+                wep = ep;
+                wt = t;
+                wws = ws;
+                init = 1;
+            } else if (rep != ep) {
+                rep = ep;
+                rt = t;
+                rwave = (uint8_t)w;
+                rws = ws;
+            } else {
+                if (rt != t) rt = kMany;
+                if (rwave != w) rwave = kManyWaves;
+                if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
+            }
+        }
+        after_lo = (uint64_t)wep | (uint64_t)rep << 16 | (uint64_t)wt << 32 | (uint64_t)rt << 48;
+        after_hi = (uint32_t)wws | (uint32_t)rws << 8 | (uint32_t)rwave << 16 | (uint32_t)init << 24;
+        memcpy(&sh[b], &after_lo, 8);
+        memcpy((char*)&sh[b] + 8, &after_hi, 4);
     }
 }
 
-static void check_static_shared(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
-    gpuenv_launch_t* d = L.d;
-    size_t off = a - (uintptr_t)d->shared_lo;
-    int v = -1;
-    for (int i = 0; i < d->nvars; i++)
-        if (off >= d->vars[i].base && off < d->vars[i].base + d->vars[i].size) {
-            v = i;
-            break;
-        }
-    if (v < 0 || off + size > d->vars[v].base + d->vars[v].size) {
-        if (v < 0)  // in a red zone: name the variable just before it
-            for (int i = 0; i < d->nvars; i++)
-                if (d->vars[i].base <= off && (v < 0 || d->vars[i].base > d->vars[v].base)) v = i;
-        int64_t rel = v >= 0 ? (int64_t)off - (int64_t)d->vars[v].base : (int64_t)off;
-        report(GPUENV_BOUNDS, GPUENV_R_SHARED, v, rel, a, size, write, pc, -1);
+// The variable or red zone holding a, or -1: a linear scan for the usual handful, else a binary search
+// (vars are sorted by address).
+static int find_var(uintptr_t a) {
+    if (L.nsv <= 12) {
+        for (int i = 0; i < L.nsv; i++)
+            if (a - L.vars[i].lo < L.vars[i].hi - L.vars[i].lo) return i;
+        return -1;
     }
-    shared_access(shadow_static, GPUENV_R_SHARED, v, off, d->vars[v].base, size, a, write, pc, atomic);
+    int lo = 0, hi = L.nsv - 1;
+    while (lo <= hi) {
+        int m = (lo + hi) / 2;
+        if (a < L.vars[m].lo) hi = m - 1;
+        else if (a >= L.vars[m].hi) lo = m + 1;
+        else return m;
+    }
+    return -1;
+}
+
+static void lockstep_wait() {
+    check_watchdog_pending();
+    block_here(T_LOCK, nullptr);
+}
+
+// true when a is static shared memory (checked here), false for anything else
+static bool check_static_shared(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
+    int i = find_var(a);
+    if (i < 0) return false;
+    const SVar& v = L.vars[i];
+    if (L.lockstep && !atomic) lockstep_wait();
+    if (!L.check) return true;
+    if (v.index < 0 || a + size > v.hi) {
+        int n = i;  // in a red zone: name the variable just before it
+        while (n >= 0 && L.vars[n].index < 0) n--;
+        int64_t rel = n >= 0 ? (int64_t)(a - L.vars[n].lo) : 0;
+        report(GPUENV_BOUNDS, GPUENV_R_SHARED, n >= 0 ? L.vars[n].index : -1, rel, a, size, write, pc, -1);
+    }
+    shared_access(shadow_static, GPUENV_R_SHARED, v.index, v.shad + (a - v.lo), v.shad, size, a, write, pc, atomic);
+    return true;
 }
 
 constexpr int32_t kRedZone = 2;  // RO_REDZONE in runtime/_cpu_proto.py
@@ -127,10 +214,13 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
     gpuenv_launch_t* d = L.d;
     if (a - (uintptr_t)gpuenv_state.dyn_shared < kDynMax + 4096) {
         size_t off = a - (uintptr_t)gpuenv_state.dyn_shared;
+        if (L.lockstep && !atomic) lockstep_wait();
+        if (!L.check) return;
         if (off + size > d->shared_bytes) report(GPUENV_BOUNDS, GPUENV_R_DYN, 0, (int64_t)off, a, size, write, pc, -1);
         shared_access(shadow_dyn, GPUENV_R_DYN, 0, off, 0, size, a, write, pc, atomic);
         return;
     }
+    if (!L.check) return;
     bool ro_hit = false, red = false;
     int ro_index = -1;
     for (int i = 0; i < d->nregions; i++) {
@@ -180,10 +270,7 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
         textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
         fail_in_fiber();
     }
-    if (a - (uintptr_t)L.d->shared_lo < (uintptr_t)(L.d->shared_hi - L.d->shared_lo)) {
-        check_static_shared(a, size, write, pc, false);
-        return;
-    }
+    if (a - L.sv_lo < L.sv_hi - L.sv_lo && check_static_shared(a, size, write, pc, false)) return;
     check_other(a, size, write, pc, false);
 }
 
@@ -196,10 +283,8 @@ extern "C" void gpuenv_atomic_check(void* p, int size, void* pc) {
     if (!L.active) return;
     if (L.wd_pending) check_access(a, (size_t)size, true, pc);
     if (a - (uintptr_t)L.cur_fiber->lo < kStack) return;
-    if (a - (uintptr_t)L.d->shared_lo < (uintptr_t)(L.d->shared_hi - L.d->shared_lo))
-        check_static_shared(a, (size_t)size, true, pc, true);
-    else
-        check_other(a, (size_t)size, true, pc, true);
+    if (a - L.sv_lo < L.sv_hi - L.sv_lo && check_static_shared(a, (size_t)size, true, pc, true)) return;
+    check_other(a, (size_t)size, true, pc, true);
 }
 
 #define GX_PC __builtin_return_address(0)

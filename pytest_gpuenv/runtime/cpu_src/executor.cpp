@@ -3,16 +3,13 @@
 // when every thread of the block waits, warp operations resolve (lanes at the same site form the
 // active mask) and then the barrier releases, or the launch stops with a report (divergent barrier,
 // threads that already returned). Blocks run one after another. Faults (a fiber's guard page, a
-// wild pointer) and the watchdog leave the launch through siglongjmp; nothing stays broken.
+// wild pointer) and the watchdog leave the launch through siglongjmp (signals.cpp); nothing stays broken.
 #include "executor_int.h"
 
-#include <dlfcn.h>
-#include <link.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef GPUENV_UCONTEXT
@@ -29,8 +26,14 @@ Launch L;
 static Fiber* pool[kMaxThreads + 1];
 static int npool, nfree;
 static Fiber* freelist[kMaxThreads + 1];
-static char* dyn_buf;
+char* dyn_buf;
 static size_t page;
+
+bool fiber_guard_hit(uintptr_t a) {
+    for (int i = 0; i < npool; i++)
+        if (a >= (uintptr_t)pool[i]->map && a < (uintptr_t)pool[i]->lo) return true;
+    return false;
+}
 
 double now() {
     timespec ts;
@@ -90,6 +93,7 @@ static void ctx_init(Fiber* f) {
 }
 static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp); }
 static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp); }
+static inline void fiber_to_fiber(Fiber* from, Fiber* to) { gpuenv_switch(&from->sp, to->sp); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -105,6 +109,7 @@ static inline void to_fiber(Fiber* f) {
     swapcontext((ucontext_t*)L.sched_uc, (ucontext_t*)f->uc);
 }
 static inline void to_sched(Fiber* f) { swapcontext((ucontext_t*)f->uc, (ucontext_t*)L.sched_uc); }
+static inline void fiber_to_fiber(Fiber* from, Fiber* to) { swapcontext((ucontext_t*)from->uc, (ucontext_t*)to->uc); }
 #endif
 
 static Fiber* new_fiber() {
@@ -130,14 +135,30 @@ static Fiber* acquire() {
 }
 
 // ------------------------------------------------------------------ threads
-static void set_current(int t) {
-    gpuenv_launch_t* d = L.d;
+static inline void set_current(int t) {
     L.cur = t;
-    unsigned bx = d->block[0], by = d->block[1];
-    gpuenv_state.tid.x = t % bx;
-    gpuenv_state.tid.y = (t / bx) % by;
-    gpuenv_state.tid.z = t / (bx * by);
+    gpuenv_state.tid = L.threads[t].tid;
     gpuenv_state.lin = t;
+}
+
+// The fiber to run next without going through the scheduler: the first queued thread, else a fresh
+// fiber for the next thread not started yet; nullptr when the scheduler must decide (warp operations,
+// barriers, the end of the block). The order is the scheduler's, so runs stay deterministic.
+static Fiber* next_fiber() {
+    if (L.aborted) return nullptr;
+    if (L.rq_head < L.rq_tail) {
+        int t = L.runq[L.rq_head++];
+        Thread& th = L.threads[t];
+        th.state = T_RUN;
+        set_current(t);
+        return L.cur_fiber = th.fiber;
+    }
+    if (L.next_new < L.nthreads) {
+        Fiber* f = acquire();
+        if (f) L.cur_fiber = f;
+        return f;
+    }
+    return nullptr;
 }
 
 static void fiber_main() {
@@ -152,8 +173,10 @@ static void fiber_main() {
             L.threads[t].state = T_EXIT;
             L.nlive--;
         }
-        freelist[nfree++] = f;
-        to_sched(f);
+        freelist[nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
+        Fiber* n = L.rq_head < L.rq_tail ? next_fiber() : nullptr;
+        if (n) fiber_to_fiber(f, n);
+        else to_sched(f);
     }
 }
 
@@ -172,75 +195,47 @@ void fail_in_fiber() {
     __builtin_unreachable();
 }
 
-static void block_here(uint8_t st, void* site) {
+// The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
+// one switch per thread per barrier, not two through the scheduler.
+void block_here(uint8_t st, void* site) {
     Thread& th = L.threads[L.cur];
     th.state = st;
     th.site = site;
-    to_sched(L.cur_fiber);
-}
-
-static void check_watchdog_pending() {
-    if (L.wd_pending && !L.aborted) {
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
-        fail_in_fiber();
-    }
+    Fiber* me = L.cur_fiber;
+    Fiber* n = next_fiber();
+    if (n) fiber_to_fiber(me, n);
+    else to_sched(me);
 }
 
 }  // namespace gx
 
 using namespace gx;
 
-extern "C" void gpuenv_syncthreads(int line) {
+extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
     check_watchdog_pending();
-    L.threads[L.cur].arg = line;  // with the call site: calls the compiler merged stay distinct
+    Thread& th = L.threads[L.cur];
+    th.file = file;
+    th.where = where;
+    th.op = kind;
+    th.val = value != 0;
     block_here(T_BAR, __builtin_return_address(0));
+    return (int)L.threads[L.cur].res;
 }
 
-extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width) {
+extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     check_watchdog_pending();
     Thread& th = L.threads[L.cur];
     th.op = op;
     th.val = value;
     th.arg = arg;
     th.width = width;
+    th.file = file;
+    th.where = where;
     block_here(T_WARP, __builtin_return_address(0));
     return L.threads[L.cur].res;
 }
 
-extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
-    fail_in_fiber();
-}
-
-extern "C" void gpuenv_trap(void) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "__trap() called");
-    fail_in_fiber();
-}
-
-extern "C" int gpuenv_printf(const char* fmt, ...) {
-    gpuenv_launch_t* d = L.d;
-    if (!d || !d->out) return 0;
-    va_list ap;
-    va_start(ap, fmt);
-    uint64_t room = d->out_len < d->out_cap ? d->out_cap - d->out_len : 0;
-    int n = vsnprintf(d->out + d->out_len, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) d->out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
-    return n;
-}
-
 namespace gx {
-int resolve_warps();                  // warps.cpp
-bool release_barrier();               // warps.cpp
-
 static void push(int t) { L.runq[L.rq_tail++] = t; }
 
 static void resume(int t) {
@@ -258,6 +253,7 @@ static bool run_block() {
     L.rq_head = L.rq_tail = 0;
     L.epoch = 1;
     L.pend.kind = 0;
+    L.pend_ws.kind = 0;
     memset(L.warp_sync, 0, sizeof L.warp_sync);
     for (;;) {
         for (;;) {
@@ -281,6 +277,11 @@ static bool run_block() {
         int n = L.nlive ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
+        if (L.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval
+            memcpy(L.pend_ws.warnings, L.r->warnings, sizeof L.pend_ws.warnings);
+            memcpy(L.r, &L.pend_ws, sizeof L.pend_ws);
+            return false;
+        }
         if (L.pend.kind) {  // an uninitialised read no later write in the interval explained as a race
             memcpy(L.pend.warnings, L.r->warnings, sizeof L.pend.warnings);
             memcpy(L.r, &L.pend, sizeof L.pend);
@@ -294,135 +295,6 @@ static bool run_block() {
 void enqueue(int t) { push(t); }
 
 // ------------------------------------------------------------------ module, signals, watchdog
-static int phdr_cb(struct dl_phdr_info* info, size_t, void* data) {
-    if (info->dlpi_addr != (uintptr_t)data) return 0;
-    L.nseg = 0;
-    for (int i = 0; i < info->dlpi_phnum && L.nseg < 8; i++) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD) continue;
-        uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
-        L.seg_lo[L.nseg] = lo;
-        L.seg_hi[L.nseg++] = hi;
-        if (ph.p_flags & PF_X) {
-            L.text_lo = lo;
-            L.text_hi = hi;
-        }
-    }
-    return 1;
-}
-
-static void find_module(void* entry) {
-    Dl_info info;
-    L.mod_base = L.text_lo = L.text_hi = 0;
-    L.nseg = 0;
-    if (dladdr(entry, &info) && info.dli_fbase) {
-        L.mod_base = (uintptr_t)info.dli_fbase;
-        dl_iterate_phdr(phdr_cb, info.dli_fbase);
-    }
-}
-
-static struct sigaction old_act[4];
-static const int fault_sigs[4] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
-static struct sigaction old_wd;
-static const int kWdSig = 37;  // a real-time signal nothing else here uses
-static timer_t wd_timer;
-static bool wd_timer_ok;
-static stack_t old_ss;
-static char* alt_stack;
-
-static uintptr_t sig_pc(void* uc) {
-#if defined(__x86_64__)
-    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.pc;
-#else
-    (void)uc;
-    return 0;
-#endif
-}
-
-uint64_t caller_in_kernel();  // server.cpp
-
-static void on_fault(int sig, siginfo_t* si, void* uc) {
-    if (!L.active) {
-        for (int i = 0; i < 4; i++)
-            if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
-        return;  // the instruction faults again and the previous handler sees it
-    }
-    uintptr_t a = (uintptr_t)si->si_addr;
-    gpuenv_report_t* r = L.r;
-    r->kind = GPUENV_FAULT;
-    for (int i = 0; i < npool; i++)
-        if (a >= (uintptr_t)pool[i]->map && a < (uintptr_t)pool[i]->lo) r->kind = GPUENV_STACK;
-    set_where(r);
-    r->addr = a;
-    r->pc = pc_rel((void*)sig_pc(uc));
-    if (!r->pc) r->pc = caller_in_kernel();  // server.cpp: the fault is in a library the kernel called
-    const char* what = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
-                     : sig == SIGILL ? "illegal instruction (__builtin_trap?)" : "arithmetic exception (integer division by zero?)";
-    if (r->kind == GPUENV_STACK)
-        textf(r->text, sizeof r->text, "stack overflow: the thread used more than its %zu KiB stack (unbounded recursion, or a huge local array)", kStack / 1024);
-    else
-        textf(r->text, sizeof r->text, "%s at address 0x%lx", what, (unsigned long)a);
-    siglongjmp(L.jb, 1);
-}
-
-static void on_watchdog(int, siginfo_t*, void* uc) {
-    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
-    uintptr_t pc = sig_pc(uc);
-    if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        L.r->pc = pc - L.mod_base;
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
-        siglongjmp(L.jb, 1);
-    }
-    L.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch
-}
-
-static void install() {
-    if (!alt_stack) alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    stack_t ss = {};
-    ss.ss_sp = alt_stack;
-    ss.ss_size = 1 << 16;
-    sigaltstack(&ss, &old_ss);
-    struct sigaction sa = {};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &sa, &old_act[i]);
-    sa.sa_sigaction = on_watchdog;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigaction(kWdSig, &sa, &old_wd);
-    if (!wd_timer_ok) {
-        sigevent ev = {};
-        ev.sigev_notify = SIGEV_THREAD_ID;
-        ev.sigev_signo = kWdSig;
-        ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
-        wd_timer_ok = timer_create(CLOCK_MONOTONIC, &ev, &wd_timer) == 0;
-    }
-    if (wd_timer_ok) {
-        itimerspec its = {};
-        its.it_value.tv_nsec = its.it_interval.tv_nsec = 100 * 1000 * 1000;
-        timer_settime(wd_timer, 0, &its, nullptr);
-    }
-}
-
-static void uninstall() {
-    if (wd_timer_ok) {
-        itimerspec its = {};
-        timer_settime(wd_timer, 0, &its, nullptr);
-    }
-    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &old_act[i], nullptr);
-    sigaction(kWdSig, &old_wd, nullptr);
-    if (!(old_ss.ss_flags & SS_DISABLE)) sigaltstack(&old_ss, nullptr);
-    else {
-        stack_t off = {};
-        off.ss_flags = SS_DISABLE;
-        sigaltstack(&off, nullptr);
-    }
-}
-
 static void after_abort() {
     // fibers left mid-thread are re-initialised before their next use
     nfree = 0;
@@ -434,9 +306,9 @@ static void after_abort() {
 
 static void poison_block() {
     gpuenv_launch_t* d = L.d;
-    if (d->shared_hi > d->shared_lo) memset(d->shared_lo, 0xFF, d->shared_hi - d->shared_lo);
+    poison_vars();
     if (d->shared_bytes) memset(dyn_buf, 0xFF, d->shared_bytes);
-    if (d->check) reset_shadow();
+    if (L.check) reset_shadow();
 }
 
 static bool run_grid() {
@@ -477,19 +349,27 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     L.r = r;
     L.nthreads = (int)n;
     L.warp = d->warp_size;
+    L.warp_shift = d->warp_size == 64 ? 6 : 5;
+    for (unsigned t = 0; t < n; t++) {
+        unsigned bx = d->block[0], by = d->block[1];
+        L.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
+    }
     L.aborted = false;
     L.wd_pending = 0;
+    L.check = d->check & GPUENV_CHECK_ACCESS;
+    L.lockstep = d->check & GPUENV_LOCKSTEP;
     find_module((void*)d->entry);
+    setup_vars();
     gpuenv_state.bdim = {d->block[0], d->block[1], d->block[2]};
     gpuenv_state.gdim = {d->grid[0], d->grid[1], d->grid[2]};
     gpuenv_state.dyn_shared = dyn_buf;
     L.t0 = now();
-    install();
+    install_signals();
     L.active = true;
     bool ok = false;
     if (sigsetjmp(L.jb, 1) == 0) ok = run_grid();
     L.active = false;
-    uninstall();
+    uninstall_signals();
     if (!ok) after_abort();
     return r->kind;
 }

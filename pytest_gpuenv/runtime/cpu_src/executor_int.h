@@ -1,9 +1,11 @@
-// Internal state shared by executor.cpp (fibers, scheduler, launch) and checks.cpp (memory checks).
+// Internal state shared by executor.cpp (fibers, scheduler, launch), signals.cpp (faults, watchdog),
+// warps.cpp (warp operations, barriers) and checks.cpp (memory checks).
 #pragma once
 #include "include/gpuenv_cpu.h"
 
 #include <signal.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdint.h>
 
 namespace gx {
@@ -11,10 +13,12 @@ namespace gx {
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
 constexpr size_t kDynMax = 64 * 1024;
-constexpr size_t kGranules = 32768;  // 4-byte granules: 64 KiB of static __shared__ variables and their red zones
+constexpr size_t kShadowBytes = 64 * 1024;  // shadowed shared memory per kind (static, dynamic)
+constexpr int kMaxVars = 1024;              // static __shared__ variables and red zones per module
 constexpr uint16_t kMany = 0xFFFF;
 
-enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_EXIT };
+// T_LOCK: in lockstep mode, waiting before a shared-memory access until every lane of its wave is there
+enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_LOCK, T_EXIT };
 
 struct Fiber {
     char* map;
@@ -28,23 +32,44 @@ struct Fiber {
 
 struct Thread {
     uint8_t state;
+    gpuenv_u3 tid;     // threadIdx, set once per launch
     Fiber* fiber;
-    void* site;
-    int op, arg, width;
-    uint64_t val, res;
+    void* site;        // return address of the barrier / warp operation call (for file:line in reports)
+    const char* file;  // with `where` (line * 1024 + column): the site's identity
+    int where;
+    int op, arg, width;  // warp operation and its operands; for a barrier op is its GPUENV_BAR_* kind
+    uint64_t val, res;   // the thread's value in, the result out
 };
 
-struct Gran {  // shadow of 4 bytes of shared memory
-    uint32_t wep, rep;
-    uint16_t wt, rt, wws, rws;
-    uint8_t wmask, rmask, init, pad;
+// Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 12
+// bytes so that a block's shadow stays in cache. Epochs count barrier intervals from 1 in each block
+// (0: never this block); they wrap at 0xFFFF, when every entry's epochs are cleared (shadow_new_epoch).
+struct Shadow {
+    uint16_t wep;   // epoch of the last write
+    uint16_t rep;   // epoch of the reads recorded in rt/rwave/rws
+    uint16_t wt;    // linear thread id of the last writer
+    uint16_t rt;    // linear thread id of the reader in epoch rep, kMany when several threads read
+    uint8_t wws;    // the writer's wave warp-sync count (L.warp_sync, mod 256) at the write
+    uint8_t rws;    // the highest warp-sync count among the readers of epoch rep
+    uint8_t rwave;  // the wave of every reader of epoch rep, kManyWaves when readers came from several
+    uint8_t init;   // written since the block started
+};
+constexpr uint8_t kManyWaves = 0xFF;
+// checks.cpp loads and stores an entry as a little-endian uint64_t (wep, rep, wt, rt) and uint32_t (the rest)
+static_assert(sizeof(Shadow) == 12 && offsetof(Shadow, wws) == 8, "the shadow's packed layout");
+
+// A static __shared__ variable or red zone, at its absolute address in this process.
+struct SVar {
+    uintptr_t lo, hi;
+    int index;      // the variable's number in reports, -1 for a red zone
+    uint32_t shad;  // offset of its shadow in shadow_static
 };
 
 struct Launch {
     gpuenv_launch_t* d;
     gpuenv_report_t* r;
     Thread threads[kMaxThreads];
-    int nthreads, next_new, nlive, warp;
+    int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     int runq[kMaxThreads];
     int rq_head, rq_tail;
     int cur;
@@ -56,28 +81,51 @@ struct Launch {
     bool active, aborted;
     volatile sig_atomic_t wd_pending;
     uint32_t epoch;
-    uint16_t warp_sync[kMaxThreads / 32];
+    uint16_t warp_sync[kMaxThreads / 32];  // per wave: warp operations resolved so far in this block
+    bool check, lockstep;
+    SVar vars[kMaxVars];  // sorted by address
+    int nsv;
+    uintptr_t sv_lo, sv_hi;  // the span of vars: a cheap first test
     uintptr_t mod_base, text_lo, text_hi;
     uintptr_t seg_lo[8], seg_hi[8];
     int nseg;
     double t0;
-    gpuenv_report_t pend;  // the first uninitialised shared read of this barrier interval
+    gpuenv_report_t pend;     // the first uninitialised shared read of this barrier interval
+    gpuenv_report_t pend_ws;  // the first conflict within one wave of this interval (lockstep reliance)
     sigjmp_buf jb;
 };
 
 extern Launch L;
-extern Gran shadow_static[kGranules];
-extern Gran shadow_dyn[kGranules];
+extern Shadow shadow_static[kShadowBytes];
+extern Shadow shadow_dyn[kShadowBytes];
 
 // executor.cpp
 __attribute__((noreturn)) void fail_in_fiber();
+void block_here(uint8_t st, void* site);
+void enqueue(int t);
+void set_thread(gpuenv_report_t* r, int t);
 void set_where(gpuenv_report_t* r);
 uint64_t pc_rel(const void* pc);
 void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 double now();
 
+// signals.cpp
+extern char* dyn_buf;
+bool fiber_guard_hit(uintptr_t a);  // executor.cpp: a is in a fiber's guard page
+void find_module(void* entry);
+void install_signals();
+void uninstall_signals();
+void check_watchdog_pending();
+
+// warps.cpp
+int resolve_warps();
+bool release_barrier();
+
 // checks.cpp
+void setup_vars();
+void poison_vars();
 void reset_shadow();
+void shadow_new_epoch();  // after a barrier
 void check_access(uintptr_t a, size_t size, bool write, void* pc);
 
 }  // namespace gx

@@ -1,7 +1,10 @@
 // Warp operations and barriers, resolved by the scheduler once every thread of the block waits.
-// Lanes waiting at the same warp-operation site form the active mask; shuffles follow HIP's index
-// rules (source lane modulo width, own value outside the segment); reading a lane that is not in the
-// mask stops the launch. A barrier releases only when every thread waits at the same call site.
+// Lanes waiting at the same warp-operation site (source file, line and column) form the active mask;
+// shuffles follow HIP's index rules (source lane modulo width, own value outside the segment); reading a
+// lane that is not in the mask stops the launch. A barrier releases only when every thread waits at the
+// same site: the source position, so a call the compiler duplicated (-O2 tail duplication) is still one
+// barrier, while two __syncthreads() in if/else are two. In lockstep mode the lanes of a wave waiting
+// before a shared-memory access are released together, in lane order.
 #include "executor_int.h"
 
 #include <stdio.h>
@@ -9,7 +12,9 @@
 
 namespace gx {
 
-void enqueue(int t);
+static inline bool same_site(const Thread& a, const char* file, int where) {
+    return a.where == where && (a.file == file || (a.file && file && !strcmp(a.file, file)));
+}
 
 static const char* op_name(int op) {
     switch (op) {
@@ -37,7 +42,7 @@ static int src_lane(int op, int l, int arg, int width) {
     return idx;
 }
 
-static void set_thread(gpuenv_report_t* r, int t) {
+void set_thread(gpuenv_report_t* r, int t) {
     gpuenv_launch_t* d = L.d;
     r->block[0] = gpuenv_state.bid.x;
     r->block[1] = gpuenv_state.bid.y;
@@ -102,21 +107,39 @@ static bool resolve_group(int base, int nl, void* site, uint64_t mask) {
     return true;
 }
 
+// Lockstep: the wave's lanes waiting before a shared-memory access go on, in lane order; 0 when none waits.
+static int release_lockstep(int base, int nl) {
+    int n = 0;
+    for (int l = 0; l < nl; l++)
+        if (L.threads[base + l].state == T_LOCK) {
+            L.threads[base + l].state = T_RUN;
+            enqueue(base + l);
+            n++;
+        }
+    return n;
+}
+
 // Number of lanes released (0: no warp waits), -1 when the launch stops.
 int resolve_warps() {
     int released = 0, W = L.warp;
     for (int base = 0; base < L.nthreads; base += W) {
         int nl = L.nthreads - base < W ? L.nthreads - base : W;
+        if (L.lockstep) {  // a warp operation waits until no lane of its wave is before an access
+            int n = release_lockstep(base, nl);
+            released += n;
+            if (n) continue;
+        }
         for (;;) {
-            void* site = nullptr;
+            const Thread* first = nullptr;
             uint64_t mask = 0;
             for (int l = 0; l < nl; l++) {
                 Thread& t = L.threads[base + l];
                 if (t.state != T_WARP) continue;
-                if (!site) site = t.site;
-                if (t.site == site) mask |= 1ull << l;
+                if (!first) first = &t;
+                if (same_site(t, first->file, first->where)) mask |= 1ull << l;
             }
-            if (!site) break;
+            if (!first) break;
+            void* site = first->site;
             if (!resolve_group(base, nl, site, mask)) return -1;
             released += __builtin_popcountll(mask);
         }
@@ -146,24 +169,30 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
 // Releases the barrier every live thread waits at; false (with a report) when it cannot.
 bool release_barrier() {
     int n = L.nthreads;
-    void* site = nullptr;
+    const Thread* f = nullptr;
     bool divergent = false;
-    int nbar = 0, first = -1, line = 0;
+    int nbar = 0, first = -1, count = 0;
     for (int t = 0; t < n; t++) {
         Thread& th = L.threads[t];
         if (th.state != T_BAR) continue;
-        if (!site) { site = th.site; first = t; line = th.arg; }
-        if (th.site != site || th.arg != line) divergent = true;
+        if (!f) { f = &th; first = t; }
+        if (!same_site(th, f->file, f->where) || th.op != f->op) divergent = true;
+        count += (int)th.val;
         nbar++;
     }
     if (!divergent && nbar == n) {
-        L.epoch++;
+        int res = f->op == GPUENV_BAR_COUNT ? count : f->op == GPUENV_BAR_AND ? count == n
+                : f->op == GPUENV_BAR_OR ? count > 0 : 0;
+        if (L.check) shadow_new_epoch();
+        else L.epoch++;
         for (int t = 0; t < n; t++) {
             L.threads[t].state = T_RUN;
+            L.threads[t].res = (uint64_t)res;
             enqueue(t);
         }
         return true;
     }
+    void* site = f->site;
     gpuenv_report_t* r = L.r;
     r->kind = GPUENV_BARRIER;
     set_thread(r, first);
@@ -173,18 +202,20 @@ bool release_barrier() {
     textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", gpuenv_state.bid.x,
           gpuenv_state.bid.y, gpuenv_state.bid.z, lin);
     for (;;) {  // each waiting site with its threads
-        void* s = nullptr;
-        int ln = 0;
+        const Thread* s = nullptr;
         for (int t = 0; t < n && !s; t++)
-            if (L.threads[t].state == T_BAR) { s = L.threads[t].site; ln = L.threads[t].arg; }
+            if (L.threads[t].state == T_BAR) s = &L.threads[t];
         if (!s) break;
+        const char* file = s->file;
+        int where = s->where;
+        void* pc = s->site;
         for (int t = 0; t < n; t++) {
-            sel[t] = L.threads[t].state == T_BAR && L.threads[t].site == s && L.threads[t].arg == ln;
+            sel[t] = L.threads[t].state == T_BAR && same_site(L.threads[t], file, where);
             if (sel[t]) L.threads[t].state = T_EXIT + 1;  // listed
         }
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);
-        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(s), ln);
+        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
     }
     int nexit = 0;
     for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state == T_EXIT);

@@ -26,8 +26,15 @@ enum {
 
 enum {
     GPUENV_OK = 0, GPUENV_RACE, GPUENV_BARRIER, GPUENV_BOUNDS, GPUENV_UNINIT, GPUENV_ASSERT,
-    GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE
+    GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE,
+    GPUENV_WARPSYNC = 13  // 11 and 12 are the parent's (runtime/_cpu_proto.py: KIND_EXIT, KIND_PROCESS)
 };
+
+// gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep
+enum { GPUENV_CHECK_ACCESS = 1, GPUENV_LOCKSTEP = 2 };
+
+// barrier flavours (__syncthreads, __syncthreads_count/_and/_or)
+enum { GPUENV_BAR_PLAIN = 0, GPUENV_BAR_COUNT, GPUENV_BAR_AND, GPUENV_BAR_OR };
 
 // region kinds in a report
 enum { GPUENV_R_NONE = 0, GPUENV_R_ARG, GPUENV_R_SHARED, GPUENV_R_DYN, GPUENV_R_STACK };
@@ -52,19 +59,24 @@ struct gpuenv_launch_t {
     uint32_t grid[3], block[3];
     uint64_t shared_bytes;
     int32_t warp_size, check;
-    char* shared_lo;
+    char* shared_lo;  // unused (the variables below say where shared memory is)
     char* shared_hi;
     const gpuenv_region_t* regions;
     int32_t nregions, nvars;
-    const gpuenv_region_t* vars;  // static __shared__ variables: base is the offset in the section
+    // static __shared__ variables and their red zones, sorted by address: base is the offset from the
+    // kernel module's load address, readonly is 1 for a red zone, index the variable's number (-1: red zone)
+    const gpuenv_region_t* vars;
     double watchdog_s;
     char* out;
     uint64_t out_cap, out_len;
 };
 
 int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
-void gpuenv_syncthreads(int line);
-uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width);
+// A barrier or warp operation is identified by its source position (file, line * 1024 + column), as the
+// header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
+int gpuenv_barrier(const char* file, int where, int kind, int value);
+uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
+__attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
 void gpuenv_atomic_check(void* p, int size, void* pc);
 __attribute__((noreturn)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);
 __attribute__((noreturn)) void gpuenv_trap(void);

@@ -24,30 +24,60 @@
 #include "../gpuenv_globals.h"
 #include "../gpuenv_libc.h"
 #include "hip_fp16.h"
+#include "hip_vector_types.h"
 
+// what hipcc defines for AMD targets (also passed on the command line: code may test them before the include)
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__
+#endif
+#ifndef __HIP_PLATFORM_HCC__
+#define __HIP_PLATFORM_HCC__
+#endif
+#ifndef __HIPCC__
+#define __HIPCC__ 1
+#endif
+#ifndef __HIP__
+#define __HIP__ 1
+#endif
+#ifndef __AMDGCN_WAVEFRONT_SIZE
+#define __AMDGCN_WAVEFRONT_SIZE GPUENV_WARP_SIZE
+#endif
+#ifndef __AMDGCN_WAVEFRONT_SIZE__
+#define __AMDGCN_WAVEFRONT_SIZE__ GPUENV_WARP_SIZE
+#endif
 #define __GPUENV_CPU__ 1
-#define __global__
+// used: a static kernel (or a name-expression marker naming one) is emitted even where nothing calls it
+#define __global__ __attribute__((used))
 #define __device__
 #define __host__
 #define __constant__
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+// not __attribute__((noinline)): libstdc++ (<execution>) writes __attribute__((__noinline__)) itself
+#define __noinline__ inline
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 #define GPUENV_CAT2(a, b) a##b
 #define GPUENV_CAT(a, b) GPUENV_CAT2(a, b)
-// static storage in one section (poisoned per block, bounds from the symbol table), each variable
-// after a red zone so an overflow lands outside every variable
-#define __shared__                                                                                    \
-    static char GPUENV_CAT(__gpuenv_rz, __COUNTER__)[64] __attribute__((section("gpuenv_shared"), used, aligned(16))); \
-    static __attribute__((section("gpuenv_shared"), aligned(16)))
+// Static storage wherever declared (kernels, templates, inline helpers, namespace scope). Each variable
+// comes with two red zones declared just before it, __gpuenv_rza<N> (64 bytes) then __gpuenv_rzb<N> (32):
+// compilers emit the three together, in declaration order or in reverse, so the variable is the symbol
+// next to rzb on the side away from rza (rtc/_cpu.py: shared_symbols), whatever section it lands in
+// (g++ puts template static locals in COMDAT .bss sections and ignores a section attribute there); an
+// overflow lands in a red zone. The executor poisons the variables per block and shadows them.
+#define GPUENV_SHARED2(n)                                                                           \
+    static char __gpuenv_rza##n[64] __attribute__((used, aligned(16)));                             \
+    static char __gpuenv_rzb##n[32] __attribute__((used, aligned(16)));                             \
+    static __attribute__((aligned(16)))
+#define GPUENV_SHARED1(n) GPUENV_SHARED2(n)
+#define __shared__ GPUENV_SHARED1(__COUNTER__)
 #define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)gpuenv_state.dyn_shared;
 #define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
-#define threadIdx (gpuenv_state.tid)
-#define blockIdx (gpuenv_state.bid)
-#define blockDim (gpuenv_state.bdim)
-#define gridDim (gpuenv_state.gdim)
+// objects, not macros: a kernel parameter or local named blockIdx is fine
+static constexpr const gpuenv_u3& threadIdx = gpuenv_state.tid;
+static constexpr const gpuenv_u3& blockIdx = gpuenv_state.bid;
+static constexpr const gpuenv_u3& blockDim = gpuenv_state.bdim;
+static constexpr const gpuenv_u3& gridDim = gpuenv_state.gdim;
 #define hipThreadIdx_x (threadIdx.x)
 #define hipThreadIdx_y (threadIdx.y)
 #define hipThreadIdx_z (threadIdx.z)
@@ -65,8 +95,8 @@ static constexpr int warpSize = GPUENV_WARP_SIZE;
 struct dim3 {
     unsigned x, y, z;
     constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(const gpuenv_u3& u) : x(u.x), y(u.y), z(u.z) {}
 };
-typedef gpuenv_u3 uint3;
 
 #if GPUENV_CHECK
 #define GPUENV_RT __attribute__((noinline, no_sanitize("thread")))
@@ -77,49 +107,72 @@ typedef gpuenv_u3 uint3;
 #endif
 
 // ---------------------------------------------------------------- barriers, warps
-#define __syncthreads() gpuenv_syncthreads(__LINE__)
+// GPUENV_HERE: the caller's source position, a barrier's or warp operation's identity (gpuenv_cpu.h)
+#if defined(__has_builtin) && __has_builtin(__builtin_COLUMN)
+#define GPUENV_COLUMN (__builtin_COLUMN() & 1023)
+#else
+#define GPUENV_COLUMN 0  // g++ before 13: the line alone
+#endif
+#define GPUENV_HERE const char* gpuenv_file = __builtin_FILE(), int gpuenv_where = __builtin_LINE() * 1024 + GPUENV_COLUMN
+#define GPUENV_AT gpuenv_file, gpuenv_where
+inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_barrier(GPUENV_AT, GPUENV_BAR_PLAIN, 0); }
+inline __attribute__((always_inline)) int __syncthreads_count(int p, GPUENV_HERE) {
+    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_COUNT, p);
+}
+inline __attribute__((always_inline)) int __syncthreads_and(int p, GPUENV_HERE) {
+    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_AND, p);
+}
+inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
+    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_OR, p);
+}
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
-inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull) {
-    gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize);
+inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull, GPUENV_HERE) {
+    gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
 inline __attribute__((always_inline)) unsigned __lane_id() { return gpuenv_state.lin % warpSize; }
 
 template <class T>
-inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width) {
+inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
-    bits = gpuenv_warp_op(op, bits, arg, width);
+    bits = gpuenv_warp_op(op, bits, arg, width, file, where);
     T r;
     __builtin_memcpy(&r, &bits, sizeof(T));
     return r;
 }
 #define GPUENV_SHFL(name, op, argt)                                                                       \
     template <class T>                                                                                     \
-    inline __attribute__((always_inline)) T name(T v, argt a, int width = warpSize) {                       \
-        return gpuenv_shfl(op, v, (int)a, width);                                                          \
+    inline __attribute__((always_inline)) T name(T v, argt a, int width = warpSize, GPUENV_HERE) {          \
+        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }                                                                                                      \
     template <class M, class T>                                                                            \
-    inline __attribute__((always_inline)) T name##_sync(M, T v, argt a, int width = warpSize) {             \
-        return gpuenv_shfl(op, v, (int)a, width);                                                          \
+    inline __attribute__((always_inline)) T name##_sync(M, T v, argt a, int width = warpSize, GPUENV_HERE) { \
+        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }
 GPUENV_SHFL(__shfl, GPUENV_OP_SHFL, int)
 GPUENV_SHFL(__shfl_up, GPUENV_OP_UP, unsigned)
 GPUENV_SHFL(__shfl_down, GPUENV_OP_DOWN, unsigned)
 GPUENV_SHFL(__shfl_xor, GPUENV_OP_XOR, int)
-inline __attribute__((always_inline)) unsigned long long __ballot(int p) {
-    return gpuenv_warp_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize);
+inline __attribute__((always_inline)) unsigned long long __ballot(int p, GPUENV_HERE) {
+    return gpuenv_warp_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __any(int p) { return (int)gpuenv_warp_op(GPUENV_OP_ANY, p != 0, 0, warpSize); }
-inline __attribute__((always_inline)) int __all(int p) { return (int)gpuenv_warp_op(GPUENV_OP_ALL, p != 0, 0, warpSize); }
-inline __attribute__((always_inline)) unsigned long long __activemask() {
-    return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize);
+inline __attribute__((always_inline)) int __any(int p, GPUENV_HERE) {
+    return (int)gpuenv_warp_op(GPUENV_OP_ANY, p != 0, 0, warpSize, GPUENV_AT);
 }
-template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M, int p) { return __ballot(p); }
-template <class M> inline __attribute__((always_inline)) int __any_sync(M, int p) { return __any(p); }
-template <class M> inline __attribute__((always_inline)) int __all_sync(M, int p) { return __all(p); }
+inline __attribute__((always_inline)) int __all(int p, GPUENV_HERE) {
+    return (int)gpuenv_warp_op(GPUENV_OP_ALL, p != 0, 0, warpSize, GPUENV_AT);
+}
+inline __attribute__((always_inline)) unsigned long long __activemask(GPUENV_HERE) {
+    return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize, GPUENV_AT);
+}
+template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M, int p, GPUENV_HERE) {
+    return __ballot(p, GPUENV_AT);
+}
+template <class M> inline __attribute__((always_inline)) int __any_sync(M, int p, GPUENV_HERE) { return __any(p, GPUENV_AT); }
+template <class M> inline __attribute__((always_inline)) int __all_sync(M, int p, GPUENV_HERE) { return __all(p, GPUENV_AT); }
 
 // ---------------------------------------------------------------- integer intrinsics
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
@@ -134,6 +187,26 @@ inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; i++) r |= ((x >> i) & 1u) << (31 - i);
     return r;
+}
+// AMD's bit-field extract/insert (amd_device_functions.h: v_bfe_u32 semantics, offset and width mod 32/64)
+inline unsigned __bitextract_u32(unsigned src0, unsigned src1, unsigned src2) {
+    unsigned offset = src1 & 31, width = src2 & 31;
+    if (width == 0) return 0;
+    return offset + width < 32 ? (src0 << (32 - offset - width)) >> (32 - width) : src0 >> offset;
+}
+inline unsigned long long __bitextract_u64(unsigned long long src0, unsigned src1, unsigned src2) {
+    unsigned long long offset = src1 & 63, width = src2 & 63;
+    if (width == 0) return 0;
+    return offset + width < 64 ? (src0 << (64 - offset - width)) >> (64 - width) : src0 >> offset;
+}
+inline unsigned __bitinsert_u32(unsigned src0, unsigned src1, unsigned src2, unsigned src3) {
+    unsigned offset = src2 & 31, width = src3 & 31, mask = (1u << width) - 1;
+    return (src0 & ~(mask << offset)) | ((src1 & mask) << offset);
+}
+inline unsigned long long __bitinsert_u64(unsigned long long src0, unsigned long long src1, unsigned src2,
+                                          unsigned src3) {
+    unsigned long long offset = src2 & 63, width = src3 & 63, mask = (1ull << width) - 1;
+    return (src0 & ~(mask << offset)) | ((src1 & mask) << offset);
 }
 inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
@@ -251,9 +324,7 @@ __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** 
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
         gpuenv::call(name, a);                                                                               \
     }                                                                                                        \
-    extern char __start_gpuenv_shared[] __attribute__((weak, visibility("hidden")));                         \
-    extern char __stop_gpuenv_shared[] __attribute__((weak, visibility("hidden")));                          \
+    /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */ \
     extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
-        *lo = __start_gpuenv_shared;                                                                         \
-        *hi = __stop_gpuenv_shared;                                                                          \
+        *lo = *hi = nullptr;                                                                                 \
     }

@@ -1,0 +1,197 @@
+// Faults and the watchdog: a fault handler on an alternate stack turns a fiber's guard page or a wild
+// pointer into a report and leaves the launch through siglongjmp; a timer signal every 100 ms stops a
+// launch that ran past its watchdog (at once in kernel code, else at the next executor call). Also the
+// kernel's other ways out (a device assert, __trap, grid.sync) and its printf.
+#include "executor_int.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace gx {
+
+void check_watchdog_pending() {
+    if (L.wd_pending && !L.aborted) {
+        L.r->kind = GPUENV_WATCHDOG;
+        set_where(L.r);
+        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
+        fail_in_fiber();
+    }
+}
+
+static int phdr_cb(struct dl_phdr_info* info, size_t, void* data) {
+    if (info->dlpi_addr != (uintptr_t)data) return 0;
+    L.nseg = 0;
+    for (int i = 0; i < info->dlpi_phnum && L.nseg < 8; i++) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        if (ph.p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+        L.seg_lo[L.nseg] = lo;
+        L.seg_hi[L.nseg++] = hi;
+        if (ph.p_flags & PF_X) {
+            L.text_lo = lo;
+            L.text_hi = hi;
+        }
+    }
+    return 1;
+}
+
+void find_module(void* entry) {
+    Dl_info info;
+    L.mod_base = L.text_lo = L.text_hi = 0;
+    L.nseg = 0;
+    if (dladdr(entry, &info) && info.dli_fbase) {
+        L.mod_base = (uintptr_t)info.dli_fbase;
+        dl_iterate_phdr(phdr_cb, info.dli_fbase);
+    }
+}
+
+static struct sigaction old_act[4];
+static const int fault_sigs[4] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE};
+static struct sigaction old_wd;
+static const int kWdSig = 37;  // a real-time signal nothing else here uses
+static timer_t wd_timer;
+static bool wd_timer_ok;
+static stack_t old_ss;
+static char* alt_stack;
+
+static uintptr_t sig_pc(void* uc) {
+#if defined(__x86_64__)
+    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+uint64_t caller_in_kernel();  // server.cpp
+
+static void on_fault(int sig, siginfo_t* si, void* uc) {
+    if (!L.active) {
+        for (int i = 0; i < 4; i++)
+            if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
+        return;  // the instruction faults again and the previous handler sees it
+    }
+    uintptr_t a = (uintptr_t)si->si_addr;
+    gpuenv_report_t* r = L.r;
+    r->kind = fiber_guard_hit(a) ? GPUENV_STACK : GPUENV_FAULT;
+    set_where(r);
+    r->addr = a;
+    r->pc = pc_rel((void*)sig_pc(uc));
+    if (!r->pc) r->pc = caller_in_kernel();  // server.cpp: the fault is in a library the kernel called
+    const char* what = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
+                     : sig == SIGILL ? "illegal instruction (__builtin_trap?)" : "arithmetic exception (integer division by zero?)";
+    if (r->kind == GPUENV_STACK)
+        textf(r->text, sizeof r->text, "stack overflow: the thread used more than its %zu KiB stack (unbounded recursion, or a huge local array)", kStack / 1024);
+    else
+        textf(r->text, sizeof r->text, "%s at address 0x%lx", what, (unsigned long)a);
+    siglongjmp(L.jb, 1);
+}
+
+static void on_watchdog(int, siginfo_t*, void* uc) {
+    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
+    uintptr_t pc = sig_pc(uc);
+    if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
+        L.r->kind = GPUENV_WATCHDOG;
+        set_where(L.r);
+        L.r->pc = pc - L.mod_base;
+        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
+        siglongjmp(L.jb, 1);
+    }
+    L.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch
+}
+
+void install_signals() {
+    if (!alt_stack) alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    stack_t ss = {};
+    ss.ss_sp = alt_stack;
+    ss.ss_size = 1 << 16;
+    sigaltstack(&ss, &old_ss);
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &sa, &old_act[i]);
+    sa.sa_sigaction = on_watchdog;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigaction(kWdSig, &sa, &old_wd);
+    if (!wd_timer_ok) {
+        sigevent ev = {};
+        ev.sigev_notify = SIGEV_THREAD_ID;
+        ev.sigev_signo = kWdSig;
+        ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+        wd_timer_ok = timer_create(CLOCK_MONOTONIC, &ev, &wd_timer) == 0;
+    }
+    if (wd_timer_ok) {
+        itimerspec its = {};
+        its.it_value.tv_nsec = its.it_interval.tv_nsec = 100 * 1000 * 1000;
+        timer_settime(wd_timer, 0, &its, nullptr);
+    }
+}
+
+void uninstall_signals() {
+    if (wd_timer_ok) {
+        itimerspec its = {};
+        timer_settime(wd_timer, 0, &its, nullptr);
+    }
+    for (int i = 0; i < 4; i++) sigaction(fault_sigs[i], &old_act[i], nullptr);
+    sigaction(kWdSig, &old_wd, nullptr);
+    if (!(old_ss.ss_flags & SS_DISABLE)) sigaltstack(&old_ss, nullptr);
+    else {
+        stack_t off = {};
+        off.ss_flags = SS_DISABLE;
+        sigaltstack(&off, nullptr);
+    }
+}
+
+}  // namespace gx
+
+using namespace gx;
+
+extern "C" void gpuenv_grid_sync(const char*, int where) {
+    L.r->kind = GPUENV_BARRIER;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text,
+          "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
+          "executor does not run: it runs blocks one after another, so no block could wait for the others",
+          (unsigned long)L.r->pc, where >> 10);
+    fail_in_fiber();
+}
+
+extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
+    L.r->kind = GPUENV_ASSERT;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
+    fail_in_fiber();
+}
+
+extern "C" void gpuenv_trap(void) {
+    L.r->kind = GPUENV_ASSERT;
+    set_where(L.r);
+    L.r->pc = pc_rel(__builtin_return_address(0));
+    textf(L.r->text, sizeof L.r->text, "__trap() called");
+    fail_in_fiber();
+}
+
+extern "C" int gpuenv_printf(const char* fmt, ...) {
+    gpuenv_launch_t* d = L.d;
+    if (!d || !d->out) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    uint64_t room = d->out_len < d->out_cap ? d->out_cap - d->out_len : 0;
+    int n = vsnprintf(d->out + d->out_len, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) d->out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
+    return n;
+}
