@@ -99,6 +99,7 @@ def test_marker_parse_and_demangled_types():
     assert (idx, fn) == (1, "void reduce<float, 256u>(float*, float const*, unsigned long, HIP_vector_type<float, 4u>, Params)")
     assert types == ["float*", "float const*", "unsigned long", "HIP_vector_type<float, 4u>", "Params"]
     assert nums == [8, 8, 8, 16, 16, 8, 8, 8, 16, 8]
+    assert param_of("Mode", "m", 2, 2, enum=True).code == "h"  # an enum by value packs as an integer of its size
     assert _marker(d + " [clone .kd]") is None
     p = param_of("float const*", "in", 8, 8)
     assert (p.type, p.pointer, p.decl, p.code) == ("float", True, "const float* in", "P")
@@ -171,6 +172,26 @@ def test_cpu_template_and_namespace_kernels_against_numpy(path, cpu_cache, warp)
     np.testing.assert_array_equal(out, (a + 256) * 0.5)
 
 
+ENUMS = """#include <hip/hip_runtime.h>
+enum class Mode : short { a, b, c };
+enum Plain { P0, P1 };
+template <int N> __global__ void k(int* out, Mode m, Plain p) { out[threadIdx.x] = N * 100 + (int)m * 10 + (int)p; }
+"""
+
+
+@needs_cxx
+def test_cpu_enum_parameters_take_ints_of_their_size(cpu_cache, warp):
+    """An enum by value (hip-tests' ``enum class TiledGroupShflTests``) is an integer of its size: the marker
+    carries ``__is_enum`` beside sizeof/alignof; the declaration keeps the enum's name."""
+    k = compile_kernel(ENUMS, "k<3>", arch="cpu", warp_size=warp, cache_dir=cpu_cache)
+    assert [(p.decl, p.type) for p in k.params] == [("int* out", "int"), ("Mode m", "int16_t"), ("Plain p", "int32_t")]
+    out = np.zeros(4, np.int32)
+    k(1, 4, out, 2, 1)
+    np.testing.assert_array_equal(out, 321)
+    with pytest.raises(TypeError, match="'m'"):
+        k(1, 4, out, 1 << 20, 1)
+
+
 @needs_cxx
 def test_cpu_module_globals_round_trip(path, cpu_cache, warp):
     m = compile_module(path, ["apply<2>", "bump", "byval", "vec_ptr"], arch="cpu", warp_size=warp, cache_dir=cpu_cache)
@@ -239,6 +260,8 @@ def test_gpu_compilers_lower_name_expressions_and_find_globals(tmp_path, compile
     assert [(p.decl, p.size, p.align) for p in by] == [
         ("float* out", 8, 8), ("float4 a", 16, 16), ("Params p", 16, 8), ("float3 w", 12, 4), ("unsigned int u", 4, 4)]
     assert m.kernel("vec_ptr").params[0].vector == ("f", 4)
+    e = compile_kernel(ENUMS, "k<3>", arch=arch, compiler=compiler, cache_dir=str(tmp_path / "cache"))
+    assert [p.type for p in e.params] == ["int", "int16_t", "int32_t"]
     assert m._symbol("coeffs") == ("coeffs", 16) and m._symbol("ns::counter") == ("_ZN2ns7counterE", 4)
     with pytest.raises(KernelCompileError, match=r"name expression 'apply<float>' does not name one kernel instantiation"):
         compile_kernel(str(src), "apply<float>", arch=arch, compiler=compiler, cache_dir=str(tmp_path / "cache"))

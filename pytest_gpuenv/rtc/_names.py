@@ -7,10 +7,11 @@ Anything else gets a *marker* appended to the source, one explicit instantiation
     template __global__ void __gpuenv_lower<0, &(reduce<float, 256>)>();
 
 ``__gpuenv_lower``'s third (defaulted) template argument is ``__gpuenv_sig<void(A...), sizeof(A)...,
-alignof(A)...>`` of the kernel's instantiated parameter types, so the marker's symbol, demangled,
-says the kernel's signature with template parameters substituted and typedefs resolved
+alignof(A)..., __is_enum(A)...>`` of the kernel's instantiated parameter types, so the marker's symbol,
+demangled, says the kernel's signature with template parameters substituted and typedefs resolved
 (``void reduce<float, 256u>(float*, float const*, unsigned long, HIP_vector_type<float, 4u>, Params)``),
-and the size and alignment the compiler gave each parameter. Taking the kernel's address instantiates
+and the size and alignment the compiler gave each parameter (an enum by value is an integer of its
+size). Taking the kernel's address instantiates
 it, so every compiler emits it; the marker is an empty kernel of its own.
 
 The lowered (mangled) name: hiprtc and NVRTC are asked (``AddNameExpression``/``GetLoweredName``);
@@ -33,7 +34,7 @@ from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, kernel_decl, st
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers or several kernels: change it when the appended code changes
-MARKER_VERSION = "gpuenv-name-markers-1"
+MARKER_VERSION = "gpuenv-name-markers-2"
 #: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
 _EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -41,7 +42,7 @@ _MARKER_HEAD = (
     "template <class F, unsigned long long... S> struct __gpuenv_sig {};\n"
     "template <class F> struct __gpuenv_sig_of;\n"
     "template <class... A> struct __gpuenv_sig_of<void (*)(A...)> "
-    "{ using type = __gpuenv_sig<void(A...), sizeof(A)..., alignof(A)...>; };\n"
+    "{ using type = __gpuenv_sig<void(A...), sizeof(A)..., alignof(A)..., __is_enum(A)...>; };\n"
     f"template <int I, auto F, class L = typename __gpuenv_sig_of<decltype(F)>::type> __global__ void {MARKER}() {{}}\n"
 )
 #: the line (under ``#line 1 "<gpuenv>"``) of the first instantiation
@@ -174,7 +175,7 @@ def split_types(params: str) -> list[str]:
 
 
 def _marker(demangled: str) -> Optional[tuple[int, str, list[str], list[int]]]:
-    """(index, the kernel as the marker names it, parameter types, sizes then alignments)."""
+    """(index, the kernel as the marker names it, parameter types, sizes then alignments then enum flags)."""
     head = f"void {MARKER}<"
     if not demangled.startswith(head) or demangled.endswith("]"):  # "[clone .kd]": AMD's kernel descriptor
         return None
@@ -197,7 +198,11 @@ def _marker(demangled: str) -> Optional[tuple[int, str, list[str], list[int]]]:
     return int(idx), fn, types, nums
 
 
-def param_of(t: str, name: str, size: int, align: int) -> Param:
+#: an enum passed by value is an integer of its size (``enum class Mode : short`` takes an int)
+_ENUM_AS = {1: "int8_t", 2: "int16_t", 4: "int32_t", 8: "int64_t"}
+
+
+def param_of(t: str, name: str, size: int, align: int, enum: bool = False) -> Param:
     """A Param from a demangled type: ``float const*`` -> Param(name, "float", True, "const float* name")."""
     t = " ".join(re.sub(r"\b(?:restrict|__restrict__|__restrict)\b", "", t).split())
     pointer = t.endswith("*") or t.endswith("&")
@@ -206,6 +211,8 @@ def param_of(t: str, name: str, size: int, align: int) -> Param:
     base = " ".join(w for w in base.split() if w not in ("const", "volatile"))
     shown = vector_name(base)  # HIP's typedef name in messages: float4, uchar4, ulonglong2
     decl = f"{'const ' if const else ''}{shown}{'*' if pointer else ''} {name}"
+    if enum and not pointer and size in _ENUM_AS:
+        base = _ENUM_AS[size]
     return Param(name=name, type=base, pointer=pointer, decl=decl, size=size, align=align)
 
 
@@ -234,8 +241,9 @@ def resolve(binary: bytes, ts: Sequence[Target], api_lowered: dict[str, str], ne
         names = [p.name for p in t.decl.params]
         if len(names) != len(types):
             names = [f"arg{j}" for j in range(len(types))]
-        sizes, aligns = nums[: len(types)], nums[len(types):]
-        params = [param_of(ty, n, sz, al) for ty, n, sz, al in zip(types, names, sizes, aligns)]
+        n = len(types)
+        sizes, aligns, enums = nums[:n], nums[n:2 * n], nums[2 * n:3 * n] or [0] * n
+        params = [param_of(ty, nm, sz, al, bool(en)) for ty, nm, sz, al, en in zip(types, names, sizes, aligns, enums)]
         lowered = api_lowered.get(t.expr)
         if lowered is None:
             name, args = _split_call(fn)
