@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -134,3 +135,48 @@ def test_eight_processes_compile_once(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     assert log.read_text().count("compile") == 1
     assert sorted(outs) == ["hit"] * 7 + ["miss"]
+
+
+
+@contextlib.contextmanager
+def _read_only(folder):
+    """``folder`` made read-only: a tmpfs mounted there, remounted read-only, for root (whom modes do not
+    stop), else its folders 0500. Yields ``freeze()``, which makes it read-only."""
+    from _cache_attack import mount_tmpfs
+
+    if os.geteuid() == 0:
+        with mount_tmpfs(folder, "size=1m") as remount:
+            yield lambda: remount("ro")
+        return
+    folder.mkdir()
+    frozen = []
+    try:
+        yield lambda: frozen.extend(d for d, _, _ in os.walk(folder)) or [os.chmod(d, 0o500) for d in frozen]
+    finally:
+        for d in frozen:
+            os.chmod(d, 0o700)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX")
+def test_corrupt_entry_in_a_read_only_cache_fails_one_run_under_W_error_not_every_run(pytester, tmp_path, monkeypatch):
+    """It cannot be removed there: the first run names it (and fails under -W error), later runs build that
+    kernel uncached without a word (a marker in the private lock folder says it was named)."""
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
+    key, cache = "ab" * 32, tmp_path / "ro"
+    pytester.makepyfile(test_c=f"""
+        from pytest_gpuenv.rtc._cache import Cache
+        def test_c():
+            assert Cache({str(cache / "c")!r}).get_or_compile({key!r}, lambda: ({{}}, b"code"))[1] == b"code"
+    """)
+    args = ("-W", "error", "--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-p", "no:benchmark")
+    with _read_only(cache) as freeze:
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+        with open(Cache(str(cache / "c")).entry_path(key), "r+b") as f:
+            f.truncate(20)
+        freeze()
+        runs = [pytester.runpytest_subprocess(*args, timeout=120) for _ in range(3)]
+    runs[0].assert_outcomes(failed=1)
+    runs[0].stdout.fnmatch_lines(["*CacheWarning: compile cache entry * is corrupt (truncated (20 bytes)); it cannot be "
+                                  "removed (*), so it is compiled uncached from now on, named once on this machine*"])
+    runs[1].assert_outcomes(passed=1)
+    runs[2].assert_outcomes(passed=1)
