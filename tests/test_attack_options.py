@@ -175,3 +175,41 @@ def test_validate_strict_is_a_bool():
     for bad in ("yes", 1, None, "False"):
         with pytest.raises(markers.MarkerArgumentError, match="strict must be True or False"):
             markers.validate("xfail_on", ("cpu",), {"strict": bad})
+
+
+# ------------------------------------------------------------------- TOML values of the wrong type
+#: (option, TOML value, what the error says after "... from ini option NAME in pyproject.toml"); the
+#: paths of the kernel directories, root, baselines, cache and report take only text (an array too for
+#: the kernel directories), in both TOML tables
+TOML_CASES = [
+    ("gpuenv_kernel_dirs", '"\'unclosed"', "ERROR: gpuenv: ini option gpuenv_kernel_dirs in pyproject.toml is \"'unclosed\": "
+                                          "No closing quotation"),
+    ("gpuenv_kernel_dirs", '"x\\u0000y"', "*kernel directory '*x\\x00y' from ini option gpuenv_kernel_dirs in "
+                                          "pyproject.toml holds a NUL character; expected a path"),
+    ("gpuenv_root", '["a", "b"]', "*--gpuenv-root ['a', 'b'] from ini option gpuenv_root in pyproject.toml is a list*"),
+    ("gpuenv_root", "[[1]]", "*--gpuenv-root [[1]] from ini option gpuenv_root in pyproject.toml is a list*"),
+    ("gpuenv_baselines", '["a"]', "*baselines file ['a'] from ini option gpuenv_baselines in pyproject.toml is a list*"),
+    ("gpuenv_cache_dir", '"x\\u0000y"', "*--gpuenv-cache-dir 'x\\x00y' from ini option gpuenv_cache_dir in "
+                                        "pyproject.toml holds a NUL character*"),
+    ("gpuenv_json", '"x\\u0000y"', "*--gpuenv-json 'x\\x00y' from ini option gpuenv_json in pyproject.toml holds a NUL*"),
+]
+#: only pytest 9's native table keeps a scalar's TOML type (the ini_options table hands over its text)
+NATIVE_CASES = [
+    (name, value, f"*from ini option {name} in pyproject.toml is {kind}*")
+    for name in ("gpuenv_root", "gpuenv_baselines", "gpuenv_kernel_dirs", "gpuenv_cache_dir", "gpuenv_json")
+    for value, kind in (("5", "a number"), ("1.5", "a number"), ("true", "a boolean"), ("{a = 1}", "a table"),
+                        ("1979-05-27", "a date or time"), ("1979-05-27T07:32:00Z", "a date or time"))
+]
+
+
+@pytest.mark.parametrize("table, name, value, line", [
+    *[(t, *case) for t in ("tool.pytest.ini_options", "tool.pytest") for case in TOML_CASES],
+    *[("tool.pytest", *case) for case in NATIVE_CASES],
+], ids=lambda v: str(v)[:24])
+def test_a_toml_value_of_the_wrong_type_is_a_usage_error(pytester, table, name, value, line):
+    pytester.makefile(".toml", pyproject=f"[{table}]\n{name} = {value}\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines([line.replace("[", "[[]")])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
