@@ -144,6 +144,63 @@ def test_hostile_marker_arguments_error_only_their_test(pytester):
     assert "INTERNALERROR" not in result.stdout.str()
 
 
+HOSTILE_OBJECTS = """
+class BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadEq:
+    def __eq__(self, other):
+        raise RuntimeError("no eq")
+    __hash__ = object.__hash__
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadStrip(str):
+    def strip(self, *a):
+        raise RuntimeError("no strip")
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadLt(int):
+    def __lt__(self, other):
+        raise RuntimeError("no lt")
+    __le__ = __gt__ = __ge__ = __lt__
+"""
+#: marker call -> what the error names (each errors its own test only)
+HOSTILE_CALLS = {
+    "requires_devices(BadRepr())": "invalid marker requires_devices(<BadRepr object: repr raised RuntimeError>)",
+    "requires_wsl(BadEq())": "invalid marker requires_wsl(<BadEq object: repr raised RuntimeError>): an argument raised RuntimeError",
+    "requires_wsl(version=BadEq())": "invalid marker requires_wsl(version=<BadEq*): an argument raised RuntimeError: no eq",
+    'skip_on(BadStrip("cpu"))': "invalid marker skip_on(<BadStrip object: repr raised RuntimeError>): an argument raised RuntimeError: no",
+    'xfail_on(BadStrip("rocm"))': "invalid marker xfail_on(<BadStrip*): an argument raised RuntimeError: no strip",
+    'requires_arch(BadStrip("gfx90a"))': "invalid marker requires_arch(<BadStrip*): an argument raised RuntimeError: no strip",
+    "requires_devices(BadLt(2))": "invalid marker requires_devices(2): an argument raised RuntimeError: no lt",
+    "requires_memory(BadLt(2 ** 30))": "invalid marker requires_memory(1073741824): an argument raised RuntimeError: no lt",
+    'skip_on("cpu", reason=BadRepr())': "invalid marker skip_on('cpu', reason=<BadRepr*): reason must be a string",
+}
+
+
+@pytest.mark.parametrize("plan", [False, True], ids=["run", "plan"])
+def test_marker_arguments_whose_own_methods_raise_error_only_their_test(pytester, plan):
+    body = HOSTILE_OBJECTS + "\nimport pytest\n\n"
+    for i, mark in enumerate(HOSTILE_CALLS):
+        body += f"@pytest.mark.{mark}\ndef test_bad_{i}(): pass\n\n"
+    pytester.makepyfile(body + "def test_fine(): pass\n")
+    if plan:
+        result = pytester.runpytest_subprocess("--collect-only", "--gpuenv-plan", timeout=120)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines_random([f"*error: {msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
+    else:
+        result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", timeout=120)
+        result.assert_outcomes(passed=1, errors=len(HOSTILE_CALLS))
+        result.stdout.fnmatch_lines_random([f"*{msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def test_hostile_marker_arguments_in_the_plan_table(pytester):
     pytester.makepyfile(
         'import pytest\n\n@pytest.mark.requires_memory(float("inf"))\ndef test_inf(): pass\n\n'
