@@ -236,3 +236,11 @@ def test_an_inconclusive_ratio_is_re_measured_too():
     rec_ = ctx.session.records[-1]
     assert len(rec_.attempts) == 2 and rec_.attempts[0]["unit"] == "x" and rec_.attempts[0]["verdict"] == INCONCLUSIVE
     assert attempts is None or attempts == rec_.attempts
+
+
+def test_control_characters_in_a_report_reach_the_terminal_escaped(tmp_path, capsys):
+    entry = dict(rec("a\x1b[2Jb", 100.0, nodeid="t.py::test_\x07x"), device="G\x1bPU")
+    base, new = report(tmp_path, "b.json", [entry]), report(tmp_path, "n.json", [entry])
+    code, out, _err = run(["perf", "compare", base, new], capsys)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert "t.py::test_\\x07x::a\\x1b[2Jb" in out and "G\\x1bPU" in out

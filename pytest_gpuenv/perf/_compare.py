@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 from pytest_gpuenv.model import safe_repr
 from pytest_gpuenv.perf._baseline import positive_seconds, read_json
 from pytest_gpuenv.perf._records import PerfRecord
-from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction
+from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction, printable
 
 SLOWER, FASTER, SAME, UNCLEAR, INCONCLUSIVE = "slower", "faster", "same", "unclear", "inconclusive"
 
@@ -135,7 +135,7 @@ def table(rows: Sequence[Row], threshold: float) -> list[str]:
         if row.verdict == INCONCLUSIVE and row.base and row.new:  # both present: ``compare`` set it
             which, r = ("base", row.base) if row.base.problems else ("new", row.new)
             lines.append(f"  {row.test}: inconclusive in {which}: {r.problems[0]}")
-    return lines
+    return [printable(line) for line in lines]  # (the files' text: no control character reaches the terminal)
 
 
 def _parser() -> argparse.ArgumentParser:
