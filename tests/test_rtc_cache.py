@@ -180,3 +180,63 @@ def test_corrupt_entry_in_a_read_only_cache_fails_one_run_under_W_error_not_ever
                                   "removed (*), so it is compiled uncached from now on, named once on this machine*"])
     runs[1].assert_outcomes(passed=1)
     runs[2].assert_outcomes(passed=1)
+
+
+# ------------------------------------------------------------- spellings only the preprocessor follows
+SPELLINGS = {
+    "continued": '#include \\\n"val.h"\n',
+    "digraph": '%:include "val.h"\n',
+    "macro": '#define VAL_H "val.h"\n#include VAL_H\n',
+    "comment-across-lines": '#/*\n*/include "val.h"\n',
+}
+KERNEL = "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* o) { o[0] = VAL; }\n"
+
+
+def _key_makers(tmp_path):
+    """name -> key(src) for every compiler whose key can be made here (none is run to compile)."""
+    from _cache_attack import stub_key
+
+    from pytest_gpuenv.rtc import _compilers
+    from pytest_gpuenv.rtc._cpu import find_cxx, kernel_key
+    from pytest_gpuenv.rtc.kernel import _cache_key
+
+    makers = {"host preprocessor (stub)": lambda src: stub_key(src, [], [], str(tmp_path / "own"))}
+    cxx = find_cxx()
+    if cxx is not None:
+        makers["cpu"] = lambda src: kernel_key(cxx, src, "k", 64, False, [], {}, [])
+    for name, arch in (("nvrtc", "sm_90"), ("hiprtc", "gfx90a"), ("nvcc", "sm_90"), ("hipcc", "gfx90a")):
+        comp = _compilers.get(name)
+        if comp.available():
+            makers[name] = lambda src, comp=comp, arch=arch: _cache_key(src, "k", arch, comp, [], {}, [])
+    return makers
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_an_include_only_the_preprocessor_follows_is_in_the_key(tmp_path, spelling):
+    from pytest_gpuenv.rtc._source import load_source
+
+    (tmp_path / "k.hip").write_text(SPELLINGS[spelling] + KERNEL)
+    (tmp_path / "val.h").write_text("#define VAL 1.0f\n")
+    src = load_source(str(tmp_path / "k.hip"))
+    makers = _key_makers(tmp_path)
+    before = {name: key(src) for name, key in makers.items()}
+    (tmp_path / "val.h").write_text("#define VAL 2.0f\n")
+    stale = [name for name, key in makers.items() if key(src) == before[name]]
+    assert not stale, f"the key did not change for {stale} (of {sorted(makers)})"
+
+
+def test_a_macro_include_changed_rebuilds_the_cpu_kernel(tmp_path):
+    """End to end on the CPU executor: the value read through ``#include VAL_H`` changes the binary."""
+    from pytest_gpuenv.rtc import compile_kernel
+    from pytest_gpuenv.rtc._cpu import find_cxx
+
+    if find_cxx() is None:
+        pytest.skip("requires a C++ compiler (g++, clang++)")
+    (tmp_path / "k.hip").write_text(SPELLINGS["macro"] + KERNEL)
+    (tmp_path / "val.h").write_text("#define VAL 1.0f\n")
+    cache = str(tmp_path / "cache")
+    first = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache).cache_hit
+    (tmp_path / "val.h").write_text("#define VAL 2.0f\n")
+    again = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert not again.cache_hit and again.binary != first.binary

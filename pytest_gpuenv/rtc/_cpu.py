@@ -21,6 +21,7 @@ import warnings
 from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc._cache import make_key
+from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
@@ -150,6 +151,15 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     return flags + (["-fsanitize=thread"] if check else [])
 
 
+def _compile_flags(src: Source, warp_size: int, check: bool, options: Sequence[str], defines: Mapping[str, Any],
+                   include_dirs: Sequence[str]) -> list[str]:
+    """A kernel's compile flags (the executor's header first on the include path); the cache key lists its
+    headers with them too."""
+    incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
+    defs = [f"-D{k}={v}" for k, v in defines.items()]
+    return [*_kernel_flags(warp_size, check), *incs, *defs, *[o for o in options if _PASS_OPTION.match(o)]]
+
+
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str]) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log."""
@@ -163,10 +173,8 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8") as f:
             f.write(code)
-        incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
-        defs = [f"-D{k}={v}" for k, v in defines.items()]
-        opts = [o for o in options if _PASS_OPTION.match(o)]
-        _run([cxx, *_kernel_flags(warp_size, check), *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
+        flags = _compile_flags(src, warp_size, check, options, defines, include_dirs)
+        _run([cxx, *flags, "-c", cpp, "-o", obj], display)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
@@ -203,7 +211,11 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
-    return make_key(parts, src.data, find_headers(src, dirs, options=options))
+    flags = _compile_flags(src, warp_size, check, options, defines, include_dirs)
+    junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
+    headers = find_headers(src, dirs, options=options, irregular=junk)
+    headers = merge(headers, [] if junk else cpu_headers(cxx, flags, src))  # (see rtc/_deps)
+    return make_key(parts, src.data, headers)
 
 
 def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
