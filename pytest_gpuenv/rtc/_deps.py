@@ -1,4 +1,4 @@
-"""The files a compile reads, as the preprocessor lists them (``-M``), for the cache key.
+"""The files a compile reads, as the preprocessor lists them (``-MM``), for the cache key.
 
 ``_includes.find_headers`` scans the text for ``#include "x"`` and ``<x>``; a spelling only the
 preprocessor resolves escapes it: a directive continued over lines (``#include \\`` newline
@@ -12,10 +12,12 @@ directive. The key hashes both lists (``merge``), each for what the other misses
   installed, or it fails on the source: the compile then says why).
 
 The preprocessor: the CPU executor's compiler with its own flags (``cpu_headers``); hipcc's and nvcc's
-own ``-M``; for hiprtc and NVRTC, which have none, the host's C++ compiler with the same include path
+own ``-MM``; for hiprtc and NVRTC, which have none, the host's C++ compiler with the same include path
 and defines, the device compiler's predefined macros and ``-MG`` (a header only the device compiler
-provides is no error). Each list is kept for the process and used again while none of its files changed
-(stat signature, and settled for 2 s as in ``_includes``).
+provides is no error). ``-MM`` leaves out the headers of the system's and the compiler's own folders,
+which the compiler's identity stands for, as in the scan (hashing them cost every warm hit about 1 ms).
+Each list is kept for the process and used again while none of its files changed (stat signature, and
+settled for 2 s as in ``_includes``).
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def _defines(defines: Mapping[str, Any]) -> list[str]:
 
 def cpu_headers(cxx: str, flags: Sequence[str], src: Source) -> list[tuple[str, bytes]]:
     """What ``cxx`` lists for a CPU executor compile with ``flags`` (its -std, -I, -D and options)."""
-    return preprocessed([cxx, "-x", "c++", *flags, "-E", "-M", "-MT", "gpuenv"], src)
+    return preprocessed([cxx, "-x", "c++", *flags, "-E", "-MM", "-MT", "gpuenv"], src)
 
 
 def device_headers(comp: Any, src: Source, arch: str, options: Sequence[str], defines: Mapping[str, Any],
@@ -148,11 +150,11 @@ def device_headers(comp: Any, src: Source, arch: str, options: Sequence[str], de
     pre = [x for p in comp.pre_includes for x in ("-include", p)]
     env = None
     if comp.name == "hipcc" and comp.path():
-        cmd = [comp.path(), "-M", "-MT", "gpuenv", "-x", "hip", f"--offload-arch={arch}", "-std=c++17", *pre,
+        cmd = [comp.path(), "-MM", "-MT", "gpuenv", "-x", "hip", f"--offload-arch={arch}", "-std=c++17", *pre,
                *flags, *options]
         env = comp._env()
     elif comp.name == "nvcc" and comp.path():
-        cmd = [comp.path(), "-M", "-x", "cu", f"-arch={arch}", "-std=c++17", *pre, *flags, *options]
+        cmd = [comp.path(), "-MM", "-x", "cu", f"-arch={arch}", "-std=c++17", *pre, *flags, *options]
     else:  # hiprtc, NVRTC: no -M of their own
         from pytest_gpuenv.detect._compilers import cxx_compiler
         from pytest_gpuenv.detect._fs import Fs
@@ -166,6 +168,6 @@ def device_headers(comp: Any, src: Source, arch: str, options: Sequence[str], de
             macros.append(f"-D__CUDA_ARCH__={int(m.group(1)) * 10}")
         quote = [] if src.path else ["-iquote", os.getcwd()]  # an inline source's quoted includes: as NVRTC
         opts = _pp_options(options)
-        cmd = [cxx, "-x", "c++", "-std=c++17", "-E", "-M", "-MG", "-MT", "gpuenv", *macros, *quote, *pre, *flags,
+        cmd = [cxx, "-x", "c++", "-std=c++17", "-E", "-MM", "-MG", "-MT", "gpuenv", *macros, *quote, *pre, *flags,
                *opts]
     return preprocessed(cmd, src, env)
