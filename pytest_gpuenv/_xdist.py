@@ -168,8 +168,8 @@ def _usage_error(error: Any) -> Optional[str]:
     environment), from the traceback xdist reports; None for any other end."""
     lines = str(error or "").splitlines()
     last = next((ln for ln in reversed(lines) if ln.strip()), "")
-    _, found, message = last.partition("UsageError: gpuenv: ")
-    return message if found and "Error" not in _ else None
+    head, found, message = last.partition("UsageError: gpuenv: ")
+    return message if found and "Error" not in head else None  # (head: "pytest." or "_pytest.config.")
 
 
 def _numprocesses(config: pytest.Config) -> Optional[int]:
