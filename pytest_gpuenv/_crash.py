@@ -85,22 +85,51 @@ def _alive(pid: int) -> bool:
 
 
 def _read(path: Path) -> Optional[dict[str, Any]]:
+    """A running record: a small regular file (a FIFO, a device or a link to one is never opened; at most
+    64 KiB is read), decoded as a JSON object; None otherwise."""
+    from pytest_gpuenv.detect._fs import Fs
+
+    data = Fs(None).read_bytes(str(path))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(data) if data is not None else None
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError; a deep nesting recurses)
         return None
-    return data if isinstance(data, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def _read_records(path: Path) -> Optional[str]:
+    """A crashed worker's flushed perf records: a regular file of at most 64 MiB, else None."""
+    from pytest_gpuenv.rtc._errors import KernelCompileError
+    from pytest_gpuenv.rtc._includes import read_regular  # here: only after a worker died
+
+    try:
+        data = read_regular(str(path))
+    except (OSError, KernelCompileError):  # (the error says "too large")
+        return None
+    return data.decode("utf-8", errors="replace") if data is not None else None
 
 
 def _write(path: Path, data: str) -> None:
-    """Write ``data`` to ``path`` and fsync it: it must be on disk before a launch that may abort."""
+    """Write ``data`` to ``path`` and fsync it: it must be on disk before a launch that may abort.
+
+    Written to a new file of this process, then renamed over ``path``: whatever was there (a FIFO, a
+    link) is replaced, never opened."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)  # never through a link
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover of a dead process with this pid
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     try:
-        os.write(fd, data.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            os.write(fd, data.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def _running_files(directory: Path) -> list[Path]:
@@ -217,8 +246,9 @@ class CrashGuard:
         record = _read(running)
         if record is not None:
             self.crashes[wid] = record
-        with contextlib.suppress(OSError):
-            self.session.perf.merge(records.read_text(encoding="utf-8"))
+        text = _read_records(records)
+        if text is not None:
+            self.session.perf.merge(text)
         for path in (running, records):
             with contextlib.suppress(OSError):
                 path.unlink()

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 import os
-import shlex
 from typing import Any, Callable, Optional
 
 import pytest
 
+from pytest_gpuenv._ini import getini, ini_path_list, ini_where, path_text
 from pytest_gpuenv.model import BACKEND_CHOICES, MAX_DEVICES, safe_repr
 
 BACKEND_DESC = (
@@ -177,25 +177,6 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("gpuenv_tolerances", TOLERANCES_DESC, type="linelist", default=[])
 
 
-def getini(config: pytest.Config, name: str) -> Any:
-    """``config.getini(name)``, or the value as the file holds it where pytest refuses its TOML type: pytest
-    9's native TOML table (``[tool.pytest]``) raises TypeError (9.2: UsageError) for a list or a number given to a string
-    option (``gpuenv_perf_max_time = 5``) and for a string given to a list option. Under
-    ``[tool.pytest.ini_options]`` a TOML array comes back as a list, a number as its text."""
-    try:
-        return config.getini(name)
-    except (TypeError, pytest.UsageError):  # pytest 9.2 reports the mismatch as a UsageError
-        # pytest 9.1+ keeps the file's values in _inicfg (ConfigValue objects) and deprecates inicfg
-        cfg = getattr(config, "_inicfg", None)
-        raw = (cfg if cfg is not None else config.inicfg).get(name)
-        return getattr(raw, "value", raw)
-
-
-def ini_where(config: pytest.Config, name: str) -> str:
-    """``ini option NAME in FILE``, for messages."""
-    return f"ini option {name}" + (f" in {config.inipath.name}" if config.inipath is not None else "")
-
-
 def split_list(value: Any) -> list[str]:
     """The items of a list-valued option: a TOML array (a list; an item may itself be comma-separated) or a
     text separated by commas, semicolons, spaces or newlines (command line, variables, pytest.ini)."""
@@ -268,7 +249,7 @@ def _json_path(value: str, where: str, invocation_dir: str, worker: bool) -> str
     from pytest_gpuenv._paths import new_file_problem
     from pytest_gpuenv.perf.session import json_target_problem
 
-    path = os.path.join(invocation_dir, str(value))
+    path = os.path.join(invocation_dir, path_text(value, "--gpuenv-json", where))
     problem = None if worker else json_target_problem(path) or new_file_problem(path)
     if problem:
         raise pytest.UsageError(f"gpuenv: --gpuenv-json {safe_repr(value, 200)} from {where}: {problem}")
@@ -279,7 +260,7 @@ def _directory(value: Any, what: str, where: str, create: bool, base: str) -> st
     """An absolute folder path (relative to ``base``) that ``_paths.directory_problem`` accepts."""
     from pytest_gpuenv._paths import directory_problem
 
-    path = os.path.join(base, os.path.expanduser(str(value)))
+    path = os.path.join(base, os.path.expanduser(path_text(value, what, where)))
     problem = directory_problem(path, create)
     if problem:
         fix = "; give a directory of your own" if create and "of your own" not in problem else ""
@@ -290,13 +271,12 @@ def _directory(value: Any, what: str, where: str, create: bool, base: str) -> st
 def _kernel_dirs(config: pytest.Config) -> list[str]:
     """ini ``gpuenv_kernel_dirs`` (relative to the ini file), each an existing folder; default: 'kernels'
     under the rootdir, which may be missing."""
-    dirs = getini(config, "gpuenv_kernel_dirs")
-    if not dirs:
+    items = ini_path_list(config, "gpuenv_kernel_dirs", "kernel directory")
+    if not items:
         return [str(config.rootpath / "kernels")]
     base = str(config.inipath.parent) if config.inipath is not None else str(config.invocation_params.dir)
     where = ini_where(config, "gpuenv_kernel_dirs")
-    items = shlex.split(dirs) if isinstance(dirs, str) else list(dirs)  # a string: pytest 9's [tool.pytest]
-    return [_directory(str(d), "kernel directory", where, False, base) for d in items]
+    return [_directory(d, "kernel directory", where, False, base) for d in items]
 
 
 def parse_arch_list(value: Any, where: str) -> list[str]:
@@ -364,6 +344,7 @@ def resolve(config: pytest.Config) -> Settings:
     if v and not hasattr(config, "workerinput"):  # the controller draws it; matplotlib is checked here
         from pytest_gpuenv.perf._plot import option_problem
 
+        v = path_text(v, "--gpuenv-perf-plot", w)
         problem = option_problem(v, str(config.invocation_params.dir))
         if problem:
             raise pytest.UsageError(f"gpuenv: --gpuenv-perf-plot {safe_repr(v, 200)} from {w}: {problem}")
@@ -373,13 +354,14 @@ def resolve(config: pytest.Config) -> Settings:
     s.json_path = _json_path(v, w, str(config.invocation_params.dir), hasattr(config, "workerinput")) if v else None
     v, w = _lookup(config, "gpuenv_root", "GPUENV_ROOT")
     if v:
-        if not os.path.isdir(v):
+        if not os.path.isdir(path_text(v, "--gpuenv-root", w)):
             raise pytest.UsageError(f"gpuenv: --gpuenv-root {safe_repr(v, 200)} from {w} is not a directory")
         s.root = os.path.abspath(v)
     v, w = _lookup(config, "gpuenv_cache_dir", "GPUENV_CACHE_DIR")
     if v:  # checked where the run starts, as --gpuenv-json (an xdist worker may run on another host)
         base = str(config.invocation_params.dir)
-        s.cache_dir = str(v) if hasattr(config, "workerinput") else _directory(v, "--gpuenv-cache-dir", w, True, base)
+        s.cache_dir = (path_text(v, "--gpuenv-cache-dir", w) if hasattr(config, "workerinput")
+                       else _directory(v, "--gpuenv-cache-dir", w, True, base))
     v, w = _lookup(config, "gpuenv_compile_archs", "GPUENV_COMPILE_ARCHS")
     if v:
         s.compile_archs = parse_arch_list(v, w)
@@ -400,6 +382,8 @@ def resolve(config: pytest.Config) -> Settings:
 
     s.kernel_dirs = _kernel_dirs(config)
     base = getini(config, "gpuenv_baselines")
+    if base:
+        base = path_text(base, "baselines file", ini_where(config, "gpuenv_baselines"))
     s.baselines = str(config.rootpath / base) if base else str(config.rootpath / ".gpuenv" / "baselines.json")
     s.plan = bool(config.getoption("gpuenv_plan", default=False))
     s.plan_profiles = list(config.getoption("gpuenv_plan_profile", default=[]) or [])

@@ -53,10 +53,10 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         if not marks:  # most tests: nothing to check, warn about or mark
             continue
         error = markers.check_marks(marks)
-        markers.warn_small_sizes(item, marks)
         if error:
             item.stash[_MARK_ERROR] = error
             continue
+        markers.warn_small_sizes(item, marks)
         from pytest_gpuenv import _skipping
 
         xf = _skipping.xfail_for(marks, session.env)

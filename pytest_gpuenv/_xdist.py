@@ -144,8 +144,12 @@ class XdistHooks:
             + (f" (shared by {shared} workers)" if shared > 1 else "")
         )
 
-    @pytest.hookimpl(optionalhook=True)
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)  # (before xdist prints the worker's traceback)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        why = _usage_error(error)
+        if why is not None:  # (xdist would start it again, forever: the same environment gives the same error)
+            pytest.exit(f"gpuenv: worker {node.gateway.id} ({_spec_text(node.gateway.spec)}) cannot start: {why}",
+                        returncode=pytest.ExitCode.USAGE_ERROR)
         output = getattr(node, "workeroutput", None) or {}
         raw = output.get(WORKEROUTPUT_KEY)
         if raw:
@@ -157,6 +161,15 @@ class XdistHooks:
                 "controller": info["key"] == self._controller_host().key,
             })
             entry["workers"][str(info.get("worker"))] = info.get("gpus") or "no GPU assigned"
+
+
+def _usage_error(error: Any) -> Optional[str]:
+    """gpuenv's usage error that stopped a worker at start-up (a bad ``GPUENV_*`` value in its gateway's
+    environment), from the traceback xdist reports; None for any other end."""
+    lines = str(error or "").splitlines()
+    last = next((ln for ln in reversed(lines) if ln.strip()), "")
+    head, found, message = last.partition("UsageError: gpuenv: ")
+    return message if found and "Error" not in head else None  # (head: "pytest." or "_pytest.config.")
 
 
 def _numprocesses(config: pytest.Config) -> Optional[int]:

@@ -80,6 +80,15 @@ def _bad(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> 
     return MarkerArgumentError(f"invalid marker {_fmt_call(name, args, kwargs)}: {why}")
 
 
+def _raised(exc: Exception) -> str:
+    """``Type: message`` of an exception an argument raised (its ``__str__`` may raise too)."""
+    try:
+        text = str(exc)[:200]
+    except Exception:
+        text = ""
+    return f"an argument raised {type(exc).__name__}" + (f": {text}" if text else "")
+
+
 def _no_kwargs(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], allowed: Iterable[str] = ()) -> None:
     extra = set(kwargs) - set(allowed)
     if extra:
@@ -112,7 +121,7 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             version = args[0] if args else kwargs.get("version")
             if version is not None and (isinstance(version, bool) or version not in (1, 2)):
                 raise ValueError(f"version must be 1, 2 or None, got {safe_repr(version)}")
-            return version
+            return None if version is None else int(version)  # (a plain int: later checks call no method of it)
         if name == "requires_devices":
             _no_kwargs(name, args, kwargs)
             if len(args) != 1:
@@ -122,7 +131,7 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
                 raise ValueError(f"the number of GPUs must be an int >= 1, got {safe_repr(n)}")
             if n > MAX_DEVICES:
                 raise ValueError(f"the number of GPUs must be at most {MAX_DEVICES}, got {safe_repr(n)}")
-            return n
+            return int(n)
         if name == "requires_memory":
             _no_kwargs(name, args, kwargs)
             if len(args) != 1:
@@ -154,6 +163,8 @@ def validate(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise
     except ValueError as exc:
         raise _bad(name, args, kwargs, str(exc)) from None
+    except Exception as exc:  # the argument's own method (__eq__, strip, __lt__ ...) raised
+        raise _bad(name, args, kwargs, _raised(exc)) from None
     return None
 
 

@@ -275,11 +275,14 @@ _SIZE_HELP = "examples: '16GiB', '40GB', '512MiB', 1073741824"
 
 
 def safe_repr(value: Any, limit: int = 60) -> str:
-    """``repr(value)`` cut to ``limit`` characters; never raises (an int of 5,000 digits has no repr)."""
+    """``repr(value)`` cut to ``limit`` characters; never raises (an int of 5,000 digits has no repr, and a
+    marker argument's own ``__repr__`` may raise anything)."""
     try:
         text = repr(value)
     except (ValueError, RecursionError):
         text = f"<{type(value).__name__} too long to show>"
+    except Exception as exc:
+        text = f"<{type(value).__name__} object: repr raised {type(exc).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

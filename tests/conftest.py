@@ -2,6 +2,7 @@ import importlib.util
 import os
 import pathlib
 import shutil
+import time
 
 import pytest
 from _roots import materialize, new_root_dir
@@ -52,3 +53,30 @@ def cpu_cache(tmp_path_factory):
 def warp(request) -> int:
     """Each CPU-executor test at both wavefront widths."""
     return int(request.param)
+
+
+@pytest.fixture
+def fifo():
+    """``fifo(path)``: a FIFO at ``path``. Code that wrongly opens it for reading would block for good; for
+    up to a minute a thread opens its other end whenever a reader waits, and closes it at once, so such
+    code reads an empty file and the test fails instead of hanging."""
+    import errno
+    import threading
+
+    stop = threading.Event()
+
+    def rescue(path: str) -> None:
+        deadline = time.monotonic() + 60
+        while not stop.wait(0.05) and time.monotonic() < deadline:
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError as exc:
+                if exc.errno not in (errno.ENXIO, errno.ENOENT):
+                    return
+
+    def make(path) -> None:
+        os.mkfifo(path)
+        threading.Thread(target=rescue, args=(str(path),), daemon=True).start()
+
+    yield make
+    stop.set()

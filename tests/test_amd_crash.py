@@ -165,3 +165,41 @@ def test_no_guard_where_rocm_is_installed_without_a_gpu(pytester, roots):
     result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('rocm_no_permission')}")
     result.assert_outcomes(passed=1)  # an AMD GPU kept out by a permission problem: the guard stays
     assert (pytester.path / ".pytest_cache" / "d" / "gpuenv-crash").is_dir()
+
+
+# ---------------------------------------------------------------- hostile files where the records are kept
+LAUNCHES = CONFTEST.replace("abort_on_launch=True", "abort_on_launch=False")
+
+
+@pytest.fixture
+def planted(pytester, roots, monkeypatch):
+    """A project on the MI300X tree (the guard runs) whose ``.pytest_cache`` state dir is ready for plants."""
+    pytest.importorskip("hip")
+    monkeypatch.setenv("PYTHONPATH", str(TESTS.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    pytester.makeconftest(LAUNCHES)
+    pytester.makepyfile(test_x=TESTS_PY)
+    state = pytester.path / ".pytest_cache" / "d" / "gpuenv-crash"
+    state.mkdir(parents=True)
+    return pytester, [f"--gpuenv-root={roots('mi300x_linux')}", "-p", "no:xdist"], state
+
+
+def test_junk_running_records_are_neither_waited_on_nor_read_whole(planted):
+    pytester, args, state = planted
+    os.mkfifo(state / "running-fifo.json")  # read: hung the header of every run
+    (state / "running-zero.json").symlink_to("/dev/zero")  # read: ran out of memory
+    (state / "running-deep.json").write_text("[" * 60000)
+    (state / "running-big.json").write_text('{"nodeid": "' + "x" * (1 << 20) + '"}')
+    (state / "running-dead.json").write_text('{"nodeid": "t.py::dead", "pid": 2147483646}')
+    result = pytester.runpytest_subprocess(*args, "-k", "after", timeout=60)
+    result.assert_outcomes(passed=1)
+    assert result.stdout.str().count("an earlier run died") == 2  # the real record, and the header's echo
+    result.stdout.fnmatch_lines(["*an earlier run died while t.py::dead had launched*"])
+    assert sorted(p.name for p in state.iterdir()) == []  # junk and record alike, forgotten
+
+
+def test_a_fifo_where_the_running_record_goes_does_not_block_the_launch(planted):
+    pytester, args, state = planted
+    os.mkfifo(state / "running-main.json")
+    result = pytester.runpytest_subprocess(*args, "-k", "faults", timeout=60)
+    result.assert_outcomes(passed=1)
+    assert sorted(p.name for p in state.iterdir()) == []  # replaced by the record, removed when the test ended

@@ -68,6 +68,7 @@ def _drop(key):
         (_set("median_s", float("inf")), "median_s is inf"),
         (_set("median_s", "fast"), "median_s is 'fast'"),
         (_set("median_s", True), "median_s is True"),
+        (_set("median_s", 10**400), "median_s is 1000000000"),  # too large for a float: OverflowError
         (_set("ci_low_s", 1.0), "ci_low_s 1.0 is above ci_high_s"),
         (_set("mode", ["cold"]), "mode is a list, expected a string"),
         (lambda devices, dkey: devices[dkey].__setitem__(TEST_KEY, [1, 2]), "is a list, expected an object"),
@@ -112,3 +113,20 @@ def test_file_that_is_not_a_baselines_file(tmp_path, content):
     path.write_text(content)
     with pytest.raises(ValueError, match=f"performance baselines {path} is not a pytest-gpuenv baselines file"):
         bench(path)(lambda: None, name="k").assert_no_regression()
+
+
+@pytest.mark.parametrize("plant, problem", [
+    ("fifo", "not a regular file"), ("deep", "not JSON (nested too deeply)"), ("huge", "larger than the 128 MiB"),
+])
+def test_a_baselines_file_that_cannot_be_read_is_named_unread(tmp_path, fifo, plant, problem):
+    path = tmp_path / "baselines.json"
+    if plant == "fifo":
+        fifo(path)  # opened for reading, it would block the test
+    elif plant == "deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(128 * 2**20 + 1)
+    with pytest.raises(ValueError) as e:
+        bench(path)(lambda: None, name="k").assert_no_regression()
+    assert f"cannot read performance baselines {path}: {problem}" in str(e.value)

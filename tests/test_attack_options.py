@@ -144,6 +144,63 @@ def test_hostile_marker_arguments_error_only_their_test(pytester):
     assert "INTERNALERROR" not in result.stdout.str()
 
 
+HOSTILE_OBJECTS = """
+class BadRepr:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadEq:
+    def __eq__(self, other):
+        raise RuntimeError("no eq")
+    __hash__ = object.__hash__
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadStrip(str):
+    def strip(self, *a):
+        raise RuntimeError("no strip")
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+
+class BadLt(int):
+    def __lt__(self, other):
+        raise RuntimeError("no lt")
+    __le__ = __gt__ = __ge__ = __lt__
+"""
+#: marker call -> what the error names (each errors its own test only)
+HOSTILE_CALLS = {
+    "requires_devices(BadRepr())": "invalid marker requires_devices(<BadRepr object: repr raised RuntimeError>)",
+    "requires_wsl(BadEq())": "invalid marker requires_wsl(<BadEq object: repr raised RuntimeError>): an argument raised RuntimeError",
+    "requires_wsl(version=BadEq())": "invalid marker requires_wsl(version=<BadEq*): an argument raised RuntimeError: no eq",
+    'skip_on(BadStrip("cpu"))': "invalid marker skip_on(<BadStrip object: repr raised RuntimeError>): an argument raised RuntimeError: no",
+    'xfail_on(BadStrip("rocm"))': "invalid marker xfail_on(<BadStrip*): an argument raised RuntimeError: no strip",
+    'requires_arch(BadStrip("gfx90a"))': "invalid marker requires_arch(<BadStrip*): an argument raised RuntimeError: no strip",
+    "requires_devices(BadLt(2))": "invalid marker requires_devices(2): an argument raised RuntimeError: no lt",
+    "requires_memory(BadLt(2 ** 30))": "invalid marker requires_memory(1073741824): an argument raised RuntimeError: no lt",
+    'skip_on("cpu", reason=BadRepr())': "invalid marker skip_on('cpu', reason=<BadRepr*): reason must be a string",
+}
+
+
+@pytest.mark.parametrize("plan", [False, True], ids=["run", "plan"])
+def test_marker_arguments_whose_own_methods_raise_error_only_their_test(pytester, plan):
+    body = HOSTILE_OBJECTS + "\nimport pytest\n\n"
+    for i, mark in enumerate(HOSTILE_CALLS):
+        body += f"@pytest.mark.{mark}\ndef test_bad_{i}(): pass\n\n"
+    pytester.makepyfile(body + "def test_fine(): pass\n")
+    if plan:
+        result = pytester.runpytest_subprocess("--collect-only", "--gpuenv-plan", timeout=120)
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        result.stdout.fnmatch_lines_random([f"*error: {msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
+    else:
+        result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", timeout=120)
+        result.assert_outcomes(passed=1, errors=len(HOSTILE_CALLS))
+        result.stdout.fnmatch_lines_random([f"*{msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
 def test_hostile_marker_arguments_in_the_plan_table(pytester):
     pytester.makepyfile(
         'import pytest\n\n@pytest.mark.requires_memory(float("inf"))\ndef test_inf(): pass\n\n'
@@ -175,3 +232,41 @@ def test_validate_strict_is_a_bool():
     for bad in ("yes", 1, None, "False"):
         with pytest.raises(markers.MarkerArgumentError, match="strict must be True or False"):
             markers.validate("xfail_on", ("cpu",), {"strict": bad})
+
+
+# ------------------------------------------------------------------- TOML values of the wrong type
+#: (option, TOML value, what the error says after "... from ini option NAME in pyproject.toml"); the
+#: paths of the kernel directories, root, baselines, cache and report take only text (an array too for
+#: the kernel directories), in both TOML tables
+TOML_CASES = [
+    ("gpuenv_kernel_dirs", '"\'unclosed"', "ERROR: gpuenv: ini option gpuenv_kernel_dirs in pyproject.toml is \"'unclosed\": "
+                                          "No closing quotation"),
+    ("gpuenv_kernel_dirs", '"x\\u0000y"', "*kernel directory '*x\\x00y' from ini option gpuenv_kernel_dirs in "
+                                          "pyproject.toml holds a NUL character; expected a path"),
+    ("gpuenv_root", '["a", "b"]', "*--gpuenv-root ['a', 'b'] from ini option gpuenv_root in pyproject.toml is a list*"),
+    ("gpuenv_root", "[[1]]", "*--gpuenv-root [[1]] from ini option gpuenv_root in pyproject.toml is a list*"),
+    ("gpuenv_baselines", '["a"]', "*baselines file ['a'] from ini option gpuenv_baselines in pyproject.toml is a list*"),
+    ("gpuenv_cache_dir", '"x\\u0000y"', "*--gpuenv-cache-dir 'x\\x00y' from ini option gpuenv_cache_dir in "
+                                        "pyproject.toml holds a NUL character*"),
+    ("gpuenv_json", '"x\\u0000y"', "*--gpuenv-json 'x\\x00y' from ini option gpuenv_json in pyproject.toml holds a NUL*"),
+]
+#: only pytest 9's native table keeps a scalar's TOML type (the ini_options table hands over its text)
+NATIVE_CASES = [
+    (name, value, f"*from ini option {name} in pyproject.toml is {kind}*")
+    for name in ("gpuenv_root", "gpuenv_baselines", "gpuenv_kernel_dirs", "gpuenv_cache_dir", "gpuenv_json")
+    for value, kind in (("5", "a number"), ("1.5", "a number"), ("true", "a boolean"), ("{a = 1}", "a table"),
+                        ("1979-05-27", "a date or time"), ("1979-05-27T07:32:00Z", "a date or time"))
+]
+
+
+@pytest.mark.parametrize("table, name, value, line", [
+    *[(t, *case) for t in ("tool.pytest.ini_options", "tool.pytest") for case in TOML_CASES],
+    *[("tool.pytest", *case) for case in NATIVE_CASES],
+], ids=lambda v: str(v)[:24])
+def test_a_toml_value_of_the_wrong_type_is_a_usage_error(pytester, table, name, value, line):
+    pytester.makefile(".toml", pyproject=f"[{table}]\n{name} = {value}\n")
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest("--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines([line.replace("[", "[[]")])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()

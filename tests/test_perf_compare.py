@@ -98,6 +98,55 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys, content, why):
     assert code == 2 and why in err and "Traceback" not in err + out and str(bad) in err
 
 
+def _hostile(case, tmp_path):
+    good = rec("add", 100.0)
+    if case == "deep":
+        return "[" * 100_000 + "]" * 100_000
+    if case == "huge-int":
+        return json.dumps({"measurements": [good]}).replace(str(good["median_s"]), "1" + "0" * 400)
+    if case == "digits":  # beyond Python's 4,300-digit limit on int()
+        return json.dumps({"measurements": [good]}).replace(str(good["median_s"]), "1" + "0" * 5000)
+    field, value = {"zero": ("ci_low_s", 0), "negative": ("median_s", -1e-6), "inf": ("ci_high_s", "1e400"),
+                    "inverted": ("ci_low_s", 2e-4)}[case]
+    return json.dumps({"measurements": [dict(good, **{field: "@"})]}).replace('"@"', str(value))
+
+
+HOSTILE = {
+    "zero": "measurement 0 ('t.py::test_a::add'): ci_low_s is 0, expected a positive, finite number of seconds",
+    "negative": "measurement 0 ('t.py::test_a::add'): median_s is -1e-06, expected a positive",
+    "inf": "measurement 0 ('t.py::test_a::add'): ci_high_s is inf, expected a positive, finite",
+    "inverted": "measurement 0 ('t.py::test_a::add'): ci_low_s 0.0002 is above ci_high_s 0.000100",
+    "huge-int": "measurement 0 ('t.py::test_a::add'): median_s is 1000000000000",
+    "digits": "not JSON (Exceeds the limit (4300 digits)",
+    "deep": "not JSON (nested too deeply)",
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_numbers_and_nesting_are_one_line_exit_2(tmp_path, capsys, case):
+    why = HOSTILE[case]
+    bad = tmp_path / "bad.json"
+    bad.write_text(_hostile(case, tmp_path))
+    good = report(tmp_path, "good.json", [rec("add", 100.0)])
+    for argv in ([good, str(bad)], [str(bad), good, "--fail-on-regression", "5%"]):
+        code, out, err = run(["perf", "compare", *argv], capsys)
+        assert (code, out) == (2, "") and err.count("\n") == 1, err[-2000:]
+        assert err.startswith(f"gpuenv perf compare: {bad}: ") and why in err
+
+
+def test_a_huge_file_a_fifo_and_a_folder_are_refused_unread(tmp_path, capsys, fifo):
+    from pytest_gpuenv.perf._baseline import MAX_JSON
+
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as f:
+        f.truncate(MAX_JSON + 1)  # sparse: nothing is read to refuse it
+    fifo(tmp_path / "fifo.json")  # opened for reading, it would block
+    good = report(tmp_path, "good.json", [rec("add", 100.0)])
+    for path, why in ((huge, "larger than the 128 MiB"), (tmp_path / "fifo.json", "not a regular file"), (tmp_path, "not a regular file")):
+        code, out, err = run(["perf", "compare", good, str(path)], capsys)
+        assert code == 2 and f"{path}: {why}" in err and "Traceback" not in err, err
+
+
 def test_missing_file_and_bad_threshold_are_usage_errors(tmp_path, capsys):
     good = report(tmp_path, "good.json", [rec("add", 1.0)])
     code, _out, err = run(["perf", "compare", good, str(tmp_path / "nope.json")], capsys)
@@ -187,3 +236,11 @@ def test_an_inconclusive_ratio_is_re_measured_too():
     rec_ = ctx.session.records[-1]
     assert len(rec_.attempts) == 2 and rec_.attempts[0]["unit"] == "x" and rec_.attempts[0]["verdict"] == INCONCLUSIVE
     assert attempts is None or attempts == rec_.attempts
+
+
+def test_control_characters_in_a_report_reach_the_terminal_escaped(tmp_path, capsys):
+    entry = dict(rec("a\x1b[2Jb", 100.0, nodeid="t.py::test_\x07x"), device="G\x1bPU")
+    base, new = report(tmp_path, "b.json", [entry]), report(tmp_path, "n.json", [entry])
+    code, out, _err = run(["perf", "compare", base, new], capsys)
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
+    assert "t.py::test_\\x07x::a\\x1b[2Jb" in out and "G\\x1bPU" in out

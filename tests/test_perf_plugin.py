@@ -87,3 +87,25 @@ def test_gpu_lock_is_exclusive_and_a_killed_holder_releases_it(tmp_path, monkeyp
         with gpu_lock(key, timeout=0.1):  # re-entrant in one process
             pass
     assert oct(os.stat(lock_dir()).st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX modes")
+@pytest.mark.parametrize("mode", [0o1777, 0o2775, 0o777], ids=oct)
+def test_a_shared_lock_dir_keeps_its_mode_and_gets_a_private_subfolder(tmp_path, monkeypatch, mode):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(shared))
+    with gpu_lock("GPU-shared-test", timeout=5) as path:
+        assert os.path.dirname(path) == lock_dir() == str(shared / f"pytest-gpuenv-locks-{os.getuid()}")
+    assert os.stat(shared).st_mode & 0o7777 == mode  # a folder we did not make keeps its mode
+    assert os.stat(lock_dir()).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX modes")
+def test_a_private_lock_dir_is_used_as_it_is(tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o755)
+    os.chmod(mine, 0o755)
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(mine))
+    assert lock_dir() == str(mine) and os.stat(mine).st_mode & 0o777 == 0o755

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -134,3 +135,108 @@ def test_eight_processes_compile_once(tmp_path):
     assert all(p.returncode == 0 for p in procs)
     assert log.read_text().count("compile") == 1
     assert sorted(outs) == ["hit"] * 7 + ["miss"]
+
+
+
+@contextlib.contextmanager
+def _read_only(folder):
+    """``folder`` made read-only: a tmpfs mounted there, remounted read-only, for root (whom modes do not
+    stop), else its folders 0500. Yields ``freeze()``, which makes it read-only."""
+    from _cache_attack import mount_tmpfs
+
+    if os.geteuid() == 0:
+        with mount_tmpfs(folder, "size=1m") as remount:
+            yield lambda: remount("ro")
+        return
+    folder.mkdir()
+    frozen = []
+    try:
+        yield lambda: frozen.extend(d for d, _, _ in os.walk(folder)) or [os.chmod(d, 0o500) for d in frozen]
+    finally:
+        for d in frozen:
+            os.chmod(d, 0o700)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX")
+def test_corrupt_entry_in_a_read_only_cache_fails_one_run_under_W_error_not_every_run(pytester, tmp_path, monkeypatch):
+    """It cannot be removed there: the first run names it (and fails under -W error), later runs build that
+    kernel uncached without a word (a marker in the private lock folder says it was named)."""
+    monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
+    key, cache = "ab" * 32, tmp_path / "ro"
+    pytester.makepyfile(test_c=f"""
+        from pytest_gpuenv.rtc._cache import Cache
+        def test_c():
+            assert Cache({str(cache / "c")!r}).get_or_compile({key!r}, lambda: ({{}}, b"code"))[1] == b"code"
+    """)
+    args = ("-W", "error", "--gpuenv-backend=cpu", "-p", "no:cacheprovider", "-p", "no:benchmark")
+    with _read_only(cache) as freeze:
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=1)
+        with open(Cache(str(cache / "c")).entry_path(key), "r+b") as f:
+            f.truncate(20)
+        freeze()
+        runs = [pytester.runpytest_subprocess(*args, timeout=120) for _ in range(3)]
+    runs[0].assert_outcomes(failed=1)
+    runs[0].stdout.fnmatch_lines(["*CacheWarning: compile cache entry * is corrupt (truncated (20 bytes)); it cannot be "
+                                  "removed (*), so it is compiled uncached from now on, named once on this machine*"])
+    runs[1].assert_outcomes(passed=1)
+    runs[2].assert_outcomes(passed=1)
+
+
+# ------------------------------------------------------------- spellings only the preprocessor follows
+SPELLINGS = {
+    "continued": '#include \\\n"val.h"\n',
+    "digraph": '%:include "val.h"\n',
+    "macro": '#define VAL_H "val.h"\n#include VAL_H\n',
+    "comment-across-lines": '#/*\n*/include "val.h"\n',
+}
+KERNEL = "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* o) { o[0] = VAL; }\n"
+
+
+def _key_makers(tmp_path):
+    """name -> key(src) for every compiler whose key can be made here (none is run to compile)."""
+    from _cache_attack import stub_key
+
+    from pytest_gpuenv.rtc import _compilers
+    from pytest_gpuenv.rtc._cpu import find_cxx, kernel_key
+    from pytest_gpuenv.rtc.kernel import _cache_key
+
+    makers = {"host preprocessor (stub)": lambda src: stub_key(src, [], [], str(tmp_path / "own"))}
+    cxx = find_cxx()
+    if cxx is not None:
+        makers["cpu"] = lambda src: kernel_key(cxx, src, "k", 64, False, [], {}, [])
+    for name, arch in (("nvrtc", "sm_90"), ("hiprtc", "gfx90a"), ("nvcc", "sm_90"), ("hipcc", "gfx90a")):
+        comp = _compilers.get(name)
+        if comp.available():
+            makers[name] = lambda src, comp=comp, arch=arch: _cache_key(src, "k", arch, comp, [], {}, [])
+    return makers
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_an_include_only_the_preprocessor_follows_is_in_the_key(tmp_path, spelling):
+    from pytest_gpuenv.rtc._source import load_source
+
+    (tmp_path / "k.hip").write_text(SPELLINGS[spelling] + KERNEL)
+    (tmp_path / "val.h").write_text("#define VAL 1.0f\n")
+    src = load_source(str(tmp_path / "k.hip"))
+    makers = _key_makers(tmp_path)
+    before = {name: key(src) for name, key in makers.items()}
+    (tmp_path / "val.h").write_text("#define VAL 2.0f\n")
+    stale = [name for name, key in makers.items() if key(src) == before[name]]
+    assert not stale, f"the key did not change for {stale} (of {sorted(makers)})"
+
+
+def test_a_macro_include_changed_rebuilds_the_cpu_kernel(tmp_path):
+    """End to end on the CPU executor: the value read through ``#include VAL_H`` changes the binary."""
+    from pytest_gpuenv.rtc import compile_kernel
+    from pytest_gpuenv.rtc._cpu import find_cxx
+
+    if find_cxx() is None:
+        pytest.skip("requires a C++ compiler (g++, clang++)")
+    (tmp_path / "k.hip").write_text(SPELLINGS["macro"] + KERNEL)
+    (tmp_path / "val.h").write_text("#define VAL 1.0f\n")
+    cache = str(tmp_path / "cache")
+    first = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache).cache_hit
+    (tmp_path / "val.h").write_text("#define VAL 2.0f\n")
+    again = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert not again.cache_hit and again.binary != first.binary

@@ -239,3 +239,45 @@ def test_help_texts_say_what_the_options_do(pytester):
     from pytest_gpuenv.rtc import _cli
 
     assert "or cpu (the CPU executor, built by the host C++ compiler)" in " ".join(_cli._parser().format_help().split())
+
+
+CONTROL_NAME = "red\x1b[31m\nline\x00\x7f\u2028\ud800end"
+ESCAPED_NAME = "red\\x1b[31m\\nline\\x00\\x7f\\u2028\\ud800end"
+
+
+def test_control_characters_in_a_measurement_name_are_escaped(pytester):
+    """The JUnit XML stays well-formed and the terminal gets no raw control character."""
+    pytester.makepyfile(f"""
+        from pytest_gpuenv._session import get_session
+        from pytest_gpuenv.perf._records import PerfRecord
+
+        def test_perf(request):
+            get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name={CONTROL_NAME!r},
+                                                            median_s=1.25e-5, verdict="PASS"))
+    """)
+    result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--junitxml=j.xml", "--gpuenv-json=r.json")
+    result.assert_outcomes(passed=1)
+    assert "\x1b" not in result.stdout.str() and ESCAPED_NAME in result.stdout.str()
+    case = next(ET.parse(pytester.path / "j.xml").getroot().iter("testcase"))
+    assert f"gpuenv_perf[{ESCAPED_NAME}].median_s" in {p.get("name") for p in case.iter("property")}
+    assert json.loads((pytester.path / "r.json").read_text())["measurements"][0]["name"] == ESCAPED_NAME
+
+
+def test_gpu_bench_escapes_a_callables_name_and_the_name_given():
+    import contextlib
+
+    from _perf_fake import FakeBackend, FakeClock
+
+    from pytest_gpuenv.perf import GpuBench, PerfContext
+
+    clock = FakeClock()
+    ctx = PerfContext(backend_factory=lambda: FakeBackend([1e-4], clock=clock), nodeid="t.py::test_k",
+                      perf_mode="warn", clock=clock, lock=lambda info: contextlib.nullcontext())
+    bench = GpuBench(ctx)
+
+    def fn():
+        pass
+
+    fn.__name__ = "k\x1b[2J"
+    assert bench(fn).name == "k\\x1b[2J"
+    assert bench(lambda: None, name="a\nb").name == "a\\nb"

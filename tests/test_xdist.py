@@ -296,6 +296,21 @@ def test_bad_input_errors_before_any_test(pytester, tmp_path, monkeypatch, args,
     assert "passed" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("var, value", [("GPUENV_BACKEND", "vulkan"), ("GPUENV_PROBE_TIMEOUT", "nan"),
+                                        ("GPUENV_WORKER_GPUS", "0")])
+def test_a_bad_value_in_one_gateways_environment_ends_the_run_with_one_error(pytester, var, value):
+    """The worker cannot start with it, and would not on any restart: xdist started it again and again (147
+    tracebacks a minute); the run ends with exit code 4 and one line naming the worker, gateway and value."""
+    pytester.makepyfile("def test_a(): pass\ndef test_b(): pass")
+    result = pytester.runpytest_subprocess("-p", "xdist", "--dist", "load", f"--tx=popen//env:{var}={value}",
+                                           "--tx=popen", "-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-3000:]
+    assert f"gpuenv: worker gw0 (popen//env:{var}={value}) cannot start: invalid " in out
+    assert f"{value!r} from environment variable {var}" in out
+    assert "Traceback" not in out and "replacing crashed worker" not in out
+
+
 def test_plan_table(pytester, tmp_path):
     pytester.makepyfile(SUMMARY_SUITE)
     root = tmp_path / "machine"

@@ -23,14 +23,52 @@ _SECONDS = ("median_s", "ci_low_s", "ci_high_s")
 _RERECORD = "re-record it with --gpuenv-perf=record or delete it"
 
 
+#: the largest baselines file or ``--gpuenv-json`` report read
+MAX_JSON = 128 * 2**20
+
+
+def read_json(path: str) -> Any:
+    """The JSON in ``path``: a regular file (a FIFO or a device is never opened) of at most MAX_JSON bytes.
+
+    FileNotFoundError when it is missing; ValueError naming the file and the problem otherwise."""
+    from pytest_gpuenv.rtc._errors import KernelCompileError  # here: rtc's guarded reader, a lazy subsystem
+    from pytest_gpuenv.rtc._includes import read_regular
+
+    try:
+        data = read_regular(path, MAX_JSON)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except KernelCompileError:
+        raise ValueError(f"{path}: larger than the {MAX_JSON // 2**20} MiB a JSON file read here may have") from None
+    if data is None:
+        raise ValueError(f"{path}: not a regular file")
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:  # (ValueError: also an integer of over 4300 digits)
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not JSON (nested too deeply)") from None
+
+
+def positive_seconds(v: Any) -> bool:
+    """A number of seconds ``assert_no_regression`` and ``perf compare`` may divide by: positive, finite."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v) and v > 0
+    except OverflowError:  # an integer beyond a float (10**400)
+        return False
+
+
 def _read(path: str) -> dict[str, Any]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
     except FileNotFoundError:
         return {"schema": SCHEMA, "devices": {}}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read performance baselines {path}: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"cannot read performance baselines {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
         raise ValueError(f"performance baselines {path} is not a pytest-gpuenv baselines file")
     return data
@@ -64,7 +102,7 @@ def _checked(entry: Any, path: str, device_key: str, test_key: str) -> dict[str,
             raise ValueError(f"{where} has no {key!r}; {_RERECORD}")
     for key in _SECONDS:
         v = entry[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        if not positive_seconds(v):
             raise ValueError(f"{where}: {key} is {safe_repr(v)}, expected a positive number of seconds; {_RERECORD}")
     if entry["ci_low_s"] > entry["ci_high_s"]:
         raise ValueError(f"{where}: ci_low_s {entry['ci_low_s']!r} is above ci_high_s {entry['ci_high_s']!r}; "

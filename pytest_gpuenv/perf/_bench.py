@@ -20,7 +20,7 @@ from pytest_gpuenv.perf._lock import gpu_lock
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, very_precise
 from pytest_gpuenv.perf._schedule import event_floor
 from pytest_gpuenv.perf._settings import Options
-from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time
+from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time, printable
 from pytest_gpuenv.perf.session import PerfSession
 
 PERF_MODES = ("check", "strict", "warn", "off", "record")
@@ -134,11 +134,12 @@ class GpuBench:
     def _name(self, fn: Any, name: Optional[str]) -> str:
         self._count += 1
         if name:
-            return str(name)
+            return printable(str(name))
         n = getattr(fn, "__name__", None)
         if n and n != "<lambda>":
-            return n
-        return self.ctx.test_name if self._count == 1 else f"{self.ctx.test_name}#{self._count}"
+            return printable(str(n))
+        test = printable(self.ctx.test_name)
+        return test if self._count == 1 else f"{test}#{self._count}"
 
     def _sampler(self, fns: list[Callable[[], Any]], mode: str, max_time: Optional[float | str], name: str,
                  timer: Optional[str] = None) -> Sampler:
@@ -209,7 +210,7 @@ class GpuBench:
             if not callable(f):
                 raise TypeError(f"assert_ratio needs callables that enqueue GPU work, got {f!r}")
         label = self._name(fast_fn, name)
-        ref_label = getattr(reference_fn, "__name__", "reference")
+        ref_label = printable(str(getattr(reference_fn, "__name__", "reference")))
         with self._lock()():
             s = self._sampler([fast_fn, reference_fn], mode, max_time, label, timer)
             c = Comparison(self, s, label, ref_label, limit)

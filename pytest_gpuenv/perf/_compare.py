@@ -9,19 +9,21 @@ when either measurement says why it cannot give a verdict (its ``problems``: the
 nothing, clocks dropped, another process used the GPU), with the reason below the table: such a change
 is not the kernel's. Tests found in one file only are listed as such. Exit status: 0, or 1 with
 ``--fail-on-regression T`` when a test is ``slower`` by more than T; 2 for a usage error or a file that
-is not a report (never a traceback).
+is not a report (not a regular file of at most 128 MiB, not JSON, or a timed record whose interval is not
+positive, finite seconds with low <= high): one line naming the file and the field, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from pytest_gpuenv.model import safe_repr
+from pytest_gpuenv.perf._baseline import positive_seconds, read_json
 from pytest_gpuenv.perf._records import PerfRecord
-from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction
+from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction, printable
 
 SLOWER, FASTER, SAME, UNCLEAR, INCONCLUSIVE = "slower", "faster", "same", "unclear", "inconclusive"
 
@@ -43,14 +45,15 @@ class Row:
 
 def load(path: str) -> dict[str, PerfRecord]:
     """The timed records of a ``--gpuenv-json`` report (or a bare list of its measurements), one per
-    test: the one with the most samples. Raises ``CompareError`` naming the file and the problem."""
+    test: the one with the most samples. Raises ``CompareError`` naming the file and the problem: a file
+    that is not a regular one of at most ``MAX_JSON`` bytes, or a timed record whose interval cannot be
+    divided by (not positive, not finite, or inverted)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
+        data = read_json(path)
+    except FileNotFoundError as exc:
         raise CompareError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CompareError(f"{path}: not JSON ({exc})") from None
+    except ValueError as exc:
+        raise CompareError(str(exc)) from None
     entries = data.get("measurements") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise CompareError(f'{path}: not a --gpuenv-json report (no "measurements" list)')
@@ -60,12 +63,21 @@ def load(path: str) -> dict[str, PerfRecord]:
             r = PerfRecord.from_dict(entry)
         except ValueError as exc:
             raise CompareError(f"{path}: measurement {i}: {exc}") from None
-        if r.median_s is None or r.ci_low_s is None or r.ci_high_s is None or r.median_s <= 0:
+        if r.median_s is None or r.ci_low_s is None or r.ci_high_s is None:
             continue
         key = f"{r.nodeid}::{r.name}" if r.nodeid else r.name
+        _check_interval(f"{path}: measurement {i} ({safe_repr(key, 80)})", r.median_s, r.ci_low_s, r.ci_high_s)
         if key not in out or r.n >= out[key].n:
             out[key] = r
     return out
+
+
+def _check_interval(where: str, median: float, lo: float, hi: float) -> None:
+    for name, v in (("median_s", median), ("ci_low_s", lo), ("ci_high_s", hi)):
+        if not positive_seconds(v):
+            raise CompareError(f"{where}: {name} is {safe_repr(v)}, expected a positive, finite number of seconds")
+    if lo > hi:
+        raise CompareError(f"{where}: ci_low_s {lo!r} is above ci_high_s {hi!r}")
 
 
 def compare(base: dict[str, PerfRecord], new: dict[str, PerfRecord], threshold: float) -> list[Row]:
@@ -123,7 +135,7 @@ def table(rows: Sequence[Row], threshold: float) -> list[str]:
         if row.verdict == INCONCLUSIVE and row.base and row.new:  # both present: ``compare`` set it
             which, r = ("base", row.base) if row.base.problems else ("new", row.new)
             lines.append(f"  {row.test}: inconclusive in {which}: {r.problems[0]}")
-    return lines
+    return [printable(line) for line in lines]  # (the files' text: no control character reaches the terminal)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,19 +21,40 @@ _GUARD = threading.Lock()
 
 
 def lock_dir() -> str:
-    """``$GPUENV_LOCK_DIR`` or ``<tmp>/pytest-gpuenv-locks-<uid>``, mode 0700, owned by this user."""
-    path = os.environ.get("GPUENV_LOCK_DIR")
-    if not path:
-        uid = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
-        path = os.path.join(tempfile.gettempdir(), f"pytest-gpuenv-locks-{uid}")
+    """The folder of the lock files: private to this user (owned by it, writable by no one else).
+
+    ``$GPUENV_LOCK_DIR`` (default ``<tmp>/pytest-gpuenv-locks-<uid>``) when it is such a folder or does not
+    exist yet (then it is made, mode 0700). A folder others may write to (``/tmp``, a group's setgid folder,
+    one of another user) gets a private subfolder ``pytest-gpuenv-locks-<uid>`` instead: the mode of a
+    folder this code did not make is never changed.
+    """
+    path = os.environ.get("GPUENV_LOCK_DIR") or os.path.join(tempfile.gettempdir(), _private_name())
     os.makedirs(path, mode=0o700, exist_ok=True)
-    if hasattr(os, "getuid"):
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-            raise RuntimeError(f"GPU lock directory {path} is not a directory owned by this user; set GPUENV_LOCK_DIR")
-        if st.st_mode & 0o022:
-            os.chmod(path, 0o700)
-    return path
+    if not hasattr(os, "getuid"):
+        return path
+    if _private(os.lstat(path)):
+        return path
+    sub = os.path.join(path, _private_name())
+    try:
+        os.mkdir(sub, mode=0o700)
+    except FileExistsError:
+        pass
+    if not _private(os.lstat(sub)):
+        raise RuntimeError(
+            f"GPU lock directory {sub} is not a directory of this user that only it can write to; "
+            "set GPUENV_LOCK_DIR to a folder of yours"
+        )
+    return sub
+
+
+def _private_name() -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+    return f"pytest-gpuenv-locks-{uid}"
+
+
+def _private(st: os.stat_result) -> bool:
+    """A real directory (not a link) of this user that no one else can write to."""
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
 def lock_path(key: str) -> str:

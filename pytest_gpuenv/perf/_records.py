@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Optional
 
+from pytest_gpuenv.perf._units import printable
+
 #: what a record is: a plain measurement, the copy reference of assert_bandwidth, or an assertion
 KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 
@@ -153,6 +155,13 @@ class PerfRecord:
     #: an INCONCLUSIVE verdict re-measured once with a larger sample: each attempt's summary
     #: ({"attempt", "unit", "value", "ci_low", "ci_high", "n", "verdict", "problems", "stop_reason", "spent_s"})
     attempts: Optional[list[dict[str, Any]]] = None
+
+    def __post_init__(self) -> None:
+        # names come from user code (``name=``, a callable's ``__name__``) or a JSON file: never raw control
+        # characters in the terminal or the JUnit XML
+        self.name = printable(self.name)
+        if self.reference is not None:
+            self.reference = printable(self.reference)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--gpuenv-json`` "measurements" entry: plain JSON types."""

@@ -24,6 +24,15 @@ _TIME_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z\u00
 _PERCENT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*%\s*$")
 
 
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (control characters, line separators, lone
+    surrogates) written as its escape (``\\x1b``, ``\\n``, ``\\u2028``): a measurement's name reaches the
+    terminal and JUnit XML, where such a character would act or make the file ill-formed."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -41,7 +41,7 @@ class PerfSession:
         is an entry that is not a record; this never raises."""
         try:
             data = json.loads(payload)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             return
         if not isinstance(data, list):
             return

@@ -11,7 +11,8 @@ entry is trusted only after these checks, made on EVERY load and store, through 
 - the entry: opened ``O_NOFOLLOW | O_NONBLOCK`` (a link or a FIFO never redirects or blocks the load),
   a regular file of yours of at most MAX_ENTRY bytes (``fstat``, before reading), and its sha256 (which
   detects corruption; the folder checks keep out forgeries). A bad entry is removed (a folder in its
-  place is moved aside) BEFORE its CacheWarning, so under ``-W error`` it fails one run, not every run.
+  place is moved aside) BEFORE its CacheWarning, so under ``-W error`` it fails one run, not every run;
+  one that cannot be removed (a read-only cache) is named once on this machine, then skipped quietly.
 
 A cache that cannot be used (a file, read-only, a full disk, no home directory) never fails a compile:
 it is named once, with the reason and the fix (CacheWarning), and kernels are built uncached.
@@ -205,6 +206,39 @@ def _entry_problem(st: os.stat_result) -> Optional[str]:
     return None
 
 
+def _remove(fd: int, name: str, aside: str) -> Optional[OSError]:
+    """Unlink ``name`` in folder ``fd`` (rename a folder there to ``aside``); the error when it stays."""
+    try:
+        os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # EISDIR/EPERM: a folder; renamed, as it may not be empty
+        try:
+            os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        except OSError as again:
+            return again if again.errno == errno.EROFS else exc
+    return None
+
+
+def _first_sighting(identity: str) -> bool:
+    """True once per ``identity`` on this machine (a marker file in the private lock folder; always True
+    when that folder cannot be used)."""
+    from pytest_gpuenv.perf._lock import lock_dir  # here: only for a bad entry that cannot be removed
+
+    try:
+        folder = os.path.join(lock_dir(), "cache-bad")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        marker = os.path.join(folder, hashlib.sha256(identity.encode()).hexdigest()[:32])
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600))
+    except FileExistsError:
+        return False
+    except (OSError, RuntimeError):
+        pass
+    return True
+
+
 # ------------------------------------------------------------------------------ the cache
 class Cache:
     """The compile cache in ``path`` (None: default_dir()). ``get_or_compile(key, build)`` is its use.
@@ -288,16 +322,21 @@ class Cache:
             return None
 
     def _discard(self, fd: int, key: str, why: str) -> None:
-        """Remove a bad entry (move a folder in its place aside), THEN warn: ``-W error`` fails one run only."""
-        name = key + ".bin"
-        try:
-            os.unlink(name, dir_fd=fd)
-        except FileNotFoundError:
-            pass
-        except OSError:  # EISDIR/EPERM: a folder; renamed, as it may not be empty
+        """Remove a bad entry (move a folder in its place aside), THEN warn: ``-W error`` fails one run only.
+
+        One that cannot be removed (a read-only cache) is skipped: named once on this machine (a marker in
+        the private lock folder), compiled uncached in this and later runs."""
+        error = _remove(fd, key + ".bin", f".bad-{key}-{secrets.token_hex(4)}")
+        tail = "recompiling"
+        if error is not None:
+            self.writable = False  # (no "cannot be written" warning: this one says why)
             with contextlib.suppress(OSError):
-                os.rename(name, f".bad-{key}-{secrets.token_hex(4)}", src_dir_fd=fd, dst_dir_fd=fd)
-        warnings.warn(CacheWarning(f"compile cache entry {self.entry_path(key)} is corrupt ({why}); recompiling"),
+                st = os.stat(key + ".bin", dir_fd=fd, follow_symlinks=False)
+                if not _first_sighting(f"{self.entry_path(key)}:{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}"):
+                    return
+            tail = (f"it cannot be removed ({_reason(error)}), so it is compiled uncached from now on, named once "
+                    f"on this machine: remove it, or {FIX}")
+        warnings.warn(CacheWarning(f"compile cache entry {self.entry_path(key)} is corrupt ({why}); {tail}"),
                       stacklevel=5)
 
     def store(self, key: str, meta: dict[str, Any], binary: bytes) -> bool:

@@ -24,6 +24,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 from pytest_gpuenv.rtc import _cpu_globals
 from pytest_gpuenv.rtc._cache import make_key
 from pytest_gpuenv.rtc._cpu_globals import section_symbols
+from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
@@ -209,6 +210,18 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
 
 
+def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: Sequence[str],
+                   defines: Mapping[str, Any], include_dirs: Sequence[str]) -> list[str]:
+    """A kernel's compile flags (the executor's header first on the include path); the cache key lists its
+    headers with them too."""
+    incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
+    defs = [f"-D{k}={v}" for k, v in defines.items()]
+    # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic loader
+    # binds process-wide: every kernel module would share the first one's __shared__ arrays
+    own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
+    return [*_kernel_flags(warp_size, check), *own, *incs, *defs, *[o for o in options if _PASS_OPTION.match(o)]]
+
+
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
                  lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
@@ -240,13 +253,8 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)
-        incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
-        defs = [f"-D{k}={v}" for k, v in defines.items()]
-        opts = [o for o in options if _PASS_OPTION.match(o)]
-        # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic
-        # loader binds process-wide: every kernel module would share the first one's __shared__ arrays
-        own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
-        _run([cxx, *_kernel_flags(warp_size, check or lockstep), *own, *incs, *defs, *opts, "-c", cpp, "-o", obj], display)
+        flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+        _run([cxx, *flags, "-c", cpp, "-o", obj], display)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
@@ -286,7 +294,11 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
              "flags": _kernel_flags(warp_size, check)}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
-    return make_key(parts, src.data, find_headers(src, dirs, options=options))
+    flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+    junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
+    headers = find_headers(src, dirs, options=options, irregular=junk)
+    headers = merge(headers, [] if junk else cpu_headers(cxx, flags, src))  # (see rtc/_deps)
+    return make_key(parts, src.data, headers)
 
 
 def runtime(cache: Any) -> cpu_runtime.CpuRuntime:

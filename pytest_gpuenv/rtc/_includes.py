@@ -139,7 +139,7 @@ def option_includes(options: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequence[str] = (),
-                 options: Sequence[str] = ()) -> list[tuple[str, bytes]]:
+                 options: Sequence[str] = (), irregular: Optional[list[str]] = None) -> list[tuple[str, bytes]]:
     """Every header the compiler can reach from ``src``: (path, bytes), in the order first met.
 
     ``include_dirs`` is the compiler's ``-I`` list. Searched as well: the source's own directory (every
@@ -149,7 +149,8 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
     whichever the compiler takes, a change to it changes the cache key. ``pre_includes`` (and
     ``-include``/``--pre-include`` in options) are included before the source, looked up from the
     working directory on. Headers found nowhere are the compiler's or the system's (the compiler's
-    identity stands for them); ``#include MACRO`` is not followed.
+    identity stands for them); ``#include MACRO`` is not followed (``_deps`` lists what the preprocessor
+    reads). ``irregular`` gets the paths met that are there but no regular file (a FIFO, a device).
     """
     opt_dirs, opt_files = option_includes(options)
     given = ([src.dir] if src.dir else []) + list(include_dirs) + opt_dirs
@@ -169,6 +170,8 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
         for d in ([here] if quoted else []) + dirs:
             p = os.path.abspath(os.path.join(d, name))
             got = None if p in seen else _scan(p)
+            if got is None and irregular is not None and p not in seen and os.path.exists(p):
+                irregular.append(p)
             if got is not None:
                 seen[p] = got[0]
                 found.append(iter([(q, n, os.path.dirname(p)) for q, n in got[1]]))

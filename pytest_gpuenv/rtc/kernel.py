@@ -15,6 +15,7 @@ from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _args, _compilers, _names
 from pytest_gpuenv.rtc._attribute import attribute
 from pytest_gpuenv.rtc._cache import Cache, make_key, shared
+from pytest_gpuenv.rtc._deps import device_headers, merge
 from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._source import Param, Source, find_headers, load_source
 
@@ -240,7 +241,10 @@ def _cache_key(
         "include_dirs": [os.path.abspath(d) for d in include_dirs],
         "compiler": comp.identity(),
     }
-    headers = find_headers(src, comp.include_path(src, include_dirs), pre_includes=comp.pre_includes, options=options)
+    junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
+    headers = find_headers(src, comp.include_path(src, include_dirs), pre_includes=comp.pre_includes, options=options,
+                           irregular=junk)
+    headers = merge(headers, [] if junk else device_headers(comp, src, arch, options, defines, include_dirs))
     return make_key(parts, src.data, headers)
 
 
