@@ -132,8 +132,10 @@ def test_overhead_benchmark_runs(tmp_path):
                           "--pairs", "1", "--quick"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
     for text in ("autoload off", "autoload on", "of which detection", "marker checks", "first detect()",
-                 "heavy modules imported: none"):
+                 "heavy modules imported: "):
         assert text in out.stdout, text
+    if "NVIDIA driver or device node: no" in out.stdout:  # with a driver NVML is asked by design
+        assert "heavy modules imported: none" in out.stdout
 
 
 def _twin(cls):
