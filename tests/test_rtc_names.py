@@ -409,3 +409,27 @@ def test_kernel_declared_through_a_macro_is_compiled_by_its_name(cpu_cache):
     out = np.zeros(4, np.float32)
     k(1, 4, out)
     assert out.tolist() == [3.0] * 4
+
+
+COOPERATIVE = """#include <hip/hip_runtime.h>
+#include <hip/hip_cooperative_groups.h>
+#include <hip/device_functions.h>
+namespace cg = cooperative_groups;
+template <unsigned N> __global__ void tiles(unsigned long long* o, const int* a) {
+    cg::thread_block b = cg::this_thread_block();
+    auto t = cg::tiled_partition<N>(b);
+    o[b.thread_rank()] = __ballot(threadIdx.x & 1) + __any(a[threadIdx.x]) + t.shfl_down((int)t.thread_rank(), 1);
+}
+"""
+
+
+@pytest.mark.parametrize("compiler", [
+    pytest.param("nvrtc", marks=_needs("nvrtc", "sm_90")),
+    pytest.param("nvcc", marks=_needs("nvcc", "sm_90")),
+])
+def test_hip_cooperative_groups_on_nvidia(tmp_path, compiler):
+    """The shipped HIP-on-CUDA headers take hip_cooperative_groups.h and device_functions.h (rocm-examples'
+    cooperative_groups, hip-tests' ballot and tile-shuffle kernels include them): CUDA's cooperative_groups.h
+    read without hip_runtime.h's vote and shuffle macros, which are there again after it."""
+    k = compile_kernel(COOPERATIVE, "tiles<16>", arch="sm_90", compiler=compiler, cache_dir=str(tmp_path))
+    assert k.lowered_name == "_Z5tilesILj16EEvPyPKi"

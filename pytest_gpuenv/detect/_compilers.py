@@ -221,10 +221,12 @@ def windows_hiprtc(fs: Fs, environ: Any) -> Optional[str]:
 
 # ------------------------------------------------------------------------------------------ CUDA
 def cuda_include_dirs(fs: Fs, environ: Any) -> list[str]:
-    """Where cuda_fp16.h lives (NVRTC has no builtin copy): the CUDA homes, then the nvidia wheels."""
+    """Where cuda_fp16.h lives (NVRTC has no builtin copy): the CUDA homes, then the nvidia wheels; with its
+    ``cccl`` folder where CUDA 13 keeps ``cuda/std`` (cooperative_groups.h includes it; nvcc adds it itself)."""
     cands = [h + "/include" for h in cuda_homes(fs, environ)]
     cands += [f"{w}/{sub}/include" for w in nvidia_wheels(fs) for sub in fs.listdir(w)]
-    return [c for c in dict.fromkeys(cands) if fs.isfile(c + "/cuda_fp16.h")][:1]
+    found = [c for c in dict.fromkeys(cands) if fs.isfile(c + "/cuda_fp16.h")][:1]
+    return found + [c + "/cccl" for c in found if fs.isdir(c + "/cccl/cuda/std")]
 
 
 def _nvrtc_library(fs: Fs, environ: Any) -> Optional[str]:
