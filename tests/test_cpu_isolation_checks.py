@@ -191,3 +191,26 @@ def test_pytest_holds_no_descriptor_per_kernel(cpu_cache: str) -> None:
         k(1, 1, p)
         assert p[0] == i
     assert fds() == before
+
+
+@pytest.mark.parametrize("spelling", [
+    '#define ASM __asm__\n#define VOL volatile\n',  # a keyword behind a macro
+    '#define CAT(a, b) a##b\n#define ASM CAT(__as, m__)\n#define VOL volatile\n',  # pasted from tokens
+])
+def test_inline_assembly_behind_a_macro_is_refused(cpu_cache: str, spelling: str) -> None:
+    """The text scan sees no ``asm(``; the preprocessed kernel does, at the line that expands to it."""
+    src = HEAD + spelling + 'extern "C" __global__ void k(int* p) {\n    ASM VOL("nop");\n    p[0] = 1;\n}\n'
+    line = src.count("\n", 0, src.index("ASM VOL")) + 1
+    with pytest.raises(KernelCompileError, match=rf"<source>\.hip:{line}: inline assembly \(through a macro or a header\)"):
+        compile_kernel(src, "k", arch="cpu", cache_dir=cpu_cache)
+
+
+def test_a_big_endian_array_is_refused_for_a_float_pointer(cpu_cache: str) -> None:
+    import numpy as np
+
+    k = compile_kernel(HEAD + 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.0f; }\n', "k", arch="cpu",
+                       cache_dir=cpu_cache)
+    with pytest.raises(TypeError, match=r"argument 'p' \(float\* p\) expects float elements in the device's byte order "
+                                        r"\(little-endian\), got an array of typestr '>f4': pass arr.astype\('<f4'\)"):
+        k(1, 4, np.zeros(4, ">f4"))
+    k(1, 4, np.zeros(4, "<f4"))

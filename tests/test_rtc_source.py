@@ -111,3 +111,16 @@ def test_find_headers_follows_quoted_and_angle_includes(tmp_path):
 )
 def test_first_error(log, expect):
     assert first_error(log) == expect
+
+
+@pytest.mark.parametrize("name", ["we{ird}.hip", "semi;colon.hip", "new\nline.hip"])
+def test_a_kernel_path_with_source_characters_is_a_path(tmp_path, name):
+    """``{``, ``}``, ``;`` or a newline in a file's name: an existing file is read, not taken for inline source."""
+    from pytest_gpuenv.rtc._source import load_source
+
+    p = tmp_path / name
+    p.write_text('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }\n')
+    src = load_source(str(p))
+    assert src.path == str(p) and "__global__" in src.text
+    assert load_source(name, [str(tmp_path)]).path == str(p)  # found through kernel_dirs too
+    assert load_source('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }').path is None

@@ -89,6 +89,9 @@ def _check_dtype(p: Param, got: str, typestr: Optional[str], what: str) -> None:
     if want is None:
         return  # void*, structs: no check possible
     ok = got.replace("torch.", "") == want[0] if typestr is None else typestr[1:] == want[1][1:]
+    if ok and typestr is not None and typestr[0] == ">" and typestr[2:] != "1":
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects {p.type} elements in the device's byte order "
+                        f"(little-endian), got {what}: pass arr.astype('<{typestr[1:]}')")
     if not ok:
         raise TypeError(
             f"argument {p.name!r} ({p.decl}) expects {p.type} elements, got {what}"

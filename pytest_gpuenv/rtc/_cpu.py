@@ -97,6 +97,33 @@ def check_supported(src: Source) -> None:
                 file=src.path, line=line, arch="cpu")
 
 
+_LINE_MARK = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"')
+#: files whose assembly is not the kernel's: the compiler's and the system's headers, the executor's own
+_NOT_THE_KERNELS = ("<built-in>", "<command-line>", "<gpuenv>", "/usr/include/", "/usr/lib/", "/usr/local/include/",
+                    cpu_runtime.INCLUDE_DIR)
+
+
+def check_preprocessed(cxx: str, flags: Sequence[str], cpp: str) -> None:
+    """Inline assembly that only the preprocessor shows (behind a macro, pasted from tokens, in a header of
+    the kernel's): KernelCompileError at the line that expands to it. Runs on a cache miss only."""
+    res = run_tool([cxx, *flags, "-E", cpp], TIMEOUT, compiler=os.path.basename(cxx))
+    if res.returncode != 0:
+        return  # the compile that follows reports it
+    asm, what = _UNSUPPORTED[0]
+    file, line = "", 0
+    for text in res.stdout.splitlines():
+        m = _LINE_MARK.match(text)
+        if m:
+            file, line = m.group(2), int(m.group(1))
+            continue
+        if file and not file.startswith(_NOT_THE_KERNELS) and asm.search(text):
+            raise KernelCompileError(
+                f"{file}:{line}: {what} (through a macro or a header) is not supported by the CPU executor "
+                "(arch='cpu'); run this kernel on a GPU, or guard it with #ifdef __GPUENV_CPU__",
+                file=file, line=line, arch="cpu")
+        line += 1
+
+
 def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
     """The source with the two shared-memory rewrites and (``red_zones``) the globals one, line numbers
     kept, and the extern array names."""
@@ -254,6 +281,7 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)
         flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+        check_preprocessed(cxx, flags, cpp)
         _run([cxx, *flags, "-c", cpp, "-o", obj], display)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:

@@ -48,12 +48,16 @@ def looks_like_source(text: str) -> bool:
     return bool(_SOURCE_HINT.search(text))
 
 
+def _is_file(path: str) -> bool:
+    return "__global__" not in path and os.path.isfile(path)  # isfile is False for a NUL or an overlong name
+
+
 def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[str] = ()) -> Source:
     """Read a source given as text or as a path (absolute, relative to cwd, or in ``kernel_dirs``)."""
-    if isinstance(source_or_path, str) and looks_like_source(source_or_path):
-        return Source(text=source_or_path, path=None, display="<source>.hip")
     name = os.fspath(source_or_path)
     candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in kernel_dirs] + [name]
+    if isinstance(source_or_path, str) and looks_like_source(name) and not any(map(_is_file, candidates)):
+        return Source(text=source_or_path, path=None, display="<source>.hip")  # a path may hold { } ; too
     for c in candidates:
         if os.path.isfile(c):
             path = os.path.abspath(c)
