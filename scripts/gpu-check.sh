@@ -105,8 +105,12 @@ if want bench; then
     run "benchmarks/overhead.py" 220 $PY benchmarks/overhead.py --rounds 9
     run "benchmarks/leak_check.py" 60 $PY benchmarks/leak_check.py
 fi
-if want hosts; then
-    # several "hosts" in one xdist run (issue 14): plain popen workers take the controller's assignment,
+NGPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if want hosts && [ "$NGPUS" -lt 2 ]; then
+    echo; echo "=== hosts: needs 2 GPUs (the CUDA_VISIBLE_DEVICES=1 group is the second host); this machine has $NGPUS: not run"
+    SUMMARY+=("$(printf '%-34s %s' "hosts" "not run: needs 2 GPUs, found $NGPUS")")
+elif want hosts; then
+    # several "hosts" in one xdist run: plain popen workers take the controller's assignment,
     # the CUDA_VISIBLE_DEVICES=1 group is another host (other masks): it detects and assigns on its own
     HOSTS_DIR=$(mktemp -d); mkdir -p "$HOSTS_DIR/rec"; printf '[pytest]\n' > "$HOSTS_DIR/pytest.ini"
     cat > "$HOSTS_DIR/test_hosts_gpu.py" <<'PYEOF'
