@@ -116,6 +116,7 @@ void find_module(void* entry);
 void install_signals();
 void uninstall_signals();
 void check_watchdog_pending();
+uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
 
 // warps.cpp
 int resolve_warps();

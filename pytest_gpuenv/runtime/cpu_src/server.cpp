@@ -71,14 +71,7 @@ void on_exit_cb(int status, void*) { record(NOTE_EXIT, status, nullptr); }
 void on_quick_exit_cb() { record(NOTE_QUICK_EXIT, 0, nullptr); }
 
 void on_fatal(int sig, siginfo_t* si, void* uc) {
-    void* pc = nullptr;
-#if defined(__x86_64__)
-    pc = (void*)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-    pc = (void*)((ucontext_t*)uc)->uc_mcontext.pc;
-#endif
-    (void)uc;
-    record(NOTE_SIGNAL, sig, pc);
+    record(NOTE_SIGNAL, sig, (void*)gx::sig_pc(uc));
     note->addr = (uintptr_t)si->si_addr;
     signal(sig, SIG_DFL);
     raise(sig);  // pending until this handler returns: the process ends by this signal
@@ -86,14 +79,7 @@ void on_fatal(int sig, siginfo_t* si, void* uc) {
 
 // SIGUSR2 from pytest at its watchdog: note where the kernel is (pytest kills the process next)
 void on_stuck(int, siginfo_t*, void* uc) {
-    void* pc = nullptr;
-#if defined(__x86_64__)
-    pc = (void*)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
-#elif defined(__aarch64__)
-    pc = (void*)((ucontext_t*)uc)->uc_mcontext.pc;
-#endif
-    (void)uc;
-    record(NOTE_STUCK, 0, pc);
+    record(NOTE_STUCK, 0, (void*)gx::sig_pc(uc));
 }
 
 void before_fork() {

@@ -62,7 +62,7 @@ static bool wd_timer_ok;
 static stack_t old_ss;
 static char* alt_stack;
 
-static uintptr_t sig_pc(void* uc) {
+uintptr_t sig_pc(void* uc) {
 #if defined(__x86_64__)
     return (uintptr_t)((ucontext_t*)uc)->uc_mcontext.gregs[REG_RIP];
 #elif defined(__aarch64__)
