@@ -30,7 +30,15 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import KernelDecl, Param, Source, kernel_decl, strip_comments, vector_name
+from pytest_gpuenv.rtc._source import (
+    KernelDecl,
+    Param,
+    Source,
+    kernel_decl,
+    split_params,
+    strip_comments,
+    vector_name,
+)
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers or several kernels: change it when the appended code changes
@@ -161,17 +169,8 @@ def _split_call(text: str) -> tuple[str, Optional[str]]:
 
 
 def split_types(params: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(params):
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(params[start:i].strip())
-            start = i + 1
-    last = params[start:].strip()
-    return parts + [last] if last and last != "void" else parts
+    """The parameter types of a demangled signature's list (``void`` alone: none)."""
+    return [] if params.strip() in ("", "void") else split_params(params)
 
 
 def _marker(demangled: str) -> Optional[tuple[int, str, list[str], list[int]]]:

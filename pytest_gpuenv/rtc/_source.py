@@ -253,7 +253,7 @@ def find_kernels(text: str) -> dict[str, KernelDecl]:
         block = bisect.bisect_right(starts, m.start()) - 1
         extern_c = bool(_EXTERN_C.search(stmt)) or (block >= 0 and m.start() < ends[block])
         raw = m.group("params").strip()
-        params = [] if raw in ("", "void") else [parse_param(p) for p in _split_params(raw)]
+        params = [] if raw in ("", "void") else [parse_param(p) for p in split_params(raw)]
         params = [p if not p.name.startswith("arg0") else Param(f"arg{i}", p.type, p.pointer, p.decl)
                   for i, p in enumerate(params)]
         line += clean.count("\n", counted, m.start())
@@ -264,12 +264,13 @@ def find_kernels(text: str) -> dict[str, KernelDecl]:
     return out
 
 
-def _split_params(raw: str) -> list[str]:
+def split_params(raw: str) -> list[str]:
+    """A parameter list split at its top-level commas (none inside <>, () or [])."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(raw):
-        if ch in "<(":
+        if ch in "<([":
             depth += 1
-        elif ch in ">)":
+        elif ch in ">)]":
             depth -= 1
         elif ch == "," and depth == 0:
             parts.append(raw[start:i])
