@@ -123,3 +123,15 @@ def apu_machine(root: pathlib.Path, kind: str, bank_bytes: int, rocm: str = "7.0
        f"capability {cap | 2 << 12}\nunique_id {0x5A5A0001}\nnum_xcc {xcc}\n")
     _w(node / "mem_banks/0/properties", f"heap_type {heap}\nsize_in_bytes {bank_bytes}\nflags 0\n")
     _w(root / "dev/dri/renderD128", "", 0o666)
+
+
+#: the GPUs of amd_machine(root, 4), in physical order (their uuid)
+AMD4 = ["GPU-3cbe002bd3b6313d", "GPU-3cbe002bd3b6313e", "GPU-3cbe002bd3b6313f", "GPU-3cbe002bd3b63140"]
+
+
+def amd4_visible(root: pathlib.Path, **environ: str):  # type: ignore[no-untyped-def]
+    """Detection of an amd_machine(root, 4) tree under ``environ``: the model and its devices' physical indexes."""
+    from pytest_gpuenv.detect import detect
+
+    env = detect(root=str(root), environ=environ, probe="never")
+    return env, [AMD4.index(d.uuid) for d in env.devices]

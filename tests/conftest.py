@@ -80,3 +80,20 @@ def fifo():
 
     yield make
     stop.set()
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """An AMD machine tree with four MI300X-like GPUs (``_machines.amd_machine(root, 4)``), one per module."""
+    from _machines import AMD4, amd_machine
+
+    root = tmp_path_factory.mktemp("amd4") / "machine"
+    assert amd_machine(root, 4) == AMD4
+    return root
+
+
+@pytest.fixture
+def no_outer_masks(monkeypatch):
+    """The trees are the machines: drop masks set around this run (an outer xdist worker's, say)."""
+    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
+        monkeypatch.delenv(var, raising=False)

@@ -25,10 +25,7 @@ from pytest_gpuenv.detect import detect
 GiB = 1 << 30
 
 
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 @pytest.mark.parametrize("kind, bank, arch, wave, name", [

@@ -21,30 +21,11 @@ Sources read:
 from __future__ import annotations
 
 import pytest
-from _machines import amd_machine
+from _machines import amd4_visible as _visible
 
-from pytest_gpuenv.detect import detect
 from pytest_gpuenv.detect._hipmask import clr_cstring, clr_uint, hip_mask_source, remove_quotes
 
-U = ["GPU-3cbe002bd3b6313d", "GPU-3cbe002bd3b6313e", "GPU-3cbe002bd3b6313f", "GPU-3cbe002bd3b63140"]
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory):
-    root = tmp_path_factory.mktemp("amd4") / "machine"
-    assert amd_machine(root, 4) == U
-    return root
-
-
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def _visible(root, **environ):
-    env = detect(root=str(root), environ=environ, probe="never")
-    return env, [U.index(d.uuid) for d in env.devices]
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 # ------------------------------------------------------------------- item 1: empty masks hide every GPU

@@ -23,11 +23,7 @@ from _machines import CPX_NPS4_BYTES, mi300x_cpx_nps4
 from pytest_gpuenv.detect import detect
 from pytest_gpuenv.runtime import amdsmi as amd_smi
 
-
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 @pytest.mark.parametrize("bits", ["function", "high"])

@@ -24,19 +24,14 @@ import subprocess
 import sys
 
 import pytest
+from _machines import AMD4 as U
 from _machines import amd_machine
 
 from pytest_gpuenv.detect import detect
 from pytest_gpuenv.detect._rocr import registry_lacks
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
-U = ["GPU-3cbe002bd3b6313d", "GPU-3cbe002bd3b6313e", "GPU-3cbe002bd3b6313f", "GPU-3cbe002bd3b63140"]
-
-
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 def set_prop(root, node, key, value):

@@ -27,10 +27,7 @@ from pytest_gpuenv.runtime import amdsmi as amd_smi
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 
 
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 # ------------------------------------------------------------------------------ Windows (PAL) UUID tokens

@@ -22,10 +22,7 @@ from pytest_gpuenv.detect import detect
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 
 
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 def _rewrite(path, text):

@@ -18,6 +18,8 @@ import os
 import shutil
 
 import pytest
+from _machines import AMD4 as U
+from _machines import amd4_visible as _visible
 from _machines import amd_machine
 from _roots import new_root_dir, run_as
 
@@ -25,27 +27,7 @@ from pytest_gpuenv.detect import detect
 from pytest_gpuenv.detect._amd import parse_override
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
-#: the 4 GPUs of amd_machine(root, 4), in physical order
-U = ["GPU-3cbe002bd3b6313d", "GPU-3cbe002bd3b6313e", "GPU-3cbe002bd3b6313f", "GPU-3cbe002bd3b63140"]
-
-
-@pytest.fixture(scope="module")
-def four(tmp_path_factory):
-    root = tmp_path_factory.mktemp("amd4") / "machine"
-    assert amd_machine(root, 4) == U
-    return root
-
-
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    """The trees are the machines here: drop masks set around this run (an outer xdist worker's, say)."""
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def _visible(root, **environ):
-    env = detect(root=str(root), environ=environ, probe="never")
-    return env, [U.index(d.uuid) for d in env.devices]
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 
 # ------------------------------------------------------------------------- item 4: HIP (clr)

@@ -9,11 +9,7 @@ from _machines import amd_machine, nvidia_machine
 pytest.importorskip("xdist")
 
 
-@pytest.fixture(autouse=True)
-def _no_outer_masks(monkeypatch):
-    """The trees are the machines here: drop masks set around this run (an outer xdist worker's, say)."""
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
-        monkeypatch.delenv(var, raising=False)
+pytestmark = pytest.mark.usefixtures("no_outer_masks")
 
 RECORDER = """
 import json, os, pathlib
