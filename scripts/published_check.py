@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from _published import CASES, Case, CpuRun  # noqa: E402
+from _published import CASES, Case, CpuRun, Run  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
 
@@ -32,28 +32,13 @@ from pytest_gpuenv import rtc  # noqa: E402
 NVCC_OPTIONS = ("--expt-relaxed-constexpr",)
 
 
-class GpuRun:
+class GpuRun(Run):
     """A case on the GPU: numpy arrays go to the device for the launch and come back into the same arrays."""
 
     def __init__(self, case: Case, arch: str, warp: int, compiler: Any = None) -> None:
-        self.case, self.arch, self.warp, self.compiler = case, arch, warp, compiler
         options = list(case.options) + (list(NVCC_OPTIONS) if compiler == "nvcc" else [])
-        self.kw = dict(arch=arch, compiler=compiler, options=options, include_dirs=list(case.include_dirs),
-                       sync=True)
-        self.module: Any = None
-        self.kernels: dict[str, Any] = {}
-
-    def _module(self) -> Any:
-        if self.module is None:
-            self.module = rtc.compile_module(self.case.path, names=self.case.names(self.warp), **self.kw)
-        return self.module
-
-    def kernel(self, name: str) -> Any:
-        if self.case.module:
-            return self._module().kernel(name)
-        if name not in self.kernels:
-            self.kernels[name] = rtc.compile_kernel(self.case.path, name, **self.kw)
-        return self.kernels[name]
+        super().__init__(case, warp, arch=arch, compiler=compiler, options=options,
+                         include_dirs=list(case.include_dirs), sync=True)
 
     def compile_all(self) -> None:
         for name in self.case.names(self.warp):

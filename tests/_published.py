@@ -52,13 +52,11 @@ class Case:
         return os.path.join(PUBLISHED, self.name + ".hip")
 
 
-class CpuRun:
-    """Compile a case for the CPU executor at ``warp`` and launch it on numpy arrays."""
+class Run:
+    """A case's kernels, compiled once each with ``kw`` (in one module where the case needs one)."""
 
-    def __init__(self, case: Case, warp: int, check: bool, cache_dir: Optional[str] = None, **extra: Any) -> None:
-        self.case, self.warp = case, warp
-        self.kw = dict(arch="cpu", warp_size=warp, check=check, cache_dir=cache_dir, options=list(case.options),
-                       include_dirs=list(case.include_dirs), **{**case.extra, **extra})
+    def __init__(self, case: Case, warp: int, **kw: Any) -> None:
+        self.case, self.warp, self.kw = case, warp, kw
         self.module: Any = None
         self.kernels: dict[str, Any] = {}
 
@@ -77,6 +75,14 @@ class CpuRun:
 
             self.kernels[name] = compile_kernel(self.case.path, name, **self.kw)
         return self.kernels[name]
+
+
+class CpuRun(Run):
+    """Compile a case for the CPU executor at ``warp`` and launch it on numpy arrays."""
+
+    def __init__(self, case: Case, warp: int, check: bool, cache_dir: Optional[str] = None, **extra: Any) -> None:
+        super().__init__(case, warp, arch="cpu", warp_size=warp, check=check, cache_dir=cache_dir,
+                         options=list(case.options), include_dirs=list(case.include_dirs), **{**case.extra, **extra})
 
     def set_global(self, name: str, values: Any) -> None:
         view = self._module().get_global(name)
