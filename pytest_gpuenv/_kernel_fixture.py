@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import get_session
-from pytest_gpuenv.fixtures import current_device
 from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._attribute import LogOnce
@@ -79,8 +78,10 @@ class HipKernelFactory:
     """``hip_kernel(path_or_source, name, **options)`` -> a compiled, launchable Kernel;
     ``hip_kernel(path_or_source, names=[...])`` -> a Module of those kernels (``kernel(name)``, ``get_global``)."""
 
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        self.request = request
+    def __init__(self, request: pytest.FixtureRequest,
+                 find_device: Callable[[pytest.FixtureRequest, GpuEnv], Optional[Device]]) -> None:
+        """``find_device(request, env)``: the GPU this test runs on (the fixture's ``current_device``)."""
+        self.request, self.find_device = request, find_device
         self.env, self.settings = _env_and_settings(request.config)
 
     def _kernel_dirs(self) -> list[str]:
@@ -104,7 +105,7 @@ class HipKernelFactory:
         return list(dict.fromkeys(configured + here + default))
 
     def _device(self) -> Optional[Device]:
-        return current_device(self.request, self.env) if self.env.has_gpu else None
+        return self.find_device(self.request, self.env) if self.env.has_gpu else None
 
     def __call__(self, path_or_source: Any, name: Optional[str] = None, **options: Any) -> Any:
         poison = poisoned()

@@ -140,7 +140,7 @@ def hip_kernel(request: pytest.FixtureRequest) -> Any:
     from pytest_gpuenv.runtime import running
 
     with running(request.node.nodeid):  # a GPU fault in this test is recorded against it
-        yield HipKernelFactory(request)
+        yield HipKernelFactory(request, current_device)
 
 
 @pytest.fixture
