@@ -2,7 +2,7 @@
 
 Its ``PerfContext`` carries the settings (``--gpuenv-perf``, ``--gpuenv-perf-max-time``, the
 baselines file), the run's ``PerfSession`` (where the records go) and the environment's backend and
-driver. Imported when a test first asks for ``gpu_bench``; importing it imports no GPU library.
+driver. The timer (``perf``) is imported when a test first asks for ``gpu_bench``.
 ``--gpuenv-perf=off`` is applied at collection (``_runtest``), before this runs.
 """
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import pytest
 
+from pytest_gpuenv._runtest import skip_without_gpu
 from pytest_gpuenv._session import get_session
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,8 +36,6 @@ def _context(request: pytest.FixtureRequest) -> PerfContext:
         )
     env, settings = session.env, session.settings
     if env.backend == "cpu":
-        from pytest_gpuenv._runtest import skip_without_gpu
-
         skip_without_gpu(request.node, "perf test")
     return PerfContext(
         backend_factory=lambda: select_backend(env),

@@ -25,6 +25,7 @@ The state dir is pytest's cache (``.pytest_cache/d/gpuenv-crash``), else ``<cach
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -35,6 +36,8 @@ import pytest
 
 from pytest_gpuenv._session import GpuenvSession
 from pytest_gpuenv.detect._checks import SKIP_ABORT_VAR
+from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.runtime import _sticky
 
 _FAULT_CODES = ("hip-fault-aborts", "hip-fault-returns-error")
 
@@ -50,8 +53,6 @@ def start(config: pytest.Config, session: GpuenvSession) -> None:
     controller = not hasattr(config, "workerinput") and bool(getattr(opt, "numprocesses", None) or getattr(opt, "tx", None))
     if not (_amd(session) or controller):
         return
-    from pytest_gpuenv.runtime import _sticky  # here: a run without the guard need not import the runtime
-
     guard = CrashGuard(config, session)
     config.pluginmanager.register(guard, "gpuenv-crash")
     _sticky.set_launch_hook(guard.before_launch)
@@ -87,8 +88,6 @@ def _alive(pid: int) -> bool:
 def _read(path: Path) -> Optional[dict[str, Any]]:
     """A running record: a small regular file (a FIFO, a device or a link to one is never opened; at most
     64 KiB is read), decoded as a JSON object; None otherwise."""
-    from pytest_gpuenv.detect._fs import Fs
-
     data = Fs(None).read_bytes(str(path))
     try:
         record = json.loads(data) if data is not None else None
@@ -100,7 +99,7 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 def _read_records(path: Path) -> Optional[str]:
     """A crashed worker's flushed perf records: a regular file of at most 64 MiB, else None."""
     from pytest_gpuenv.rtc._errors import KernelCompileError
-    from pytest_gpuenv.rtc._includes import read_regular  # here: only after a worker died
+    from pytest_gpuenv.rtc._includes import read_regular
 
     try:
         data = read_regular(str(path))
@@ -165,8 +164,6 @@ class CrashGuard:
                 if cache is not None:
                     self._dir = Path(cache.mkdir("gpuenv-crash"))
                 else:
-                    import hashlib  # here: every run imports this module, few get this far
-
                     from pytest_gpuenv.rtc._cache import default_dir
 
                     base = self.session.settings.cache_dir or default_dir()
@@ -229,8 +226,6 @@ class CrashGuard:
                 (directory / f"records-{self.worker}.json").unlink()
 
     def pytest_unconfigure(self) -> None:
-        from pytest_gpuenv.runtime import _sticky
-
         _sticky.set_launch_hook(None)
 
     # ------------------------------------------------------------------------ the xdist controller

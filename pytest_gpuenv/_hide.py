@@ -7,8 +7,7 @@ meta-path finder (``HiddenModules``, kept by the session) first on ``sys.meta_pa
 ``ModuleNotFoundError`` naming the option for each package of ``DEFAULT_HIDDEN`` plus the ini option
 ``gpuenv_hide_modules`` (and their submodules); its ``uninstall`` removes it (``pytest_unconfigure``). Each
 process installs its own (xdist workers run ``pytest_configure`` too). A package imported before the plugin
-configured stays importable, and the finder's ``header_line`` names it. Only runs with that option import
-this module.
+configured stays importable, and the finder's ``header_line`` names it.
 
 Not hidden by default, because each imports and answers correctly on a CPU-only runner (or is used by
 this plugin): ``torch`` (CPU builds), ``numba`` and ``numba.cuda`` (imports without a GPU, has a CPU

@@ -37,11 +37,11 @@ import json
 import os
 import socket
 import sys
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 import pytest
 
-from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import Device, GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,21 +70,16 @@ def _boot_id() -> str:
         return ""
 
 
-class Host(Value):
+@dataclass(frozen=True)
+class Host:
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
-    detection" (see the module docstring); equal to another with the same three fields (``Value``: a
-    NamedTuple or dataclass would cost every run its creation at import)."""
+    detection" (see the module docstring)."""
 
-    __slots__ = ("name", "key_of", "inputs_of")
-
-    def __init__(self, name: str, key_of: str, inputs_of: str) -> None:
-        self.name = name
-        #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
-        #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
-        self.key_of, self.inputs_of = key_of, inputs_of
-
-    def __repr__(self) -> str:  # the digests' inputs are long and say nothing to a person
-        return f"Host(name={self.name!r})"
+    name: str
+    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
+    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import); not shown (long)
+    key_of: str = field(repr=False)
+    inputs_of: str = field(repr=False)
 
     @property
     def key(self) -> str:

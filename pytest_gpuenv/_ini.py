@@ -1,17 +1,14 @@
-"""The ini options as the file holds them, and the checks of the values that name files.
+"""The ini options as the file holds them, and the check of the values that name files.
 
-pytest 9 reads ``[tool.pytest]`` natively: ``config.getini`` refuses a list, number, boolean, table or
-date given to a string option (TypeError; 9.2: UsageError), naming pytest's type rather than gpuenv's
-rule. ``getini`` then returns the value as the file holds it, so the option's own check names it (a
-number is a fine ``gpuenv_perf_max_time``). Under ``[tool.pytest.ini_options]`` a TOML array comes back
-as a list and any other value as its text.
+pytest converts an ini value to the option's registered type; where the file holds another TOML type, pytest
+refuses it (``[tool.pytest]``: TypeError, 9.2: UsageError; a list given to a ``string`` option under
+``[tool.pytest.ini_options]``: a deprecation warning, an error from pytest 10). ``getini`` then returns the
+value as the file holds it, so the option's own check names it (a number is a fine ``gpuenv_perf_max_time``).
 """
 
 from __future__ import annotations
 
 import datetime
-import os
-import shlex
 from typing import Any
 
 import pytest
@@ -26,8 +23,13 @@ def _raw(config: pytest.Config, name: str) -> Any:
     return getattr(raw, "value", raw)
 
 
-def getini(config: pytest.Config, name: str) -> Any:
-    """``config.getini(name)``, or the value as the file holds it where pytest refuses its TOML type."""
+def getini(config: pytest.Config, name: str, kind: str = "string") -> Any:
+    """``config.getini(name)`` of an option of pytest type ``kind``, or the value as the file holds it where
+    pytest would refuse its TOML type (a non-string value of a ``string`` option is never handed to pytest)."""
+    if kind == "string":
+        raw = _raw(config, name)
+        if raw is not None and not isinstance(raw, str):
+            return raw
     try:
         return config.getini(name)
     except (TypeError, pytest.UsageError):  # pytest 9.2 reports the mismatch as a UsageError
@@ -39,7 +41,7 @@ def ini_where(config: pytest.Config, name: str) -> str:
     return f"ini option {name}" + (f" in {config.inipath.name}" if config.inipath is not None else "")
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     for kind, text in ((list, "a list"), (dict, "a table"), ((int, float), "a number"),
@@ -54,21 +56,5 @@ def path_text(value: Any, what: str, where: str) -> str:
     value, where it came from and what it is."""
     if isinstance(value, str) and "\0" not in value:
         return value
-    problem = "holds a NUL character" if isinstance(value, str) else f"is {_kind(value)}"
+    problem = "holds a NUL character" if isinstance(value, str) else f"is {kind_of(value)}"
     raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}; expected a path")
-
-
-def ini_path_list(config: pytest.Config, name: str, what: str) -> list[str]:
-    """A ``paths`` ini option's items (relative ones not yet resolved): a TOML array of paths, or text split
-    as a shell would (pytest.ini, and a string under ``[tool.pytest]``). A UsageError naming the option, the
-    file and the value for anything else, or for text a shell cannot split (``'unclosed``)."""
-    where = ini_where(config, name)
-    try:
-        value = getini(config, name)  # (under ini_options pytest splits the text itself)
-        items = shlex.split(value) if isinstance(value, str) else value
-    except ValueError as exc:
-        raise pytest.UsageError(f"gpuenv: {where} is {safe_repr(_raw(config, name), 200)}: {exc}") from None
-    if not isinstance(items, list):
-        raise pytest.UsageError(f"gpuenv: {safe_repr(items, 200)} from {where} is {_kind(items)}; expected a list "
-                                "of paths")
-    return [path_text(os.fspath(p) if isinstance(p, os.PathLike) else p, what, where) for p in items]

@@ -34,13 +34,18 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from pytest_gpuenv._options import Settings
+from pytest_gpuenv._options import Settings, defaults
+from pytest_gpuenv._outputs import mark_compile_only
 from pytest_gpuenv._session import get_session
+from pytest_gpuenv.detect import detect
 from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._attribute import LogOnce
 from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
-from pytest_gpuenv.rtc.kernel import get_cache
+from pytest_gpuenv.rtc._names import targets
+from pytest_gpuenv.rtc._source import load_source
+from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
+from pytest_gpuenv.rtc.module import compile_module
 from pytest_gpuenv.runtime import poisoned
 
 __all__ = ["HipKernelFactory"]
@@ -55,22 +60,14 @@ def _env_and_settings(config: pytest.Config) -> tuple[GpuEnv, Settings]:
     try:
         session = get_session(config)
     except KeyError:  # the plugin is not configured (-p no:gpuenv with the fixture imported)
-        from pytest_gpuenv.detect import detect
-
-        settings = Settings()
-        settings.kernel_dirs = [str(config.rootpath / "kernels")]
-        return detect(), settings
+        return detect(), defaults(config)
     return session.env, session.settings
 
 
 def _compile(path_or_source: Any, name: Optional[str], names: Optional[list], **kw: Any) -> Any:
     """A Kernel for ``name``, or with ``names`` a Module of those kernels (``name`` first when given)."""
     if names is None:
-        from pytest_gpuenv.rtc.kernel import compile_kernel
-
         return compile_kernel(path_or_source, name, **kw)  # type: ignore[arg-type]
-    from pytest_gpuenv.rtc.module import compile_module
-
     return compile_module(path_or_source, ([name] if name and name not in names else []) + list(names), **kw)
 
 
@@ -170,8 +167,6 @@ class HipKernelFactory:
         why = ""
         if self.settings.kernels == "run" and not self.env.compilers.get("cxx"):
             why = "; no C++ compiler to run it on the CPU executor (install g++)"
-        from pytest_gpuenv._outputs import mark_compile_only
-
         mark_compile_only(self.request.node, built)  # the --gpuenv-json report lists compile-only tests
         pytest.skip(f"compiled for {', '.join(built)}{extra}; no GPU to launch on{why}")
 
@@ -190,9 +185,6 @@ class HipKernelFactory:
                 f"hip_kernel requires a GPU or a HIP compiler: found {self.env.describe()}, and none of "
                 f"{_compilers.looked_for()}"
             )
-        from pytest_gpuenv.rtc._names import targets
-        from pytest_gpuenv.rtc._source import load_source
-
         targets(load_source(path_or_source, kw["kernel_dirs"]), ([name] if name else []) + list(kw["names"] or []))
         # ^ a missing kernel fails once, not per arch
         built, missing, errors = [], [], []

@@ -18,61 +18,26 @@ torch; with the option off and no marker in the run, no hook of this module runs
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import format_size, parse_size, safe_repr
 
 MODES = ("off", "fail", "warn")
 MARKER = "gpuenv_leak_check"
 MARKER_LINE = (f"{MARKER}(mode='fail', threshold=None): check this test for GPU memory leaks (mode fail, warn "
                "or off), even without --gpuenv-leak-check.")
-#: first uses of cuBLAS took 156 MiB outside torch on the H200 (torch 2.11, CUDA 13), a first conv 8 MiB
-DEFAULT_THRESHOLD = 512 * 2**20
-LEAK_DESC = ("check each test for GPU memory it leaves allocated (torch's allocator and the driver): fail "
-             "(the bare option) or warn; off by default.")
-THRESHOLD_DESC = "growth of device memory outside torch that counts as a leak (default 512MiB)."
 
 
-class Leak(Value):
-    __slots__ = ("device", "torch_bytes", "outside_bytes")
-
-    def __init__(self, device: int, torch_bytes: int, outside_bytes: int) -> None:
-        self.device, self.torch_bytes, self.outside_bytes = device, torch_bytes, outside_bytes
-
-
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("gpuenv")
-    group.addoption("--gpuenv-leak-check", dest="gpuenv_leak_check", nargs="?", const="fail", default=None,
-                    metavar="fail|warn|off", help=LEAK_DESC)
-    group.addoption("--gpuenv-leak-threshold", dest="gpuenv_leak_threshold", metavar="SIZE", help=THRESHOLD_DESC)
-    parser.addini("gpuenv_leak_check", LEAK_DESC, default="off")
-    parser.addini("gpuenv_leak_threshold", THRESHOLD_DESC, default=None)
+class Leak(NamedTuple):
+    device: int
+    torch_bytes: int
+    outside_bytes: int
 
 
-def _setting(config: pytest.Config, name: str) -> tuple[Any, str]:
-    from pytest_gpuenv._options import getini, ini_where
-
-    value = config.getoption(name, default=None)
-    if value is not None:
-        return value, f"--{name.replace('_', '-')}"
-    return getini(config, name), ini_where(config, name)
-
-
-def configure(config: pytest.Config) -> None:
-    """Resolve the options (UsageError naming a bad value) and register the checker where it may run."""
-    mode, where = _setting(config, "gpuenv_leak_check")
-    mode = str(mode if mode is not None else "off").strip().lower()
-    if mode not in MODES:
-        raise pytest.UsageError(f"gpuenv: invalid --gpuenv-leak-check value {safe_repr(mode)} from {where}; "
-                                f"expected one of: {', '.join(MODES)}")
-    raw, where = _setting(config, "gpuenv_leak_threshold")
-    try:
-        threshold = parse_size(raw) if raw not in (None, "") else DEFAULT_THRESHOLD
-    except ValueError as exc:
-        raise pytest.UsageError(f"gpuenv: invalid --gpuenv-leak-threshold {safe_repr(raw)} from {where}: {exc}") from None
+def configure(config: pytest.Config, mode: str, threshold: int) -> None:
+    """Register the checker where it may run (``--gpuenv-leak-check`` and its threshold, resolved)."""
     config.addinivalue_line("markers", MARKER_LINE)
     checker = LeakChecker(mode, threshold)
     if mode != "off":

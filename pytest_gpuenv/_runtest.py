@@ -14,23 +14,19 @@ after a GPU fault says so. The plugin's marks are those ``_marknames.plugin_mark
 from __future__ import annotations
 
 import os
-import sys
-from typing import TYPE_CHECKING, NoReturn, Optional
+from typing import NoReturn, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, markers
+from pytest_gpuenv import _marknames, _skip_patterns, _skipping, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
+from pytest_gpuenv._skipping import Skip
+from pytest_gpuenv.plan import plan_lines
 from pytest_gpuenv.report import summary
+from pytest_gpuenv.runtime import poisoned
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv._skipping import Skip
-    from pytest_gpuenv.runtime import Poison
-
-# ``_skipping`` (the markers' evaluation) and ``_skip_patterns`` (the suite's skip reasons) are imported where a
-# test has a plugin mark or a skip to read: a suite of unmarked, passing tests never loads them.
-_SKIP_INFO: pytest.StashKey[Skip] = pytest.StashKey()
-_MARK_ERROR: pytest.StashKey[str] = pytest.StashKey()
+_SKIP_INFO = pytest.StashKey[Skip]()
+_MARK_ERROR = pytest.StashKey[str]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
@@ -39,8 +35,6 @@ _SKIP_PROPERTY = "gpuenv_skip"
 
 def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     if session.plan_profiles is not None:
-        from pytest_gpuenv.plan import plan_lines
-
         session.plan_lines = plan_lines(items, session.plan_profiles)
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[_marknames.PluginMark]] = {}  # each module's (class's...) marks, walked once
@@ -57,8 +51,6 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.stash[_MARK_ERROR] = error
             continue
         markers.warn_small_sizes(item, marks)
-        from pytest_gpuenv import _skipping
-
         xf = _skipping.xfail_for(marks, session.env)
         if xf is not None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
@@ -70,18 +62,14 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     """Fail on a bad marker argument; skip when a marker's requirement is not met on this host, or when
     the GPU context of this process was poisoned by an earlier test and this one needs a GPU. An xdist
     worker on another host than its controller's names the host in the reason."""
-    if _MARK_ERROR in item.stash:  # (``in``: a missing key costs Stash.get an exception, on every test)
+    if _MARK_ERROR in item.stash:
         pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
     marks = _marknames.plugin_marks(item)
     skip = None
     if marks:
-        from pytest_gpuenv import _skipping
-
         skip = _skipping.evaluate(marks, session.env)
-    poison = _poisoned() if skip is None else None
+    poison = poisoned() if skip is None else None
     if poison is not None and _uses_gpu(item):
-        from pytest_gpuenv._skipping import Skip
-
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
         skip = skip.noted(_host_note(session))
@@ -92,21 +80,12 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
 def skip_without_gpu(item: pytest.Item, what: str) -> NoReturn:
     """Skip from a fixture that needs a usable GPU (``gpu_device``, ``torch_device``, ``gpu_bench``),
     counted as a hardware skip like a marker's: grouped by the same cause ``requires_gpu`` would give."""
-    from pytest_gpuenv import _skipping
-
     session = get_session(item.config)
     cause = _skipping.missing_gpu(session.env)
-    skip = _skipping.Skip(cause.category, cause.cause,
+    skip = Skip(cause.category, cause.cause,
                           f"{what} requires a usable GPU: found {session.env.describe()}" + _host_note(session))
     item.stash[_SKIP_INFO] = skip
     pytest.skip(skip.reason)
-
-
-def _poisoned() -> Optional[Poison]:
-    """The sticky GPU error of this process (``runtime.poisoned()``), or None. Only code that imported the
-    runtime can have recorded one, so a run that launches no kernel never imports it."""
-    sticky = sys.modules.get("pytest_gpuenv.runtime._sticky")
-    return sticky.poisoned() if sticky is not None else None
 
 
 def _host_note(session: GpuenvSession) -> str:
@@ -139,7 +118,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         if cause is not None:
             rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
     if rep.failed and rep.when == "call":
-        poison = _poisoned()
+        poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
             rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
 
@@ -153,8 +132,6 @@ def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:
 def suite_skip_cause(longrepr: object, session: GpuenvSession) -> Optional[str]:
     """The summary cause of a skip the suite wrote itself (``pytest.skip("CUDA not available")``, a
     ``skipif``, ``unittest.skipUnless``) when its reason is a hardware one (``_skip_patterns``), else None."""
-    from pytest_gpuenv import _skip_patterns
-
     reason = _skip_patterns.reason_of(longrepr)
     if reason is None or not _skip_patterns.is_hardware_reason(reason, session.settings.skip_patterns):
         return None
@@ -174,8 +151,6 @@ def check_required(config: pytest.Config, session: GpuenvSession) -> None:
     if session.settings.require == "off" or any(
             getattr(config.option, name, False) for name in ("collectonly", "showfixtures", "show_fixtures_per_test")):
         return
-    from pytest_gpuenv import _skipping
-
     failure = _skipping.require_failure(session.env, session.settings.require, summary(session.env))
     if failure is not None:
         raise pytest.UsageError(failure)

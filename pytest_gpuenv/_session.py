@@ -4,13 +4,14 @@
 takes the model an xdist controller sent down), sets the variables the run needs and stores the
 session; hooks and fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The
 session holds the hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the hosts of
-the run, the variables to restore at the end and the run's ``PerfSession`` (created on first use, so
-loading the plugin does not import the timer). ``start`` also registers the run's ``_outputs.Outputs``
+the run, the variables to restore at the end and the run's ``PerfSession`` (created on first use: the
+timer is a subsystem the run imports only where a test measures). ``start`` also registers the run's ``_outputs.Outputs``
 (the JSON report's run fields, JUnit properties) when ``--gpuenv-json`` or ``--junitxml`` is given.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -18,31 +19,33 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import pytest
 
 from pytest_gpuenv import _hosts, _options
+from pytest_gpuenv._hide import HiddenModules
 from pytest_gpuenv._options import Settings
-from pytest_gpuenv._record import Value
+from pytest_gpuenv._outputs import Outputs
+from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
 from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.plan import profiles
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv._hide import HiddenModules
-    from pytest_gpuenv._outputs import Outputs
     from pytest_gpuenv.perf.session import PerfSession
 
 
-class HardwareSkip(Value):
+@dataclasses.dataclass(frozen=True)
+class HardwareSkip:
     """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary; ``host``: the
     host the test ran on (``GpuenvSession.host`` of the process that ran it)."""
 
-    __slots__ = ("nodeid", "category", "cause", "host")
-
-    def __init__(self, nodeid: str, category: str, cause: str, host: str = "") -> None:
-        self.nodeid, self.category, self.cause, self.host = nodeid, category, cause, host
+    nodeid: str
+    category: str
+    cause: str
+    host: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"nodeid": self.nodeid, "category": self.category, "cause": self.cause, "host": self.host}
+        return dataclasses.asdict(self)
 
 
 class GpuenvSession:
-    """The run's state, made by ``start`` (a plain class: creating a dataclass would cost every run ~0.5 ms)."""
+    """The run's state, made by ``start``."""
 
     def __init__(self, env: GpuEnv, settings: Settings, host: str = "") -> None:
         self.env = env
@@ -129,7 +132,7 @@ class GpuenvSession:
                         returncode=pytest.ExitCode.USAGE_ERROR)
 
 
-SESSION_KEY: pytest.StashKey[GpuenvSession] = pytest.StashKey()  # (annotated: a subscript costs every import)
+SESSION_KEY = pytest.StashKey[GpuenvSession]()
 
 
 def get_session(config: pytest.Config) -> GpuenvSession:
@@ -157,17 +160,11 @@ def start(config: pytest.Config,
     session = GpuenvSession(env, settings, host=host.name)
     config.stash[SESSION_KEY] = session
     if settings.json_path or config.getoption("xmlpath", None):  # its per-test hooks only where read
-        from pytest_gpuenv._outputs import Outputs
-
         session.outputs = Outputs(config, session)
         config.pluginmanager.register(session.outputs, "gpuenv-outputs")
     if env.forced_backend == "cpu":
-        from pytest_gpuenv.detect import hide_gpus_env
-
         session.set_environ(hide_gpus_env(env))
     if settings.plan and not hasattr(config, "workerinput"):
-        from pytest_gpuenv.plan import profiles
-
         session.plan_profiles = profiles(settings.plan_profiles)
     # torch.cuda.is_available() through NVML/amdsmi does not poison fork (DETECTION.md section 0.5)
     if "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ:
@@ -176,8 +173,6 @@ def start(config: pytest.Config,
 
 
 def _detect(config: pytest.Config, settings: Settings) -> GpuEnv:
-    from pytest_gpuenv.detect import apply_backend, detect
-
     cache = _ProbeCache(config) if getattr(config, "cache", None) is not None and settings.root is None else None
     t0 = time.perf_counter()
     env = detect(

@@ -10,23 +10,22 @@ machines.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
-from pytest_gpuenv._record import Value
 from pytest_gpuenv.markers import validate
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
 
 
-class Skip(Value):
+@dataclass(frozen=True)
+class Skip:
     """Why a test skips: its ``reason``, and the ``category`` ("vendor", "arch", "memory", "devices",
     "toolchain", "wsl", "platform", "problem", "backend-option", "condition", "no-gpu") and ``cause`` (a
-    group label, no test-specific detail) that group it in the summary (``Value``, as the plugin's other
-    small records)."""
+    group label, no test-specific detail) that group it in the summary."""
 
-    __slots__ = ("category", "cause", "reason")
-
-    def __init__(self, category: str, cause: str, reason: str) -> None:
-        self.category, self.cause, self.reason = category, cause, reason
+    category: str
+    cause: str
+    reason: str
 
     def noted(self, note: str) -> Skip:
         """This skip with ``note`` added to its reason."""

@@ -3,15 +3,14 @@ the test's ``@gpuenv_tolerance`` markers (farthest first, so the closest marker 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import pytest
 
+from pytest_gpuenv import tolerance
 from pytest_gpuenv._session import get_settings
 from pytest_gpuenv.model import safe_repr
-
-if TYPE_CHECKING:
-    from pytest_gpuenv.tolerance import Rule
+from pytest_gpuenv.tolerance import Rule
 
 MARKER = "gpuenv_tolerance"
 _KEYS = ("dtype", "rtol", "atol", "arch")
@@ -19,8 +18,6 @@ _KEYS = ("dtype", "rtol", "atol", "arch")
 
 def marker_rules(item: Any) -> list[Rule]:
     """The item's ``@gpuenv_tolerance`` marks as rules; ``ValueError`` naming the bad one."""
-    from pytest_gpuenv import tolerance  # (imported by the first test that asks for the fixture)
-
     rules = []
     for m in reversed(list(item.iter_markers(MARKER))):
         call = ", ".join([safe_repr(a) for a in m.args] + [f"{k}={safe_repr(v)}" for k, v in m.kwargs.items()])
@@ -45,10 +42,8 @@ def gpu_assert_close_fixture(request: pytest.FixtureRequest) -> Callable[..., No
     except ValueError as exc:
         pytest.fail(str(exc), pytrace=False)
 
-    from pytest_gpuenv.tolerance import compare
-
     def gpu_assert_close(actual: Any, expected: Any, **overrides: Any) -> None:
         __tracebackhide__ = True
-        compare(actual, expected, rules, **overrides)
+        tolerance.compare(actual, expected, rules, **overrides)
 
     return gpu_assert_close

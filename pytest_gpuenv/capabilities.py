@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
-from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import Device, GpuEnv, format_size, parse_size, safe_repr
 
 #: the capability names a marker may ask for, besides ``shared_memory>=SIZE``
@@ -42,18 +41,21 @@ _SHARED_RE = r"^shared_memory\s*>=\s*(.+)$"
 KiB = 1024
 
 
-class ArchCaps(Value):
+class ArchCaps(NamedTuple):
     """One row of the table: an arch family and what it has."""
 
-    __slots__ = ("patterns", "family", "fp64_rate", "bf16", "fp8", "int8_dot", "matrix", "tf32", "waves",
-                 "shared", "unified", "ecc")
-
-    def __init__(self, patterns: tuple[str, ...], family: str, fp64_rate: str, bf16: bool, fp8: tuple[str, ...],
-                 int8_dot: bool, matrix: Optional[str], tf32: Optional[str], waves: tuple[int, ...], shared: int,
-                 unified: Optional[str], ecc: Optional[bool]) -> None:
-        self.patterns, self.family, self.fp64_rate, self.bf16, self.fp8 = patterns, family, fp64_rate, bf16, fp8
-        self.int8_dot, self.matrix, self.tf32, self.waves, self.shared = int8_dot, matrix, tf32, waves, shared
-        self.unified, self.ecc = unified, ecc
+    patterns: tuple[str, ...]
+    family: str
+    fp64_rate: str
+    bf16: bool
+    fp8: tuple[str, ...]
+    int8_dot: bool
+    matrix: Optional[str]
+    tf32: Optional[str]
+    waves: tuple[int, ...]
+    shared: int
+    unified: Optional[str]
+    ecc: Optional[bool]
 
 
 _OCP, _FNUZ = ("e4m3", "e5m2"), ("e4m3fnuz", "e5m2fnuz")
@@ -99,13 +101,12 @@ TABLE = (
 )
 
 
-class Requirement(Value):
+class Requirement(NamedTuple):
     """One parsed capability: ``name`` (from NAMES, or ``shared_memory``) and, for shared memory, the bytes."""
 
-    __slots__ = ("name", "size", "text")
-
-    def __init__(self, name: str, size: Optional[int], text: str) -> None:
-        self.name, self.size, self.text = name, size, text
+    name: str
+    size: Optional[int]
+    text: str
 
 
 def parse(value: Any) -> Requirement:

@@ -10,14 +10,12 @@ import json
 import math
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Optional, Sequence, TextIO
+from typing import Any, Optional, Sequence, TextIO
 
-from pytest_gpuenv import report
-from pytest_gpuenv._options import PROBE_TIMEOUT_MAX, probe_timeout_ok
-from pytest_gpuenv.model import safe_repr
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv import capabilities, report
+from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX, probe_timeout_ok
+from pytest_gpuenv.detect import detect
+from pytest_gpuenv.model import GpuEnv, safe_repr
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,8 +56,6 @@ def _probe_timeout(text: str) -> float:
 
 
 def _env(args: argparse.Namespace) -> GpuEnv:
-    from pytest_gpuenv.detect import detect
-
     root = args.root or None  # `--root ''` is unset, as GPUENV_ROOT= is
     if root and not os.path.isdir(root):
         raise SystemExit(f"gpuenv: --root {safe_repr(root, 200)} is not a directory")
@@ -76,8 +72,6 @@ def info_text(env: GpuEnv) -> str:
     out = report.header_lines(env, verbose=1)
     out = [line[len("gpuenv: "):] if line.startswith("gpuenv: ") else line for line in out]
     if env.devices:
-        from pytest_gpuenv import capabilities
-
         out.append("capabilities:")
         out.extend(f"  [{d.index}] {capabilities.describe(d, env)}" for d in env.devices)
     return "\n".join(out)

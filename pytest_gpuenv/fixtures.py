@@ -1,8 +1,8 @@
 """The plugin's fixtures: ``gpu_env``, ``gpu_device``, ``torch_device``, ``hip_kernel``, ``gpu_bench``.
 
-The environment fixtures read the session (``_session``). ``hip_kernel`` and ``gpu_bench`` import
-their machinery (``_kernel_fixture``, ``_bench_fixture``) when a test first asks for them, so loading
-the plugin imports neither the compiler layer nor the timer.
+The environment fixtures read the session (``_session``). ``hip_kernel`` imports its machinery
+(``_kernel_fixture``, which needs the kernel compiler ``rtc``) when a test first asks for it; ``gpu_bench``'s
+(``_bench_fixture``) imports the timer (``perf``) likewise.
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv._bench_fixture import make_gpu_bench
+from pytest_gpuenv._runtest import skip_without_gpu
 from pytest_gpuenv._session import get_env, get_session, get_settings
 from pytest_gpuenv.model import Device, GpuEnv
+from pytest_gpuenv.runtime import running
 
 
 def torch_device_params(env: GpuEnv, mode: str) -> list[str]:
@@ -102,8 +105,6 @@ def gpu_device(request: pytest.FixtureRequest) -> Device:
     """The GPU this test runs on (index, vendor, name, arch, memory, warp size); skips when none is usable."""
     dev = current_device(request)
     if dev is None:
-        from pytest_gpuenv._runtest import skip_without_gpu
-
         skip_without_gpu(request.node, "gpu_device")
     return dev
 
@@ -115,8 +116,6 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
     if value is None:
         value = torch_device_params(get_env(request.config), get_settings(request.config).devices)[0]
     if value == "cuda:none":
-        from pytest_gpuenv._runtest import skip_without_gpu
-
         skip_without_gpu(request.node, "--gpuenv-devices=gpu")
     try:
         import torch
@@ -136,8 +135,7 @@ def hip_kernel(request: pytest.FixtureRequest) -> Any:
     ``sync`` (default True), ``names``. Without a GPU it runs the kernel on the CPU executor, once per warp size of
     ``gpuenv_cpu_warp_sizes`` (``--gpuenv-kernels=run``, the default where a C++ compiler exists), or
     compiles for ``gpuenv_compile_archs`` and skips (``compile``), or skips (``off``)."""
-    from pytest_gpuenv._kernel_fixture import HipKernelFactory
-    from pytest_gpuenv.runtime import running
+    from pytest_gpuenv._kernel_fixture import HipKernelFactory  # the kernel compiler (rtc)
 
     with running(request.node.nodeid):  # a GPU fault in this test is recorded against it
         yield HipKernelFactory(request, current_device)
@@ -149,6 +147,4 @@ def gpu_bench(request: pytest.FixtureRequest) -> Any:
     ``m.assert_faster_than("250us")``, ``m.assert_bandwidth(at_least=0.8)``,
     ``m.assert_no_regression("10%")``; ``gpu_bench.assert_ratio(fast, reference, at_most=1.2)``.
     Skips on a runner without a usable GPU."""
-    from pytest_gpuenv._bench_fixture import make_gpu_bench
-
     return make_gpu_bench(request)

@@ -1,8 +1,7 @@
 """The environment model: what the detector found, as plain serialisable data.
 
 ``GpuEnv.to_dict()`` is what ``gpuenv info --json`` prints and what reaches xdist workers through
-``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data: no I/O. The classes are
-dataclasses (``_record.record``: their methods written once rather than compiled at every import).
+``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data (dataclasses): no I/O.
 """
 
 from __future__ import annotations
@@ -11,11 +10,9 @@ import dataclasses
 import fnmatch
 import math
 import re
-from dataclasses import field
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Optional, Union
-
-from pytest_gpuenv._record import record
 
 SCHEMA = 1
 
@@ -28,6 +25,8 @@ _FAMILY = {"rocm": "rocm", "rocm-wsl": "rocm", "hip-windows": "rocm", "cuda": "c
 
 #: ``--gpuenv-backend`` values: the one list, read by the option parser and by ``detect.apply_backend``
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm")
+#: ``--gpuenv-perf`` values: read by the option parser and by the timer (``perf.PerfContext``)
+PERF_MODES = ("check", "strict", "warn", "off", "record")
 
 
 def family(kind: str) -> str:
@@ -50,7 +49,7 @@ STABLE_CODES = (
 )
 
 
-@record
+@dataclass
 class Problem:
     """Something wrong (or worth knowing) about the environment, with the fix a person needs."""
 
@@ -67,7 +66,7 @@ class Problem:
         return dataclasses.asdict(self)
 
 
-@record
+@dataclass
 class Device:
     """One GPU, after the visible-devices variables are applied, in the frameworks' order."""
 
@@ -111,7 +110,7 @@ class Device:
         return f"{name} ({', '.join(bits)})" if bits else name
 
 
-@record
+@dataclass
 class GpuEnv:
     """What the run is on. INTERFACE.md lists the keys; extra keys are additions, never renames."""
 
@@ -321,7 +320,7 @@ _SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
 _SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ArchPattern:
     """``gfx90a``, ``gfx94*``, ``sm_90``, ``sm_80+`` (8.0 or newer). Never matches the other vendor."""
 

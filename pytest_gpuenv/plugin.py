@@ -5,9 +5,8 @@ markers and their evaluation), ``_runtest`` (what happens to each test), ``repor
 summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measurements sent back),
 ``fixtures`` (the fixtures, found here by pytest).
 
-What only some runs need is imported where they need it, so that loading the plugin costs a plain run
-little: ``_xdist`` (with pytest-xdist), ``_hide`` (``--gpuenv-backend=cpu``), the runtime (a test that
-launches kernels), ``_skipping`` (a test with a GPU marker), ``_skip_patterns`` (a skipped test).
+The subsystems behind a boundary are imported where a run needs them: ``_xdist`` (with pytest-xdist),
+the kernel compiler (``rtc``, by ``hip_kernel``) and the timer (``perf``, by ``gpu_bench``).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -19,7 +18,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _leak, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv import _crash, _hide, _leak, _marknames, _options, _runtest, _session, fixtures, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -30,7 +29,6 @@ from pytest_gpuenv.model import GpuEnv
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
-    _leak.add_options(parser)
     pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
 
 
@@ -39,11 +37,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _marknames.register_aliases(config)
     session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
-        from pytest_gpuenv import _hide
-
         session.hidden = _hide.install(session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
-    _leak.configure(config)
+    _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
     _crash.start(config, session)
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
@@ -94,7 +90,7 @@ def pytest_markeval_namespace(config: pytest.Config) -> dict[str, Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    names = metafunc.fixturenames  # most tests use neither: two lookups and out
+    names = metafunc.fixturenames
     if "hip_kernel" in names:
         fixtures.parametrize_hip_kernel(metafunc)
     if "torch_device" in names:
@@ -126,7 +122,7 @@ class _SkipCollector:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        skip = _runtest.hardware_skip(report) if report.skipped else None  # most reports: one attribute
+        skip = _runtest.hardware_skip(report)
         if skip is not None:
             self.session.skips.append(skip)
 

@@ -26,9 +26,8 @@ import contextlib
 import fnmatch
 import re
 import sys
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
-from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import ArchPattern, safe_repr
 
 #: torch.testing.assert_close's defaults (torch/testing/_comparison.py _DTYPE_PRECISIONS): dtype -> (rtol, atol)
@@ -40,17 +39,18 @@ _ALIASES = {"half": "float16", "fp16": "float16", "bf16": "bfloat16", "float": "
             "double": "float64", "fp64": "float64", "fp8": "float8*"}
 
 
-class Rule(Value):
+class Rule(NamedTuple):
     """One line of a profile: for dtypes matching ``dtype`` (a glob) where ``where`` holds (None: anywhere;
     "amd", "nvidia", "cpu"; or an ArchPattern), these ``rtol``/``atol`` (None: not set here). ``source``:
     default, built-in, ini, marker or call; ``label`` says why or where."""
 
-    __slots__ = ("dtype", "where", "rtol", "atol", "source", "label", "tf32")
-
-    def __init__(self, dtype: str, where: Any, rtol: Optional[float], atol: Optional[float], source: str,
-                 label: str, tf32: bool = False) -> None:
-        self.dtype, self.where, self.rtol, self.atol = dtype, where, rtol, atol
-        self.source, self.label, self.tf32 = source, label, tf32
+    dtype: str
+    where: Any
+    rtol: Optional[float]
+    atol: Optional[float]
+    source: str
+    label: str
+    tf32: bool = False
 
     def applies(self, dtype: str, vendor: str, arch: Optional[str], tf32: bool) -> bool:
         if not fnmatch.fnmatchcase(dtype, self.dtype) or (self.tf32 and not tf32):
@@ -152,13 +152,12 @@ def ini_rules(lines: Any, where: str) -> list[Rule]:
         raise pytest.UsageError(f"gpuenv: {exc}") from None
 
 
-class Context(Value):
+class Context(NamedTuple):
     """Where the compared values live: ``vendor`` ("amd", "nvidia", "cpu"), ``arch``, and whether TF32 is on."""
 
-    __slots__ = ("vendor", "arch", "tf32")
-
-    def __init__(self, vendor: str, arch: Optional[str], tf32: bool) -> None:
-        self.vendor, self.arch, self.tf32 = vendor, arch, tf32
+    vendor: str
+    arch: Optional[str]
+    tf32: bool
 
 
 def _is_tensor(x: Any) -> bool:
@@ -180,14 +179,15 @@ def context_of(x: Any, arch: Optional[str] = None, tf32: Optional[bool] = None) 
     return Context(vendor, arch, tf32)
 
 
-class Profile(Value):
+class Profile(NamedTuple):
     """The tolerances chosen for one comparison and where each came from."""
 
-    __slots__ = ("dtype", "rtol", "atol", "rtol_from", "atol_from", "ctx")
-
-    def __init__(self, dtype: str, rtol: float, atol: float, rtol_from: str, atol_from: str, ctx: Context) -> None:
-        self.dtype, self.rtol, self.atol, self.rtol_from, self.atol_from = dtype, rtol, atol, rtol_from, atol_from
-        self.ctx = ctx
+    dtype: str
+    rtol: float
+    atol: float
+    rtol_from: str
+    atol_from: str
+    ctx: Context
 
     def describe(self) -> str:
         on = self.ctx.arch or self.ctx.vendor

@@ -98,12 +98,10 @@ def test_names_in_the_pages_exist() -> None:
     """Every ``--gpuenv-*`` option the hand-written pages name is one pytest registers, and every ``GPUENV_*``
     variable and ``gpuenv_*`` name (ini option, marker alias, report field) occurs in the package's source."""
     import pytest_gpuenv
-    from pytest_gpuenv import _leak
     from pytest_gpuenv._options import add_options
 
     parser = pytest.Parser(_ispytest=True)
     add_options(parser)
-    _leak.add_options(parser)  # registered beside the table by plugin.pytest_addoption
     flags = {name for group in parser._groups for opt in group.options for name in opt.names()}
     source = "\n".join(p.read_text(encoding="utf-8") for p in pathlib.Path(pytest_gpuenv.__file__).parent.rglob("*")
                        if p.suffix in (".py", ".cpp", ".h"))

@@ -53,7 +53,7 @@ def test_options_and_marker_without_cuda(pytester, args):
 
 
 @pytest.mark.parametrize("args, text", [
-    (("--gpuenv-leak-check=sometimes",), "invalid --gpuenv-leak-check value 'sometimes' from --gpuenv-leak-check"),
+    (("--gpuenv-leak-check=sometimes",), "invalid --gpuenv-leak-check value 'sometimes' from command line (--gpuenv-leak-check)"),
     (("--gpuenv-leak-check", "--gpuenv-leak-threshold=lots"), "invalid --gpuenv-leak-threshold 'lots'"),
 ])
 def test_bad_options_are_usage_errors(pytester, args, text):

@@ -1,7 +1,7 @@
 """The reference pages, generated from the package's own tables at every docs build, so they cannot drift.
 
-- options: the real ``pytest.Parser`` after ``_options.add_options`` (flags, metavars, help, ini names, ini
-  types and defaults), and the ``GPUENV_*`` variable found beside each option's name in ``_options``' rows;
+- options: the rows of ``_options.OPTIONS`` (flag, metavar, environment variable, ini name and type, default,
+  help), the table that also registers the options with pytest and resolves them;
 - markers: ``markers.MARKERS`` (each signature line), with the ``gpuenv_`` alias;
 - fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring);
 - command line: ``gpuenv ... --help`` as argparse prints it, for each command and subcommand;
@@ -62,54 +62,19 @@ def _strings(obj: Any, depth: int = 0) -> Iterator[tuple[str, ...]]:
             yield from _strings(v, depth + 1)
 
 
-def env_names(module: Any) -> dict[str, str]:
-    """option dest or ini name -> its ``GPUENV_*`` variable, wherever ``module``'s tables pair them."""
-    out: dict[str, str] = {}
-    for value in vars(module).values():
-        for row in _strings(value):
-            envs = [s for s in row if re.fullmatch(r"GPUENV_[A-Z0-9_]+", s)]
-            names = [s for s in row if re.fullmatch(r"gpuenv_[a-z0-9_]+", s)]
-            if len(envs) == 1:
-                for n in names:
-                    out.setdefault(n, envs[0])
-    return out
-
-
 def options_page() -> list[str]:
-    import pytest
+    from pytest_gpuenv._options import OPTIONS
 
-    from pytest_gpuenv import _options
-
-    parser = pytest.Parser(_ispytest=True)
-    _options.add_options(parser)
-    envs = env_names(_options)
-    inis: dict[str, tuple[str, str, Any]] = {}
-    for name, spec in parser._inidict.items():
-        if name.startswith("gpuenv_"):
-            help_, type_, default = (tuple(spec) + (None, None, None))[:3] if isinstance(spec, tuple) else (
-                getattr(spec, "help", ""), getattr(spec, "type", "string"), getattr(spec, "default", None))
-            inis[name] = (help_, type_ or "string", default)
-    rows, seen = [], set()
-    for group in parser._groups:
-        for opt in group.options:
-            attrs = opt.attrs()
-            dest = attrs.get("dest") or ""
-            flags = ", ".join(f"`{n}`" for n in opt.names())
-            metavar = attrs.get("metavar")
-            flag = f"{flags} `{metavar}`" if metavar else flags
-            ini = inis.get(dest)
-            seen.add(dest)
-            default = ini[2] if ini else attrs.get("default")
-            rows.append([flag, f"`{envs[dest]}`" if dest in envs else "-",
-                         f"`{dest}` ({ini[1]})" if ini else "-", _fmt_default(default), attrs.get("help") or ""])
-    for name, (help_, type_, default) in inis.items():
-        if name not in seen:
-            rows.append(["- (ini only)", f"`{envs[name]}`" if name in envs else "-", f"`{name}` ({type_})",
-                         _fmt_default(default), help_])
+    rows = []
+    for opt in OPTIONS:
+        flag = f"`{opt.flag}`" + (f" `{opt.metavar}`" if opt.metavar else "") if opt.cli else "- (ini only)"
+        rows.append([flag, f"`{opt.env}`" if opt.env else "-", f"`{opt.name}` ({opt.ini})" if opt.ini else "-",
+                     _fmt_default(opt.default), opt.help])
     return [
         "# Options", "",
-        "Generated from `pytest_gpuenv/_options.py` at build time. Lookup order: the command line, then the",
-        "environment variable (an empty one counts as unset), then the ini file (`pytest.ini`, `tox.ini`,",
+        "Generated at build time from the option table (`OPTIONS` in `pytest_gpuenv/_options.py`), which also",
+        "registers the options with pytest. Lookup order: the command line, then the environment variable",
+        "(an empty one counts as unset), then the ini file (`pytest.ini`, `tox.ini`,",
         "`setup.cfg` or `pyproject.toml`), then the default. A bad value is a `pytest.UsageError` naming the",
         "value and where it came from. List options take a TOML array in `pyproject.toml`, and commas or",
         "spaces elsewhere (`gpuenv_compile_archs = [\"gfx90a\", \"sm_90\"]` under `[tool.pytest.ini_options]` or",
@@ -123,7 +88,7 @@ def options_page() -> list[str]:
 
 
 def _fmt_default(default: Any) -> str:
-    if default in (None, "", [], False):
+    if default in (None, "", [], (), False):
         return "-"
     return f"`{default}`"
 

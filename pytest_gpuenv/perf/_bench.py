@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Optional
 
+from pytest_gpuenv.model import PERF_MODES
 from pytest_gpuenv.perf._comparison import Comparison
 from pytest_gpuenv.perf._device import DeviceInfo
 from pytest_gpuenv.perf._engine import Sampler
@@ -23,7 +24,6 @@ from pytest_gpuenv.perf._settings import Options
 from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time, printable
 from pytest_gpuenv.perf.session import PerfSession
 
-PERF_MODES = ("check", "strict", "warn", "off", "record")
 MEASURE_MODES = ("cold", "hot", "auto")
 #: ``timer=`` of a measurement: the profiler timer where it can time the callable, or one of the two
 TIMERS = ("auto", "cupti", "events")

@@ -14,9 +14,8 @@ the running test on disk first.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
-
-from pytest_gpuenv._record import Value
 
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
@@ -59,19 +58,19 @@ def stored_codes(hip_major: Optional[int]) -> frozenset[str]:
     return STORED if hip_major is None or hip_major >= STORED_FROM else frozenset()
 
 
-class Poison(Value):
+@dataclass(frozen=True)
+class Poison:
     """Who poisoned a backend's GPU context in this process (``backend``: "cuda" or "rocm"), with what
     (``code``), and ``by`` which test (a nodeid, or "<outside pytest>"). ``culprit``: True when the fault was
     caught waiting for a kernel launch (the culprit is known); False when a later call found the context
-    already broken (by earlier GPU work, e.g. torch, in ``by`` or before). A ``Value``: a NamedTuple or
-    dataclass costs every run that loads the runtime its creation."""
+    already broken (by earlier GPU work, e.g. torch, in ``by`` or before)."""
 
-    __slots__ = ("backend", "code", "by", "culprit", "launched")
-
-    def __init__(self, backend: str, code: str, by: str, culprit: bool = True, launched: Optional[str] = None) -> None:
-        self.backend, self.code, self.by, self.culprit = backend, code, by, culprit
-        #: the test that launched the last kernel before the error was found (None where unknown)
-        self.launched = launched
+    backend: str
+    code: str
+    by: str
+    culprit: bool = True
+    #: the test that launched the last kernel before the error was found (None where unknown)
+    launched: Optional[str] = None
 
     def reason(self) -> str:
         api = "CUDA context" if self.backend == "cuda" else "HIP device"

@@ -1,0 +1,233 @@
+"""What each option's value may be: the parsers the option table (``_options.OPTIONS``) names.
+
+Each parser takes the option, the value as found (a command-line or environment text, or what the ini file
+holds: a string, a list, or under pytest 9's ``[tool.pytest]`` any TOML value), where it came from, and the
+config; it returns the setting or raises ``pytest.UsageError`` naming the value and its source.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+import pytest
+
+from pytest_gpuenv import _hide, _skip_patterns, capabilities, tolerance
+from pytest_gpuenv._ini import kind_of, path_text
+from pytest_gpuenv._paths import directory_problem, new_file_problem
+from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, parse_size, safe_repr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._options import Option
+
+#: ``(option, value, where, config) -> setting``
+Parser = Callable[["Option", Any, str, pytest.Config], Any]
+#: the longest runtime probe, in seconds (the plugin option and the CLI's --probe-timeout)
+PROBE_TIMEOUT_MAX = 3600
+
+
+def _worker(config: pytest.Config) -> bool:
+    """An xdist worker: output paths are checked where they are written (it may run on another host)."""
+    return hasattr(config, "workerinput")
+
+
+def split_list(value: Any) -> list[str]:
+    """The items of a list-valued option: a list (an item may itself be comma-separated) or a text separated
+    by commas, semicolons, spaces or newlines (command line, variables, pytest.ini)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [part for item in items for part in str(item).replace(";", ",").replace(",", " ").split()]
+
+
+def _choose(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise pytest.UsageError(
+            f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected one of: {', '.join(choices)}"
+        )
+    return v
+
+
+def choice(choices: tuple[str, ...]) -> Parser:
+    """One of ``choices`` (case and surrounding blanks ignored)."""
+    return lambda opt, value, where, config: _choose(value, choices, f"{opt.flag} value", where)
+
+
+def _number(value: Any, what: str, where: str, check: Callable[[float], bool], rule: str) -> float:
+    """``float(value)`` when it is finite and passes ``check``; else a UsageError naming value and source."""
+    try:
+        v = float(value) if len(str(value)) <= 100 else math.nan
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v) or not check(v):
+        raise pytest.UsageError(f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected {rule}")
+    return v
+
+
+def seconds(most: float) -> Parser:
+    """Seconds in (0, most]."""
+    return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where, lambda x: 0 < x <= most,
+                                                     f"seconds in (0, {most:g}]")
+
+
+def probe_timeout_ok(secs: float) -> bool:
+    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
+    return 0 < secs <= PROBE_TIMEOUT_MAX
+
+
+def flag(opt: Option, value: Any, where: str, config: pytest.Config) -> bool:
+    return bool(value)
+
+
+def items(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return list(value or [])
+
+
+REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
+
+
+def require(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    """``--gpuenv-require``: a mode (``REQUIRE_MODES``) or comma-separated capabilities (``bf16,fp8``)."""
+    v = str(value).strip().lower()
+    if v in REQUIRE_MODES:
+        return v
+    return capabilities.require_option(value, where, REQUIRE_MODES)
+
+
+def worker_gpus(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    text = str(value).strip().lower()
+    if text in ("auto", "off"):
+        return text
+    rule = f"auto, off or an integer from 1 to {MAX_DEVICES}"
+    n = _number(text, f"{opt.flag} value", where, lambda x: 1 <= x <= MAX_DEVICES and x == int(x), rule)
+    return str(int(n))
+
+
+def json_path(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one."""
+    if not value:
+        return None
+    from pytest_gpuenv.perf.session import json_target_problem
+
+    path = os.path.join(str(config.invocation_params.dir), path_text(value, opt.flag, where))
+    problem = None if _worker(config) else json_target_problem(path) or new_file_problem(path)
+    if problem:
+        raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(value, 200)} from {where}: {problem}")
+    return path
+
+
+def perf_plot(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """The ``--gpuenv-perf-plot`` target, checked (matplotlib too) by the controller, which draws it."""
+    if not value:
+        return None
+    path = path_text(value, opt.flag, where)
+    if not _worker(config):
+        from pytest_gpuenv.perf._plot import option_problem
+
+        problem = option_problem(path, str(config.invocation_params.dir))
+        if problem:
+            raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(path, 200)} from {where}: {problem}")
+    return path
+
+
+def root(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    if not value:
+        return None
+    if not os.path.isdir(path_text(value, opt.flag, where)):
+        raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(value, 200)} from {where} is not a directory")
+    return os.path.abspath(value)
+
+
+def _directory(value: Any, what: str, where: str, create: bool, base: str) -> str:
+    """An absolute folder path (relative to ``base``) that ``_paths.directory_problem`` accepts."""
+    path = os.path.join(base, os.path.expanduser(path_text(value, what, where)))
+    problem = directory_problem(path, create)
+    if problem:
+        fix = "; give a directory of your own" if create and "of your own" not in problem else ""
+        raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}{fix}")
+    return os.path.abspath(path)
+
+
+def cache_dir(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """A writable folder (made when missing), checked where the run starts, as ``--gpuenv-json``."""
+    if not value:
+        return None
+    if _worker(config):
+        return path_text(value, opt.flag, where)
+    return _directory(value, opt.flag, where, True, str(config.invocation_params.dir))
+
+
+def kernel_dirs(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    """Existing folders, relative to the ini file; default: 'kernels' under the rootdir, which may be missing.
+    ``value``: pytest's list of paths, or a text split as a shell would (a string under ``[tool.pytest]``)."""
+    try:
+        found = shlex.split(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: {where} is {safe_repr(value, 200)}: {exc}") from None
+    if found is None:
+        found = []
+    if not isinstance(found, (list, tuple)):
+        raise pytest.UsageError(f"gpuenv: {safe_repr(found, 200)} from {where} is {kind_of(found)}; expected a list "
+                                "of paths")
+    if not found:
+        return [str(config.rootpath / "kernels")]
+    base = str(config.inipath.parent) if config.inipath is not None else str(config.invocation_params.dir)
+    return [_directory(path_text(os.fspath(d) if isinstance(d, os.PathLike) else d, "kernel directory", where),
+                       "kernel directory", where, False, base) for d in found]
+
+
+def baselines(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    """The baselines file, relative to the rootdir; default ``.gpuenv/baselines.json`` there."""
+    name = path_text(value, "baselines file", where) if value else os.path.join(".gpuenv", "baselines.json")
+    return str(config.rootpath / name)
+
+
+def arch_list(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[list[str]]:
+    return parse_arch_list(value, where) if value else None
+
+
+def parse_arch_list(value: Any, where: str) -> list[str]:
+    archs = split_list(value)
+    if not archs:
+        raise pytest.UsageError(f"gpuenv: empty arch list {safe_repr(value)} from {where}")
+    out = []
+    for a in archs:
+        try:
+            pat = ArchPattern.parse(a)
+        except ValueError as exc:
+            raise pytest.UsageError(f"gpuenv: {exc} in compile archs from {where}") from None
+        if any(c in pat.text for c in "*?[+"):
+            raise pytest.UsageError(
+                f"gpuenv: compile arch {safe_repr(a)} from {where} must be a concrete target such as gfx90a or sm_90"
+            )
+        out.append(pat.text)
+    return out
+
+
+def warp_sizes(opt: Option, value: Any, where: str, config: pytest.Config) -> list[int]:
+    parts = split_list(value)
+    if not parts or len(parts) > 2 or any(p not in ("32", "64") for p in parts) or len(set(parts)) != len(parts):
+        raise pytest.UsageError(
+            f"gpuenv: invalid {opt.name} {safe_repr(value)} from {where}; expected 64, 32 or 64,32"
+        )
+    return [int(p) for p in parts]
+
+
+def skip_patterns(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return _skip_patterns.parse_extra(value, where) if value else []
+
+
+def hide_modules(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return _hide.parse_names(value, where) if value else []
+
+
+def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list[tolerance.Rule]:
+    return tolerance.ini_rules(value, where) if value else []
+
+
+def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: invalid {opt.flag} {safe_repr(value)} from {where}: {exc}") from None
