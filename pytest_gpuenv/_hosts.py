@@ -37,8 +37,7 @@ import json
 import os
 import socket
 import sys
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import pytest
 
@@ -70,16 +69,18 @@ def _boot_id() -> str:
         return ""
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
     detection" (see the module docstring)."""
 
     name: str
     #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
-    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import); not shown (long)
-    key_of: str = field(repr=False)
-    inputs_of: str = field(repr=False)
+    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
+    key_of: str
+    inputs_of: str
+
+    def __repr__(self) -> str:  # the digests' inputs are long and say nothing to a person
+        return f"Host(name={self.name!r})"
 
     @property
     def key(self) -> str:

@@ -12,8 +12,7 @@ turns a value into the setting (``_option_parsers``). Lookup order: command line
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import pytest
 
@@ -28,8 +27,7 @@ PROBE_MODES = ("auto", "always", "never")
 KERNEL_MODES = ("run", "compile", "off")
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One option: ``name`` is the command-line dest and the ini name; ``ini``: its pytest ini type (None:
     command line only); ``cli``: whether it has a command-line flag (``argparse``: more ``addoption``
     arguments); ``attr``: its ``Settings`` field (default: ``name`` without ``gpuenv_``)."""
@@ -42,7 +40,7 @@ class Option:
     metavar: Optional[str] = None
     ini: Optional[str] = "string"
     cli: bool = True
-    argparse: dict[str, Any] = field(default_factory=dict)
+    argparse: Optional[dict[str, Any]] = None
     attr: str = ""
 
     @property
@@ -154,8 +152,7 @@ OPTIONS = (
 )
 
 
-@dataclass
-class Settings:
+class Settings(NamedTuple):
     """The resolved options (``resolve``), one field per row of ``OPTIONS``. Values carry no source: a bad
     value is reported, naming where it came from, while resolving."""
 
@@ -190,7 +187,7 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         if opt.cli:
             metavar = {"metavar": opt.metavar} if opt.metavar else {}
-            group.addoption(opt.flag, dest=opt.name, help=opt.help_text, **metavar, **opt.argparse)
+            group.addoption(opt.flag, dest=opt.name, help=opt.help_text, **metavar, **(opt.argparse or {}))
         if opt.ini is not None:
             parser.addini(opt.name, opt.help_text, type=opt.ini, default=opt.default)  # type: ignore[arg-type]
 

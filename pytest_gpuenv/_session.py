@@ -11,10 +11,9 @@ timer is a subsystem the run imports only where a test measures). ``start`` also
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
 
@@ -30,8 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
 
 
-@dataclasses.dataclass(frozen=True)
-class HardwareSkip:
+class HardwareSkip(NamedTuple):
     """A test skipped for a hardware reason; ``category`` and ``cause`` group it in the summary; ``host``: the
     host the test ran on (``GpuenvSession.host`` of the process that ran it)."""
 
@@ -41,7 +39,7 @@ class HardwareSkip:
     host: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return self._asdict()
 
 
 class GpuenvSession:

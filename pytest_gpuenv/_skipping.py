@@ -10,15 +10,13 @@ machines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Optional
 
 from pytest_gpuenv.markers import validate
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(NamedTuple):
     """Why a test skips: its ``reason``, and the ``category`` ("vendor", "arch", "memory", "devices",
     "toolchain", "wsl", "platform", "problem", "backend-option", "condition", "no-gpu") and ``cause`` (a
     group label, no test-specific detail) that group it in the summary."""

@@ -3,7 +3,6 @@ the resolution; list options take TOML arrays as they are, without pytest's stri
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -25,11 +24,11 @@ gpuenv_devices = "all"
 """
 
 SHOW = """
-import dataclasses, json
+import json
 from pytest_gpuenv._session import get_settings
 
 def test_show(request):
-    s = dataclasses.asdict(get_settings(request.config))
+    s = get_settings(request.config)._asdict()
     print("SETTINGS", json.dumps({k: s[k] for k in ("compile_archs", "cpu_warp_sizes", "kernel_dirs", "skip_patterns",
                                                     "hide_modules", "perf_max_time", "devices")}))
     print("TOLERANCES", len(s["tolerances"]))
@@ -58,7 +57,7 @@ def test_toml_arrays_raise_no_warning_under_w_error(pytester, table, number):
 
 def test_each_row_is_one_setting_and_registers_itself():
     """One ``Settings`` field per row, and each row's flag and ini name registered as the row says."""
-    assert sorted(o.setting for o in OPTIONS) == sorted(f.name for f in dataclasses.fields(Settings))
+    assert sorted(o.setting for o in OPTIONS) == sorted(Settings._fields)
     parser = pytest.Parser(_ispytest=True)
     _options.add_options(parser)
     flags = {name for group in parser._groups for opt in group.options for name in opt.names()}

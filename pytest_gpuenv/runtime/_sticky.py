@@ -14,8 +14,7 @@ the running test on disk first.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, NamedTuple, Optional
 
 #: errors after which the CUDA context (or HIP device) cannot be used again in this process
 STICKY = frozenset({
@@ -58,8 +57,7 @@ def stored_codes(hip_major: Optional[int]) -> frozenset[str]:
     return STORED if hip_major is None or hip_major >= STORED_FROM else frozenset()
 
 
-@dataclass(frozen=True)
-class Poison:
+class Poison(NamedTuple):
     """Who poisoned a backend's GPU context in this process (``backend``: "cuda" or "rocm"), with what
     (``code``), and ``by`` which test (a nodeid, or "<outside pytest>"). ``culprit``: True when the fault was
     caught waiting for a kernel launch (the culprit is known); False when a later call found the context
