@@ -125,15 +125,17 @@ def test_plain_run_on_a_cpu_machine_imports_nothing_lazy(tmp_path):
 
 @pytest.mark.slow
 def test_overhead_benchmark_runs(tmp_path):
-    """``benchmarks/overhead.py`` measures both settings and prints the phases (a tiny suite, one pair)."""
-    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "overhead.py"), "--tests", "50",
-                          "--pairs", "1", "--quick"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    """``benchmarks/overhead.py`` counts the instructions of both sides under callgrind and prints the three
+    figures against their goals (tiny suites, one calibration run)."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "overhead.py"), "--tests", "2,5",
+                          "--calibrate", "1"], capture_output=True, text=True, timeout=1800, cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    for text in ("autoload off", "autoload on", "of which detection", "marker checks", "first detect()",
-                 "heavy modules imported: "):
+    for text in ("machine rate: ", "fixed cost (", "per test (", "detection (", "goal <= 15 ms", "goal <= 10 us"):
         assert text in out.stdout, text
-    if "NVIDIA driver or device node: no" in out.stdout:  # with a driver NVML is asked by design
-        assert "heavy modules imported: none" in out.stdout
 
 
 def test_the_records_are_immutable_so_their_hash_holds():
