@@ -207,10 +207,10 @@ def parse_arch_list(value: Any, where: str) -> list[str]:
 
 def warp_sizes(opt: Option, value: Any, where: str, config: pytest.Config) -> list[int]:
     parts = split_list(value)
-    if not parts or len(parts) > 2 or any(p not in ("32", "64") for p in parts) or len(set(parts)) != len(parts):
-        raise pytest.UsageError(
-            f"gpuenv: invalid {opt.name} {safe_repr(value)} from {where}; expected 64, 32 or 64,32"
-        )
+    bad = next((p for p in parts if p not in ("32", "64")), None)
+    if bad is not None or not parts or len(parts) > 2 or len(set(parts)) != len(parts):
+        raise pytest.UsageError(f"gpuenv: invalid {opt.name} {safe_repr(value if bad is None else bad)} from {where}; "
+                                "expected 64, 32 or 64,32")
     return [int(p) for p in parts]
 
 
