@@ -1,10 +1,11 @@
 """What the plugin does to each test: its marks at collection, its gate at setup, its report.
 
 ``modify_items``: ``gpu_bench`` users get the ``gpuenv_perf`` mark (and ``perf`` where that name is the
-plugin's), a bad marker argument is kept to fail
-that test alone, ``xfail_on`` becomes an ``xfail`` mark, ``--gpuenv-perf=off`` skips perf tests,
-and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` against this process's host
-(or a skip naming the test that poisoned the GPU context, asked of ``pytest_gpuenv.runtime.poisoned``).
+plugin's), each item's plugin marks are read and checked once (a bad marker argument is kept to fail that
+test alone; the others are kept in the item's stash for setup), ``xfail_on`` becomes an ``xfail`` mark,
+``--gpuenv-perf=off`` skips perf tests, and ``--gpuenv-plan`` computes its table. ``setup``: the marks'
+``Skip`` against this process's host (or a skip naming the test that poisoned the GPU context, asked of
+``pytest_gpuenv.runtime.poisoned``).
 ``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
 back, on the xdist controller too) and points at the test rather than at this plugin; a skip the suite
 wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
@@ -27,6 +28,8 @@ from pytest_gpuenv.runtime import poisoned
 
 _SKIP_INFO = pytest.StashKey[Skip]()
 _MARK_ERROR = pytest.StashKey[str]()
+#: an item's plugin marks, read and checked at collection (only items that have some)
+_MARKS = pytest.StashKey[list[_marknames.PluginMark]]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
@@ -50,6 +53,7 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         if error:
             item.stash[_MARK_ERROR] = error
             continue
+        item.stash[_MARKS] = marks
         markers.warn_small_sizes(item, marks)
         xf = _skipping.xfail_for(marks, session.env)
         if xf is not None:
@@ -64,12 +68,10 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     worker on another host than its controller's names the host in the reason."""
     if _MARK_ERROR in item.stash:
         pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
-    marks = _marknames.plugin_marks(item)
-    skip = None
-    if marks:
-        skip = _skipping.evaluate(marks, session.env)
+    marks = item.stash[_MARKS] if _MARKS in item.stash else []
+    skip = _skipping.evaluate(marks, session.env) if marks else None
     poison = poisoned() if skip is None else None
-    if poison is not None and _uses_gpu(item):
+    if poison is not None and _uses_gpu(item, marks):
         skip = Skip("problem", f"gpu-context-poisoned by {poison.by}", poison.reason())
     if skip is not None:
         skip = skip.noted(_host_note(session))
@@ -92,8 +94,8 @@ def _host_note(session: GpuenvSession) -> str:
     return f" [on host {session.host}]" if session.remote else ""
 
 
-def _uses_gpu(item: pytest.Item) -> bool:
-    if any(m.name in markers.GPU_MARKERS for m in _marknames.plugin_marks(item)):
+def _uses_gpu(item: pytest.Item, marks: list[_marknames.PluginMark]) -> bool:
+    if any(m.name in markers.GPU_MARKERS for m in marks):
         return True
     return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
 

@@ -122,7 +122,7 @@ class _SkipCollector:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        skip = _runtest.hardware_skip(report)
+        skip = _runtest.hardware_skip(report) if report.skipped else None
         if skip is not None:
             self.session.skips.append(skip)
 
