@@ -12,7 +12,7 @@ import time
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from pytest_gpuenv import runtime
-from pytest_gpuenv.rtc import _args, _compilers, _names
+from pytest_gpuenv.rtc import _args, _compilers, _cuda, _names
 from pytest_gpuenv.rtc._attribute import attribute
 from pytest_gpuenv.rtc._cache import Cache, make_key, shared
 from pytest_gpuenv.rtc._deps import device_headers, merge
@@ -160,6 +160,7 @@ def compile_kernel(
     warp_size: int = 64,
     check: bool = True,
     lockstep: bool = False,
+    dialect: Optional[str] = None,
 ) -> Kernel:
     """Compile kernel ``name`` from a HIP source (text, or a path looked up in ``kernel_dirs``).
 
@@ -172,19 +173,24 @@ def compile_kernel(
     ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks,
     ``lockstep`` runs each wavefront in lockstep as AMD hardware does (GPU builds ignore it).
     A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
+
+    ``dialect``: ``"cuda"`` for a CUDA source (the default for a ``.cu``/``.cuh`` file; ``"hip"`` for
+    anything else): CUDA as written on NVIDIA, through the shipped CUDA-to-HIP headers on AMD and the CPU
+    executor (``rtc._cuda``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                          cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                         warp_size=warp_size, check=check, lockstep=lockstep)[0]
+                         warp_size=warp_size, check=check, lockstep=lockstep, dialect=dialect)[0]
 
 
 def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str] = (),
                   defines: Optional[Mapping[str, Any]] = None, include_dirs: Sequence[str] = (),
                   cache_dir: Optional[str] = None, compiler: Optional[str] = None, device: Optional[int] = None,
                   sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True,
-                  lockstep: bool = False) -> list[Kernel]:
+                  lockstep: bool = False, dialect: Optional[str] = None) -> list[Kernel]:
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
+    src = _cuda.with_dialect(src, dialect)
     targets = _names.targets(src, names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
     if len(targets) > 1 or not targets[0].simple:
@@ -194,23 +200,32 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
-            return list(compile_cpu(src, targets, name, warp_size=warp_size, check=check, options=options,
-                                    defines=dict(defines or {}), include_dirs=include_dirs, cache_dir=cache_dir,
+            if src.dialect == "cuda":
+                _cuda.check_mappable(src, "cpu")
+            csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=True)
+            return list(compile_cpu(csrc, targets, name, warp_size=warp_size, check=check, options=options,
+                                    defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
         comp = _compilers.for_arch(arch, compiler)
         defs = dict(defines or {})
+        csrc, cdirs = src, list(include_dirs)
+        if src.dialect == "cuda" and comp.vendor == "amd":
+            _cuda.check_mappable(src, arch)
+            csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=False)
+        elif src.dialect == "cuda":
+            defs[_cuda.NVIDIA_DEFINE] = 1
         target = arch
         extra = _names.marker_text(targets)
 
         def build() -> tuple[dict, bytes]:
             t = time.perf_counter()
-            binary, lowered = comp.compile_named(src, name, target, tuple(options), defs, tuple(include_dirs),
+            binary, lowered = comp.compile_named(csrc, name, target, tuple(options), defs, tuple(cdirs),
                                                  [t.expr for t in targets if not t.simple], extra)
             return {"name": name, "arch": target, "compiler": comp.name, "lowered": lowered,
                     "compile_seconds": time.perf_counter() - t}, binary
 
-        key = _cache_key(src, key_name, arch, comp, options, defs, include_dirs)  # finds every header first
+        key = _cache_key(csrc, key_name, arch, comp, options, defs, cdirs)  # finds every header first
         if use_cache:
             meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
         else:

@@ -1,0 +1,80 @@
+"""CUDA kernels from NVIDIA's cuda-samples (tests/data/cuda_samples) with inputs, launches and numpy references.
+
+The same ``Case``/``Run`` machinery as the published HIP kernels (tests/_published.py): ``CpuRun`` here and
+in the tests, ``GpuRun`` in ``scripts/published_check.py`` (``--cuda``: the same files as CUDA on an NVIDIA
+GPU). The files are ``.cu``: every backend takes them as CUDA (NVRTC/nvcc as written, hiprtc/hipcc and the
+CPU executor through the shipped CUDA-to-HIP headers).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from _published import Case, Checks, rng
+
+CUDA_SAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cuda_samples")
+
+
+@dataclass(frozen=True)
+class CudaCase(Case):
+    @property
+    def path(self) -> str:
+        return os.path.join(CUDA_SAMPLES, self.name + ".cu")
+
+
+def vector_add(rt: Any) -> Checks:
+    n = 50000  # the sample's size, 256 threads a block as it launches
+    r = rng("vectorAdd")
+    a, b = r.random(n, dtype=np.float32), r.random(n, dtype=np.float32)
+    c = np.full(n, np.nan, np.float32)
+    rt.launch(rt.kernel("vectorAdd"), (n + 255) // 256, 256, a, b, c, n)
+    return [("C", c, a + b)]
+
+
+def matrix_mul(rt: Any) -> Checks:
+    checks = []
+    for block in (16, 32):  # the sample's two instantiations (block_size 16 or 32 threads a side)
+        ha, wa, wb = 2 * block, 3 * block, 2 * block  # multiples of the block, as the sample requires
+        r = rng(f"matrixMul{block}")
+        a, b = r.random((ha, wa), dtype=np.float32), r.random((wa, wb), dtype=np.float32)
+        c = np.full((ha, wb), np.nan, np.float32)
+        rt.launch(rt.kernel(f"MatrixMulCUDA<{block}>"), (wb // block, ha // block), (block, block), c, a, b, wa, wb)
+        checks.append((f"C block {block}", c, (a.astype(np.float64) @ b).astype(np.float32)))
+    return checks
+
+
+TRANSPOSE = ["copy", "copySharedMem", "transposeNaive", "transposeCoalesced", "transposeNoBankConflicts",
+             "transposeDiagonal", "transposeFineGrained", "transposeCoarseGrained"]
+
+
+def transpose(rt: Any) -> Checks:
+    tile, rows = 32, 16  # TILE_DIM x BLOCK_ROWS threads a block, each over TILE_DIM / BLOCK_ROWS rows
+    w = h = 64  # multiples of TILE_DIM, square as in the sample (FineGrained/CoarseGrained mix width and height)
+    x = rng("transpose").random((h, w), dtype=np.float32)
+    tiles = x.reshape(h // tile, tile, w // tile, tile)  # [tile row, row, tile column, column]
+    checks = []
+    for name in TRANSPOSE:
+        out = np.full(w * h, np.nan, np.float32)
+        rt.launch(rt.kernel(name), (w // tile, h // tile), (tile, rows), out, x, w, h)
+        if name.startswith("copy"):
+            want = x.ravel()
+        elif name == "transposeFineGrained":  # transposes within each tile, tiles left in place
+            want = tiles.transpose(0, 3, 2, 1).ravel()
+        elif name == "transposeCoarseGrained":  # moves the tiles, each left as it was
+            want = tiles.transpose(2, 1, 0, 3).ravel()
+        else:
+            want = x.T.ravel()
+        checks.append((name, out, want))
+    return checks
+
+
+CASES = [
+    CudaCase("vectorAdd", lambda w: ["vectorAdd"], vector_add),
+    CudaCase("matrixMul", lambda w: ["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"], matrix_mul, module=True,
+             rtol=1e-5, atol=1e-5),
+    CudaCase("transpose", lambda w: list(TRANSPOSE), transpose, module=True),
+]
+BY_NAME = {c.name: c for c in CASES}
