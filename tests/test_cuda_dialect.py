@@ -165,3 +165,36 @@ def test_cache_key_covers_the_cuda_headers(tmp_path, monkeypatch):
         f.write("/* edited */\n")
     os.utime(inc / "cuda_runtime.h", (1, 1))  # an old timestamp: the header scan must still see the change
     assert not rtc.compile_kernel(path, "vectorAdd", arch="cpu", cache_dir=cache).cache_hit
+
+
+def _nvidia(compiler):
+    c = _compilers.get(compiler)
+    if not c.available() or not c.supports("sm_90"):
+        pytest.skip(f"{compiler} is not installed or does not know sm_90")
+    return c
+
+
+# a HIP name the HIP-on-CUDA header defines: a CUDA source may define it for itself
+OWN_NAMES = """
+__device__ unsigned __lane_id() { return threadIdx.x & 31; }
+extern "C" __global__ void own(unsigned* o) { o[threadIdx.x] = __lane_id(); }
+"""
+
+
+@pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
+def test_cuda_source_compiles_as_cuda_on_nvidia(compiler, tmp_path):
+    """On NVIDIA a CUDA source is compiled as written: the HIP-on-CUDA header (pre-included for HIP sources)
+    defines nothing, so a name it would take (__lane_id) stays the source's."""
+    _nvidia(compiler)
+    k = rtc.compile_kernel(OWN_NAMES, "own", arch="sm_90", compiler=compiler, dialect="cuda", cache_dir=str(tmp_path))
+    assert k.compiler == compiler and k.size > 0
+    with pytest.raises(rtc.KernelCompileError, match="__lane_id"):  # as HIP, the header's __lane_id clashes
+        rtc.compile_kernel(OWN_NAMES, "own", arch="sm_90", compiler=compiler, cache_dir=str(tmp_path))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_cuda_sample_compiles_with_nvcc(case, tmp_path):
+    """The samples include <stdio.h> (a host header NVRTC does not have): nvcc builds them as they are."""
+    _nvidia("nvcc")
+    mod = rtc.compile_module(case.path, case.names(32), arch="sm_90", compiler="nvcc", cache_dir=str(tmp_path))
+    assert mod.names == case.names(32)
