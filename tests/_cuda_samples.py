@@ -71,10 +71,33 @@ def transpose(rt: Any) -> Checks:
     return checks
 
 
+#: (name expression, elements each block sums): n threads a block; reduce3 to reduce5 take two elements each
+REDUCE = [("reduce0<int>", 256), ("reduce1<int>", 256), ("reduce2<int>", 256), ("reduce3<int>", 512),
+          ("reduce4<int, 256>", 512), ("reduce5<int, 256>", 512), ("reduce6<int, 256, false>", 256),
+          ("cg_reduce<int>", 256)]
+#: reads lanes its last warp reduction left out: see test_reduce7_reads_inactive_lanes
+REDUCE7 = "reduce7<int, 256, false>"
+
+
+def reduction(rt: Any) -> Checks:
+    n = 3000  # not a multiple of the block: the tails are masked
+    x = rng("reduction").integers(-1000, 1000, n).astype(np.int32)
+    checks = []
+    for name, per_block in REDUCE:
+        blocks = (n + per_block - 1) // per_block
+        out = np.full(blocks, -7, np.int32)
+        rt.launch(rt.kernel(name), blocks, 256, x, out, n, shared_mem=256 * 4)  # blockSize * sizeof(T)
+        padded = np.zeros(blocks * per_block, np.int64)
+        padded[:n] = x
+        checks.append((name, out, padded.reshape(blocks, per_block).sum(axis=1).astype(np.int32)))
+    return checks
+
+
 CASES = [
     CudaCase("vectorAdd", lambda w: ["vectorAdd"], vector_add),
     CudaCase("matrixMul", lambda w: ["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"], matrix_mul, module=True,
              rtol=1e-5, atol=1e-5),
     CudaCase("transpose", lambda w: list(TRANSPOSE), transpose, module=True),
+    CudaCase("reduction_kernel", lambda w: [name for name, _ in REDUCE], reduction, module=True),
 ]
 BY_NAME = {c.name: c for c in CASES}

@@ -55,7 +55,7 @@ def _amd(compiler):
 # hiprtc 5.2.3 cannot take HIP's cooperative groups header at all (its built-in runtime clashes with the
 # installed headers: "redefinition of 'integral_constant'", for HIP sources as much as CUDA ones): transpose,
 # which uses cooperative groups, is compiled with hipcc
-AMD_BUILDS = [(c.name, arch, comp) for c in CASES for arch in ("gfx90a", "gfx1030")
+AMD_BUILDS = [(c.name, arch, comp) for c in CASES if c.name != "reduction_kernel" for arch in ("gfx90a", "gfx1030")
               for comp in (("hipcc",) if c.name == "transpose" else ("hiprtc", "hipcc"))]
 
 
@@ -67,6 +67,23 @@ def test_cuda_sample_compiles_for_amd(name, arch, compiler, tmp_path):
     assert mod.compiler == compiler and mod.arch == arch
     assert mod.binary[:4] == b"\x7fELF" or mod.binary.startswith(b"__CLANG_OFFLOAD_BUNDLE__")  # hipcc: a bundle
     assert mod.names == case.names(64)  # each kernel's symbol was found in the code object
+
+
+def test_reduction_on_amd_needs_tile_meta_group(tmp_path):
+    """cuda-samples' cg_reduce calls a tile's meta_group_size()/meta_group_rank(), which HIP 5.2.3's
+    thread_block_tile lacks (the CPU executor has them); the call is not template-dependent, so with that HIP
+    no kernel of the file builds: the error names the member and the line. A HIP that has them builds it."""
+    _amd("hipcc")
+    from _cuda_samples import BY_NAME
+
+    case = BY_NAME["reduction_kernel"]
+    try:
+        mod = rtc.compile_module(case.path, case.names(64), arch="gfx90a", compiler="hipcc", cache_dir=str(tmp_path))
+    except rtc.KernelCompileError as exc:
+        assert "no member named 'meta_group_size'" in str(exc)
+        assert exc.line == 547 and str(exc.file).endswith("reduction_kernel.cu")
+    else:
+        assert mod.names == case.names(64)
 
 
 SHFL = """
@@ -198,3 +215,20 @@ def test_cuda_sample_compiles_with_nvcc(case, tmp_path):
     _nvidia("nvcc")
     mod = rtc.compile_module(case.path, case.names(32), arch="sm_90", compiler="nvcc", cache_dir=str(tmp_path))
     assert mod.names == case.names(32)
+
+
+@needs_cxx
+def test_reduce7_reads_inactive_lanes(warp, cpu_cache):
+    """A real portability bug in cuda-samples' reduce7: its last warp reduction shuffles down over the whole
+    warp while only blockSize / warpSize lanes take part (``__shfl_down_sync(ballot, ...)``), so lane 0 reads
+    lanes outside the mask. On sm_80+ with int the sample takes ``__reduce_add_sync`` instead and is right;
+    the shuffle path (float, older GPUs, AMD) reads undefined values. Checked mode says so at both widths."""
+    from _cuda_samples import BY_NAME, REDUCE7
+
+    case = BY_NAME["reduction_kernel"]
+    k = rtc.compile_kernel(case.path, REDUCE7, arch="cpu", warp_size=warp, cache_dir=cpu_cache)
+    x = np.ones(3000, np.int32)
+    out = np.zeros(12, np.int32)
+    with pytest.raises(rtc.KernelWarpError, match="not active") as info:
+        k(12, 256, x, out, 3000, shared_mem=256 * 4)
+    assert "reduction_kernel.cu:" in str(info.value) and f"warpSize {warp}" in str(info.value)

@@ -1,8 +1,9 @@
 /* <cooperative_groups.h> for CUDA-dialect kernels on AMD and the CPU executor (pytest-gpuenv): HIP's
  * cooperative groups, which declare the same namespace and names for what both have (this_thread_block,
  * thread_block, sync, tiled_partition<N> and its tiles' shfl/shfl_up/down/xor, any, all, ballot,
- * coalesced_threads, this_grid with a cooperative launch). CUDA-only parts (cooperative_groups/reduce.h,
- * memcpy_async, block_tile_memory, tiles wider than a wavefront with shuffles) are absent: a compile error.
+ * coalesced_threads, this_grid with a cooperative launch); cooperative_groups/reduce.h is shipped beside it.
+ * CUDA-only parts (memcpy_async, block_tile_memory, tiles wider than a wavefront with shuffles) are absent:
+ * a compile error where they are used.
  * cuda_runtime.h's *_sync macros are lifted while HIP's header is read, so its own uses stay its own.
  */
 #ifndef PYTEST_GPUENV_COOPERATIVE_GROUPS_H
@@ -36,4 +37,10 @@
 #pragma pop_macro("__all_sync")
 #pragma pop_macro("__activemask")
 #pragma pop_macro("__syncwarp")
+
+namespace cooperative_groups {
+/* CUDA 11's scratch space for tiles wider than 32 threads: declared only, so a source that has a kernel
+   using it compiles as long as that kernel is not instantiated (HIP has no such tiles to back it) */
+template <unsigned int MaxBlockSize = 1024> struct block_tile_memory;
+}  // namespace cooperative_groups
 #endif
