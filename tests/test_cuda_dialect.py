@@ -169,19 +169,23 @@ def test_false_on_amd_branches():
 
 
 @needs_cxx
-def test_cache_key_covers_the_cuda_headers(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("arch", "compiler"), [("cpu", None), ("gfx90a", "hiprtc"), ("gfx90a", "hipcc")])
+def test_cache_key_covers_the_cuda_headers(arch, compiler, tmp_path, monkeypatch):
     """Editing a shipped CUDA-to-HIP header changes the kernel's cache key: the next compile is a miss."""
+    if compiler:
+        _amd(compiler)
     inc = tmp_path / "include_cuda"
     shutil.copytree(_cuda.CUDA_INCLUDE, inc)
     monkeypatch.setattr(_cuda, "CUDA_INCLUDE", str(inc))
     path = os.path.join(CUDA_SAMPLES, "vectorAdd.cu")
     cache = str(tmp_path / "cache")
-    assert not rtc.compile_kernel(path, "vectorAdd", arch="cpu", cache_dir=cache).cache_hit
-    assert rtc.compile_kernel(path, "vectorAdd", arch="cpu", cache_dir=cache).cache_hit
+    kw = dict(arch=arch, compiler=compiler) if compiler else dict(arch=arch)
+    assert not rtc.compile_kernel(path, "vectorAdd", cache_dir=cache, **kw).cache_hit
+    assert rtc.compile_kernel(path, "vectorAdd", cache_dir=cache, **kw).cache_hit
     with open(inc / "cuda_runtime.h", "a") as f:
         f.write("/* edited */\n")
     os.utime(inc / "cuda_runtime.h", (1, 1))  # an old timestamp: the header scan must still see the change
-    assert not rtc.compile_kernel(path, "vectorAdd", arch="cpu", cache_dir=cache).cache_hit
+    assert not rtc.compile_kernel(path, "vectorAdd", cache_dir=cache, **kw).cache_hit
 
 
 def _nvidia(compiler):
@@ -232,3 +236,21 @@ def test_reduce7_reads_inactive_lanes(warp, cpu_cache):
     with pytest.raises(rtc.KernelWarpError, match="not active") as info:
         k(12, 256, x, out, 3000, shared_mem=256 * 4)
     assert "reduction_kernel.cu:" in str(info.value) and f"warpSize {warp}" in str(info.value)
+
+
+def test_info_lists_hipify_where_installed(tmp_path, gpu_roots):
+    """``gpuenv info`` lists hipify-perl / hipify-clang under compilers where a ROCm install has one (a file tree
+    with real modes); CUDA sources still build through the shipped headers."""
+    from _roots import materialize
+
+    from pytest_gpuenv.detect import detect
+
+    root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
+    env = detect(root=str(root), environ={"ROCM_HOME": "/opt/rocm", "PATH": "/usr/bin:/bin"})
+    assert "hipify" not in env.compilers
+    tool = root / "opt/rocm/bin/hipify-perl"
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.write_text("#!/usr/bin/perl\n")
+    tool.chmod(0o755)
+    env = detect(root=str(root), environ={"ROCM_HOME": "/opt/rocm", "PATH": "/usr/bin:/bin"})
+    assert env.compilers["hipify"] == "/opt/rocm/bin/hipify-perl"
