@@ -65,7 +65,8 @@ if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
 fi
 if want published; then
-    # the published kernels of tests/data/published on the GPU against the CPU executor, one line per kernel
+    # the published kernels of tests/data/published (HIP) and tests/data/cuda_samples (CUDA, built as CUDA
+    # on NVIDIA) on the GPU against the CPU executor, one line per kernel
     run "published kernels: GPU vs CPU executor" 600 env CUDA_VISIBLE_DEVICES=0 $PY scripts/published_check.py
 fi
 if want fault; then

@@ -1,6 +1,6 @@
 """The documentation site (docs/): its code examples run, and its generated reference covers the code.
 
-A fenced block whose first line names a file (``# test_first.py``, ``# pytest.ini``, ``// kernels/x.hip``)
+A fenced block whose first line names a file (``# test_first.py``, ``# pytest.ini``, ``// kernels/x.hip``, ``// kernels/x.cu``)
 is written to a pytester folder with the other such blocks of its page, and the page's tests run there in a
 subprocess with ``-p gpuenv --gpuenv-backend=cpu`` (the same result on any machine); ``(expect: failed=1,
 passed=1)`` after the name gives that file's outcomes, else its tests run and none fails or errors. Blocks without a file name
@@ -21,7 +21,7 @@ from pytest_gpuenv.detect import detect
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p.parent.name != "reference")
-_BLOCK = re.compile(r"^```[a-z]*\n(?:#|//) (?P<file>[\w./-]+\.(?:py|ini|toml|hip|cfg))"
+_BLOCK = re.compile(r"^```[a-z]*\n(?:#|//) (?P<file>[\w./-]+\.(?:py|ini|toml|hip|cu|cfg))"
                     r"(?: \(expect: (?P<expect>[^)]*)\))?\n(?P<body>.*?)^```", re.M | re.S)
 
 
