@@ -121,7 +121,7 @@ def test_bad_dialect_is_a_value_error():
 
 UNMAPPABLE = [
     ('    asm volatile("mov.u32 %0, %%laneid;" : "=r"(v));', "inline PTX assembly (asm volatile("),
-    ("    v = __nv_fast_log2f(1.0f);", "the NVIDIA intrinsic __nv_fast_log2f"),
+    ("    v = __nv_fast_log2f(1.0f);", "the NVIDIA-only name __nv_fast_log2f"),
     ("    v = tex1Dfetch<float>(t, 0);", "a texture or surface (tex1Dfetch"),
 ]
 
@@ -137,6 +137,21 @@ def test_unmappable_construct_names_itself_and_its_line(line, what, arch, tmp_pa
     msg = str(info.value)
     assert f"{src}:4: {what}" in msg and "no HIP counterpart" in msg and arch in msg
     assert info.value.line == 4
+
+
+@pytest.mark.parametrize(("arch", "compiler"), [("cpu", None), ("gfx90a", "hiprtc"), ("gfx90a", "hipcc")])
+def test_compile_error_points_at_the_cu_file(arch, compiler, tmp_path):
+    """The CUDA-to-HIP header goes before the source, and the source keeps its name and line numbers."""
+    if compiler:
+        _amd(compiler)
+    elif shutil.which("g++") is None and shutil.which("clang++") is None:
+        pytest.skip("no C++ compiler")
+    src = tmp_path / "broken.cu"
+    src.write_text("// line 1\n__global__ void k(float* o) {\n    o[0] = undeclared_name;\n}\n")
+    kw = dict(compiler=compiler) if compiler else {}
+    with pytest.raises(rtc.KernelCompileError, match="undeclared_name") as info:
+        rtc.compile_kernel(str(src), "k", arch=arch, cache_dir=str(tmp_path), **kw)
+    assert info.value.line == 3 and str(info.value.file) == str(src)
 
 
 GUARDED = """
