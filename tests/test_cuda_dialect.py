@@ -269,3 +269,13 @@ def test_info_lists_hipify_where_installed(tmp_path, gpu_roots):
     tool.chmod(0o755)
     env = detect(root=str(root), environ={"ROCM_HOME": "/opt/rocm", "PATH": "/usr/bin:/bin"})
     assert env.compilers["hipify"] == "/opt/rocm/bin/hipify-perl"
+
+
+def test_cuda_file_prefers_nvcc_on_nvidia(tmp_path):
+    """A .cu file is built for an sm_ arch by nvcc where installed, as it is written to be: NVRTC has no
+    <stdio.h>, which vectorAdd.cu includes."""
+    _nvidia("nvcc")
+    k = rtc.compile_kernel(os.path.join(CUDA_SAMPLES, "vectorAdd.cu"), "vectorAdd", arch="sm_90",
+                           cache_dir=str(tmp_path))
+    assert k.compiler == "nvcc"
+    assert rtc.compile_kernel(SHFL, "warp_sum", arch="sm_90", cache_dir=str(tmp_path)).compiler in ("nvrtc", "nvcc")

@@ -1,8 +1,9 @@
 """CUDA-dialect kernel sources (``.cu``/``.cuh``, or ``dialect="cuda"``) on every backend.
 
-- NVIDIA (NVRTC, nvcc): the source compiles as CUDA, unchanged: the HIP-on-CUDA header the plugin
-  pre-includes for HIP sources steps aside (``GPUENV_CUDA_DIALECT`` is defined) and the source's own
-  ``#include <cuda_runtime.h>`` is the CUDA toolkit's.
+- NVIDIA (nvcc where installed, as a ``.cu`` file is built; else NVRTC, which has no ``<stdio.h>`` and
+  the like): the source compiles as CUDA, unchanged: the HIP-on-CUDA header the plugin pre-includes for
+  HIP sources steps aside (``GPUENV_CUDA_DIALECT`` is defined) and the source's own ``#include
+  <cuda_runtime.h>`` is the CUDA toolkit's.
 - AMD (hiprtc, hipcc) and the CPU executor: the source is compiled after ``#include <cuda_runtime.h>``
   (as nvcc includes it implicitly) from ``include_cuda/``, the shipped CUDA-to-HIP headers
   (``cuda_runtime.h``, ``cuda.h``, ``cuda_fp16.h``, ``device_launch_parameters.h``,
@@ -59,6 +60,18 @@ def dialect_of(src: Source, dialect: Optional[str]) -> str:
             raise ValueError(f"dialect must be 'hip' or 'cuda', got {dialect!r}")
         return d
     return "cuda" if src.path and src.path.lower().endswith(CUDA_EXTENSIONS) else "hip"
+
+
+def compiler_for(src: Source, arch: str, compiler: Optional[str]) -> Optional[str]:
+    """The compiler to ask for: ``compiler`` when given; for a CUDA source on NVIDIA, nvcc where it is installed
+    and knows ``arch`` (the samples' host includes, ``<stdio.h>``, are no error there); else None (the
+    usual order: hiprtc then hipcc, NVRTC then nvcc)."""
+    if compiler is not None or src.dialect != "cuda" or not arch.startswith("sm_"):
+        return compiler
+    from pytest_gpuenv.rtc import _compilers
+
+    nvcc = _compilers.get("nvcc")
+    return "nvcc" if nvcc.available() and nvcc.supports(arch) else None
 
 
 def with_dialect(src: Source, dialect: Optional[str]) -> Source:

@@ -175,8 +175,8 @@ def compile_kernel(
     A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
 
     ``dialect``: ``"cuda"`` for a CUDA source (the default for a ``.cu``/``.cuh`` file; ``"hip"`` for
-    anything else): CUDA as written on NVIDIA, through the shipped CUDA-to-HIP headers on AMD and the CPU
-    executor (``rtc._cuda``).
+    anything else): CUDA as written on NVIDIA (nvcc where installed, else NVRTC), through the shipped
+    CUDA-to-HIP headers on AMD and the CPU executor (``rtc._cuda``).
     """
     src = load_source(source_or_path, list(kernel_dirs or ()))
     return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
@@ -207,7 +207,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
-        comp = _compilers.for_arch(arch, compiler)
+        comp = _compilers.for_arch(arch, _cuda.compiler_for(src, arch, compiler))
         defs = dict(defines or {})
         csrc, cdirs = src, list(include_dirs)
         if src.dialect == "cuda" and comp.vendor == "amd":
