@@ -13,6 +13,7 @@ import os
 import re
 from typing import Optional, Sequence
 
+from pytest_gpuenv._paths import output_file_problem, write_atomically
 from pytest_gpuenv.perf._records import PerfRecord
 
 INSTALL_HINT = "pip install 'pytest-gpuenv[plot]'"
@@ -22,17 +23,14 @@ _SCALE_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 def option_problem(path: str, invocation_dir: str) -> Optional[str]:
     """Why ``--gpuenv-perf-plot PATH`` cannot work, or None: matplotlib must be installed, and PATH must
-    be a regular file or a new one in a folder that exists or can be created."""
-    from pytest_gpuenv.perf.session import json_target_problem
-
+    be a regular file or a new one in a folder that exists or can be created, and writable."""
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):  # a broken or blocked package (sys.modules entry None)
         found = False
     if not found:
         return f"matplotlib is not installed ({INSTALL_HINT})"
-    problem = json_target_problem(os.path.join(invocation_dir, path))
-    return problem.replace("the report", "the plot") if problem else None
+    return output_file_problem(os.path.join(invocation_dir, path), what="the plot")
 
 
 def budget_us(r: PerfRecord) -> Optional[float]:
@@ -81,8 +79,6 @@ def write(records: Sequence[PerfRecord], path: str) -> None:
         ax.legend(fontsize=7, loc="upper right")
     axes[-1][0].set_xlabel("sample")
     fig.tight_layout()
-    from pytest_gpuenv.perf.session import write_atomically
-
     try:
         write_atomically(os.path.abspath(path), lambda f: fig.savefig(f, format="png", dpi=100))
     finally:

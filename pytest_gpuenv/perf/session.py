@@ -8,13 +8,10 @@ Importing this module imports no GPU library.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import stat
-import tempfile
-from typing import Any, BinaryIO, Callable, Optional
+from typing import Any, Optional
 
+from pytest_gpuenv._paths import file_target_problem, write_atomically
 from pytest_gpuenv.perf._records import PerfRecord
 
 
@@ -58,14 +55,12 @@ class PerfSession:
     def write_json(self, path: str, environment: dict[str, Any], skips: list[dict[str, Any]],
                    run: Optional[dict[str, Any]] = None) -> None:
         """Write the ``--gpuenv-json`` report ``{**run, "environment", "measurements", "skips"}`` to ``path``
-        (already resolved by the caller), creating its directory; ``run``: the run's own fields (version,
-        timestamp, outcomes: ``_outputs.Outputs.run_fields``). Atomic and never through a link: the
-        data goes to a new temporary file of the same directory (``mkstemp``: ``O_CREAT|O_EXCL``, a
-        random name), which is renamed over ``path``. A ``path`` that is a symbolic link is replaced by
-        the file, its target left alone; one that is not a regular file raises ``OSError``."""
+        (already resolved by the caller), creating its folder; ``run``: the run's own fields (version,
+        timestamp, outcomes: ``_outputs.Outputs.run_fields``). Atomic and never through a link
+        (``_paths.write_atomically``): a ``path`` that is a symbolic link is replaced by the file, its
+        target left alone; one that is not a regular file raises ``OSError``."""
         data = {**(run or {}), "environment": environment, "measurements": self.measurements(), "skips": skips}
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        problem = json_target_problem(path, allow_link=True)
+        problem = file_target_problem(path, allow_link=True)
         if problem:
             raise OSError(problem)
         write_atomically(path, lambda f: f.write(json.dumps(data, indent=2, default=str).encode("utf-8")))
@@ -82,56 +77,3 @@ class PerfSession:
 
         return summary_lines(self._records)
 
-
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
-
-
-def json_target_problem(path: str, allow_link: bool = False) -> Optional[str]:
-    """Why ``path`` cannot take the ``--gpuenv-json`` report, or None: it must be a regular file or not
-    exist yet, in a directory that exists or can be created. A symbolic link is refused unless
-    ``allow_link`` (the writer then replaces the link itself, never writing through it)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return _parent_problem(os.path.dirname(os.path.abspath(path)))
-    except OSError as exc:
-        return f"cannot be written ({exc.strerror or exc})"
-    if stat.S_ISREG(mode) or (allow_link and stat.S_ISLNK(mode)):
-        return None
-    kind = next((k for test, k in _KINDS if test(mode)), "not a regular file")
-    return f"is {kind}; the report is written only to a regular file (give a new or plain file path)"
-
-
-def _parent_problem(directory: str) -> Optional[str]:
-    """The nearest existing folder above a new file must be a directory (the writer creates the rest)."""
-    while not os.path.lexists(directory):
-        directory = os.path.dirname(directory)
-    if not os.path.isdir(directory):
-        return f"cannot be created: {directory} is not a directory"
-    return None
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_atomically(path: str, write: Callable[[BinaryIO], Any]) -> None:
-    """Write ``path`` through ``write(f)`` on a new temporary file of its directory (``mkstemp``:
-    ``O_CREAT|O_EXCL``, a random name, so never through a link), then rename it over ``path`` (a link there
-    is replaced, its target left alone). The file gets the mode a plain ``open`` would (0666 & ~umask).
-    Used by the JSON report and the ``--gpuenv-perf-plot`` PNG."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
