@@ -17,7 +17,7 @@ from pytest_gpuenv.perf._comparison import Comparison
 from pytest_gpuenv.perf._device import DeviceInfo
 from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._lock import gpu_lock
-from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, very_precise
+from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, ResultContext, very_precise
 from pytest_gpuenv.perf._schedule import event_floor
 from pytest_gpuenv.perf._settings import Options
 from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time, printable
@@ -131,6 +131,12 @@ class GpuBench:
             return lambda: self.ctx.lock(info)  # type: ignore[misc]
         return lambda: gpu_lock(info.lock_key, timeout=self.ctx.lock_timeout)
 
+    def _result_context(self) -> ResultContext:
+        """What the results of this bench take from it (once the backend exists)."""
+        c = self.ctx
+        return ResultContext(c.nodeid, c.perf_mode, c.baselines, c.session.add, self.copy_bandwidth,
+                             getattr(self.backend, "monitor_note", None))
+
     def _name(self, fn: Any, name: Optional[str]) -> str:
         self._count += 1
         if name:
@@ -186,7 +192,7 @@ class GpuBench:
         with self._lock()():  # one hold from the timer's probe to the last sample (the lock is reentrant)
             s = self._sampler([fn], mode, max_time, label, timer)
             s.run()
-        m = Measurement(self, s, label, nbytes, nflops)
+        m = Measurement(self._result_context(), s, label, nbytes, nflops)
         m._emit_warnings()
         m._add("measure", verdict=None)
         return m
@@ -213,7 +219,7 @@ class GpuBench:
         ref_label = printable(str(getattr(reference_fn, "__name__", "reference")))
         with self._lock()():
             s = self._sampler([fast_fn, reference_fn], mode, max_time, label, timer)
-            c = Comparison(self, s, label, ref_label, limit)
+            c = Comparison(self._result_context(), s, label, ref_label, limit)
             decider = c.decider()
             s.run(lambda _s: decider() is not None or very_precise(s, s.ratios()))
         c._emit_warnings()
@@ -231,7 +237,7 @@ class GpuBench:
                 s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}", timer)
                 s.run()
             _COPY_CACHE[key] = nbytes / s.stats()[0]
-            m = Measurement(self, s, s.name, float(nbytes), None)
+            m = Measurement(self._result_context(), s, s.name, float(nbytes), None)
             m._add("copy", verdict=None)
         return _COPY_CACHE[key]
 

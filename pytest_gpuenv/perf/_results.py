@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import pytest
 
@@ -38,9 +38,6 @@ from pytest_gpuenv.perf._units import (
     parse_time,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv.perf._bench import GpuBench
-
 
 class GpuPerfWarning(UserWarning):
     """An INCONCLUSIVE performance verdict, or a FAIL under ``--gpuenv-perf=warn``, or advice about
@@ -49,20 +46,37 @@ class GpuPerfWarning(UserWarning):
     __module__ = "pytest_gpuenv.perf"
 
 
-__all__ = ["GpuPerfWarning", "Measurement", "very_precise"]
+__all__ = ["GpuPerfWarning", "Measurement", "ResultContext", "very_precise"]
+
+
+class ResultContext(NamedTuple):
+    """What a result takes from the bench that made it (``GpuBench._result_context``): the test, how its
+    verdicts act, where its records go, and the bench's copy reference."""
+
+    nodeid: str
+    #: ``--gpuenv-perf``: check, strict, warn, off or record
+    perf_mode: str
+    #: the baselines file (None: ``.gpuenv/baselines.json``)
+    baselines: Optional[str]
+    #: where each record goes (the run's ``PerfSession.add``)
+    add: Callable[[PerfRecord], None]
+    #: bytes/s of an equal-bytes device copy of ``nbytes`` (``GpuBench.copy_bandwidth(nbytes, timer=)``)
+    copy_bandwidth: Callable[..., float]
+    #: the clock, throttle and process guards that were off, and why (the backend's ``monitor_note``)
+    monitor_note: Optional[str] = None
 
 
 class _Result:
     """Shared verdict handling for measurements and comparisons."""
 
-    bench: GpuBench
+    ctx: ResultContext
     sampler: Sampler
     name: str
     #: unit of the judged statistic ("s" for a measurement, "x" for a comparison)
     _unit = "s"
 
-    def _init(self, bench: GpuBench, sampler: Sampler, name: str) -> None:
-        self.bench = bench
+    def _init(self, ctx: ResultContext, sampler: Sampler, name: str) -> None:
+        self.ctx = ctx
         self.sampler = sampler
         self.name = name
         #: each attempt's summary when an INCONCLUSIVE verdict was measured again (``_retry.decide``)
@@ -109,18 +123,18 @@ class _Result:
         ops = _stats.median([d[0] for d in s.details]) if s.details else None
         gap = _stats.median([d[1] for d in s.details]) if s.details else None
         return PerfRecord(
-            kind=kind, nodeid=self.bench.ctx.nodeid, name=self.name, device=info.name, arch=info.arch,
+            kind=kind, nodeid=self.ctx.nodeid, name=self.name, device=info.name, arch=info.arch,
             device_key=info.key, uuid=info.uuid, timer=info.timer, mode=s.mode, repeat=s.repeat,
             flush_bytes=info.flush_bytes if s.mode == "cold" else 0, n=s.n, clocks=self._clocks(),
             foreign_processes=list(s.foreign), problems=self.problems, warnings=self.notes,
             stop_reason=s.stop_reason, spent_s=round(spent, 6), host_enqueue_s=s.host_enqueue_s,
-            timer_note=s.timer_note, monitor_note=getattr(self.bench.backend, "monitor_note", None),
+            timer_note=s.timer_note, monitor_note=self.ctx.monitor_note,
             ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, cupti_records=s.records, **fields,
         )
 
     def _act(self, verdict: Optional[str], fail_msg: str, why: list[str]) -> None:
         __tracebackhide__ = True
-        mode = self.bench.ctx.perf_mode
+        mode = self.ctx.perf_mode
         if verdict == _stats.FAIL:
             if mode == "warn":
                 warnings.warn(GpuPerfWarning(f"FAIL (--gpuenv-perf=warn): {fail_msg}"), stacklevel=4)
@@ -153,9 +167,9 @@ class Measurement(_Result):
 
     __module__ = "pytest_gpuenv.perf"
 
-    def __init__(self, bench: GpuBench, sampler: Sampler, name: str, nbytes: Optional[float],
+    def __init__(self, ctx: ResultContext, sampler: Sampler, name: str, nbytes: Optional[float],
                  nflops: Optional[float]) -> None:
-        self._init(bench, sampler, name)
+        self._init(ctx, sampler, name)
         self.bytes = nbytes
         self.flops = nflops
 
@@ -212,7 +226,7 @@ class Measurement(_Result):
         return self._new_record(kind, **timed)
 
     def _add(self, kind: str, **fields: Any) -> None:
-        self.bench.ctx.session.add(self._record(kind, **fields))
+        self.ctx.add(self._record(kind, **fields))
 
     def _xs(self) -> list[float]:
         return self.sampler.samples[0]
@@ -266,7 +280,7 @@ class Measurement(_Result):
         """(bytes/s, what) of the reference bandwidth ``of``; skips when a peak is unknown."""
         if of == "copy":
             timer = "events" if self.device.timer != "cupti" else None  # the copy timed like the kernel
-            return self.bench.copy_bandwidth(nbytes, timer=timer), "copy bandwidth"
+            return self.ctx.copy_bandwidth(nbytes, timer=timer), "copy bandwidth"
         if of == "peak":
             ref = peak_bandwidth(self.device.name)
             if ref is None:
@@ -304,7 +318,7 @@ class Measurement(_Result):
         """
         __tracebackhide__ = True
         thr = parse_fraction(at_most, "at_most")
-        ctx = self.bench.ctx
+        ctx = self.ctx
         path = ctx.baselines or os.path.join(".gpuenv", "baselines.json")
         dkey, tkey = self.device.key, f"{ctx.nodeid}::{self.name}"
         budget = f"<= baseline +{thr:.0%}"
