@@ -23,9 +23,9 @@ from pytest_gpuenv.perf import (
     PASS,
     GpuBench,
     GpuPerfWarning,
-    Options,
     PerfContext,
     PerfRecord,
+    SamplingOptions,
     _engine,
     _stats,
     median_ci,
@@ -48,7 +48,7 @@ def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, b
     ctx = PerfContext(
         backend_factory=lambda: fb, monitor_factory=lambda b: monitor, nodeid="tests/t.py::test_k", test_name="test_k",
         perf_mode=mode, max_time=max_time, baselines=baselines, clock=clock,
-        lock=lambda info: contextlib.nullcontext(), options=options or Options(),
+        lock=lambda info: contextlib.nullcontext(), options=options or SamplingOptions(),
         **({"session": ctx.session} if ctx is not None else {}),
     )
     return GpuBench(ctx), fb, ctx
@@ -149,14 +149,14 @@ def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predi
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(s.warmup_medians):]
     before = [sum(sizes[:i]) for i in range(len(sizes))]
     assert m.n >= 200 and sum(sizes) == m.n
-    assert sizes[0] == Options().min_samples  # no check before min_samples: one batch up to it
-    assert all(max(10, n // 16) <= b <= max(10, n // 16, min(Options().max_batch, n // 2))
+    assert sizes[0] == SamplingOptions().min_samples  # no check before min_samples: one batch up to it
+    assert all(max(10, n // 16) <= b <= max(10, n // 16, min(SamplingOptions().max_batch, n // 2))
                for b, n in zip(sizes[1:], before[1:]))
     assert max(sizes) > m.n // 8  # far from the stopping point, batches double the sample count
     assert m.n - before[-1] < before[-1] // 4  # the last batch: short
     quarter, k = 0, 0  # batches a quarter-growth schedule (the verdict stop's) would take to m.n
     while quarter < m.n:
-        quarter, k = quarter + max(10, min(Options().max_batch, quarter // 4)), k + 1
+        quarter, k = quarter + max(10, min(SamplingOptions().max_batch, quarter // 4)), k + 1
     assert len(sizes) < k
 
 
@@ -169,7 +169,7 @@ def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
     s.run(lambda smp: smp.n >= 300)
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][-s.batches:]
     before = [sum(sizes[:i]) for i in range(len(sizes))]
-    assert sizes == [max(10, min(Options().max_batch, n // 4)) for n in before]
+    assert sizes == [max(10, min(SamplingOptions().max_batch, n // 4)) for n in before]
 
 
 def test_batch_size_rule_against_a_recorded_check():
@@ -238,7 +238,7 @@ def test_the_sync_probe_waits_fifty_host_calls_at_least_half_a_millisecond():
     bench, fb, _ = make([100e-6])
     bench(noop)
     probes = [c[1] for c in fb.calls if c[0] == "delay"]
-    assert probes and 0.5e-3 <= probes[0] <= Options().sync_probe_s
+    assert probes and 0.5e-3 <= probes[0] <= SamplingOptions().sync_probe_s
 
 
 def test_far_from_budget_decides_quickly():

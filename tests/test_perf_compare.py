@@ -1,4 +1,4 @@
-"""``gpuenv perf compare`` (perf/_compare.py), ``--gpuenv-perf-plot`` (perf/_plot.py) and the one
+"""``gpuenv perf compare`` (perf/_compare_cli.py), ``--gpuenv-perf-plot`` (perf/_plot.py) and the one
 automatic re-measurement of an INCONCLUSIVE verdict (perf/_retry.py), on a CPU with fakes."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from pytest_gpuenv import cli
-from pytest_gpuenv.perf import INCONCLUSIVE, PASS, Options, _plot
-from pytest_gpuenv.perf._compare import load, verdict
+from pytest_gpuenv.perf import INCONCLUSIVE, PASS, SamplingOptions, _plot
+from pytest_gpuenv.perf._compare_cli import load, verdict
 from pytest_gpuenv.perf._records import PerfRecord
 from pytest_gpuenv.perf.report import summary_lines
 from tests.test_perf import make, noop
@@ -209,7 +209,7 @@ def test_inconclusive_is_measured_once_more_and_the_table_shows_both_attempts():
         v = m.assert_faster_than("100us")
     assert len(m.attempts) == 2 and m.attempts[0]["verdict"] == INCONCLUSIVE and m.attempts[1]["verdict"] == v
     # the larger sample: twice the time cap and the minimum sample counts (it may decide sooner)
-    assert m.sampler.opts.max_time == pytest.approx(0.6) and m.sampler.opts.min_samples == 2 * Options().min_samples
+    assert m.sampler.opts.max_time == pytest.approx(0.6) and m.sampler.opts.min_samples == 2 * SamplingOptions().min_samples
     rec_ = ctx.session.records[-1]
     assert rec_.attempts == m.attempts and rec_.spent_s >= m.attempts[0]["spent_s"] + m.attempts[1]["spent_s"] - 1e-6
     text = "\n".join(summary_lines(ctx.session.records))

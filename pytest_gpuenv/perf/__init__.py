@@ -12,7 +12,7 @@ from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._lock import gpu_lock, lock_dir
 from pytest_gpuenv.perf._records import PerfRecord
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement
-from pytest_gpuenv.perf._settings import Options
+from pytest_gpuenv.perf._sampling import SamplingOptions
 from pytest_gpuenv.perf._stats import FAIL, INCONCLUSIVE, PASS, median_ci
 from pytest_gpuenv.perf._units import parse_fraction, parse_time
 from pytest_gpuenv.perf.session import PerfSession
@@ -26,7 +26,7 @@ __all__ = [
     "GpuBench",
     "GpuPerfWarning",
     "Measurement",
-    "Options",
+    "SamplingOptions",
     "PerfContext",
     "PerfRecord",
     "PerfSession",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ContextManager, Optional
 
 from pytest_gpuenv.perf._comparison import Comparison
@@ -18,8 +18,8 @@ from pytest_gpuenv.perf._device import DeviceInfo
 from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._lock import gpu_lock
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, ResultContext, very_precise
+from pytest_gpuenv.perf._sampling import SamplingOptions
 from pytest_gpuenv.perf._schedule import event_floor
-from pytest_gpuenv.perf._settings import Options
 from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time, printable
 from pytest_gpuenv.perf.session import PerfSession
 
@@ -42,7 +42,7 @@ class PerfContext:
     baselines: Optional[str] = None
     #: where measurements and assertions put their records (the plugin passes the run's session)
     session: PerfSession = field(default_factory=PerfSession)
-    options: Options = field(default_factory=Options)
+    options: SamplingOptions = field(default_factory=SamplingOptions)
     #: driver version from the environment model (for the baseline key)
     driver: Optional[str] = None
     lock: Optional[Callable[[DeviceInfo], ContextManager[Any]]] = None
@@ -116,8 +116,8 @@ class GpuBench:
         self._calibrate(events)
         return events, why
 
-    def _options(self, max_time: Optional[float | str], backend: Any = None) -> Options:
-        o = Options(**{k: getattr(self.ctx.options, k) for k in self.ctx.options.__dataclass_fields__})
+    def _sampling_options(self, max_time: Optional[float | str], backend: Any = None) -> SamplingOptions:
+        o = replace(self.ctx.options)
         # seconds, or a duration such as "500ms"; anything else is a ValueError naming it
         o.max_time = self.ctx.max_time if max_time is None else parse_time(max_time, "max_time")
         b = self.backend if backend is None else backend
@@ -155,7 +155,7 @@ class GpuBench:
         if self.ctx.clock is not None:
             kw["clock"] = self.ctx.clock
         b, why = self._timer(fns, timer)
-        s = Sampler(b, fns, mode=mode, options=self._options(max_time, b), monitor=self._monitor,
+        s = Sampler(b, fns, mode=mode, options=self._sampling_options(max_time, b), monitor=self._monitor,
                     lock=self._lock(), name=name, **kw)
         s.timer_note = why
         s.records = getattr(b, "records", None)
