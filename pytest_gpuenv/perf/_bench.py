@@ -2,7 +2,7 @@
 the choice of timer backend (``select_backend``) and clock monitor (``default_monitor``).
 
 ``GpuBench`` times callables with a ``Sampler`` and returns a ``Measurement`` or ``Comparison``
-(``_results``), whose assertions add ``PerfRecord`` objects to ``PerfContext.session``.
+(``_results``), whose assertions add ``PerfEntry`` objects to ``PerfContext.session``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class PerfContext:
     perf_mode: str = "check"
     max_time: float = 2.0
     baselines: Optional[str] = None
-    #: where measurements and assertions put their records (the plugin passes the run's session)
+    #: where measurements and assertions put their entries (the plugin passes the run's session)
     session: PerfSession = field(default_factory=PerfSession)
     options: SamplingOptions = field(default_factory=SamplingOptions)
     #: driver version from the environment model (for the baseline key)
@@ -109,7 +109,7 @@ class GpuBench:
         why = None
         if timer == "events":
             why = "event timer requested (timer='events')"
-        elif not all(b.prepare(fns)) and timer == "auto":  # prepare also picks the record kind
+        elif not all(b.prepare(fns)) and timer == "auto":  # prepare also picks CUPTI's kernel record kind
             why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
             return b, None
@@ -158,7 +158,7 @@ class GpuBench:
         s = Sampler(b, fns, mode=mode, options=self._sampling_options(max_time, b), monitor=self._monitor,
                     lock=self._lock(), name=name, **kw)
         s.timer_note = why
-        s.records = getattr(b, "records", None)
+        s.cupti_records = getattr(b, "cupti_records", None)
         return s
 
     # ------------------------------------------------------------------ API

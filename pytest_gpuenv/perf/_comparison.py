@@ -69,7 +69,7 @@ class Comparison(_Result):
         msg = (f"{self.name}: median ratio {r:.3f}x [{lo:.3f}, {hi:.3f}] of {self.ref_name} "
                f"({format_time(ta)} vs {format_time(tb)}) {sign} budget {self.limit:g}x on {self.device.name}")
         _a, a_lo, a_hi = self.sampler.stats(0)
-        self.ctx.add(self._new_record(
+        self.ctx.add(self._new_entry(
             "ratio", statistic="median of per-pair ratios", unit="x", value=r, ci_low=lo, ci_high=hi,
             median_s=ta, ci_low_s=a_lo, ci_high_s=a_hi, reference=self.ref_name, reference_median_s=tb,
             samples_s=list(self.sampler.samples[0]), reference_samples_s=list(self.sampler.samples[1]),

@@ -73,8 +73,8 @@ class Sampler:
         self.host_enqueue_s: Optional[float] = None
         #: why the event timer measures where a profiler timer could have (set by the bench)
         self.timer_note: Optional[str] = None
-        #: CUPTI timer only: how its kernels were recorded (set by the bench: ``CuptiBackend.records``)
-        self.records: Optional[str] = None
+        #: CUPTI timer only: how its kernels were recorded (set by the bench: ``CuptiBackend.cupti_records``)
+        self.cupti_records: Optional[str] = None
         #: profiler timers only: (operations per call, uncovered gap per call in s) of kept samples of fns[0]
         self.details: list[tuple[float, float]] = []
         self.warmup_medians: list[float] = []
@@ -147,7 +147,7 @@ class Sampler:
         o.min_verdict_samples = int(o.min_verdict_samples * scale)
         s = Sampler(self.backend, self.fns, mode=self.requested_mode, options=o, monitor=self.monitor,
                     lock=self._lock, clock=self._clock, name=self.name)
-        s.timer_note, s.records = self.timer_note, self.records
+        s.timer_note, s.cupti_records = self.timer_note, self.cupti_records
         return s
 
     def precise(self, s: Sampler) -> bool:

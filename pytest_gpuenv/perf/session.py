@@ -1,6 +1,6 @@
-"""``PerfSession``: the performance records of this process and, on the controller, of the whole run.
+"""``PerfSession``: the performance entries of this process and, on the controller, of the whole run.
 
-Every ``GpuBench`` of a pytest session adds its ``PerfRecord`` objects to the one ``PerfSession`` the
+Every ``GpuBench`` of a pytest session adds its ``PerfEntry`` objects to the one ``PerfSession`` the
 plugin keeps. An xdist worker sends ``dump()`` to the controller, which ``merge``s it; the controller
 then writes ``--gpuenv-json`` (``write_json``) and the terminal table (``summary_lines``).
 Importing this module imports no GPU library.
@@ -12,45 +12,45 @@ import json
 from typing import Any, Optional
 
 from pytest_gpuenv._paths import file_target_problem, write_atomically
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 
 
 class PerfSession:
-    """The records of this process (plus, on the xdist controller, those its workers sent)."""
+    """The entries of this process (plus, on the xdist controller, those its workers sent)."""
 
     def __init__(self) -> None:
-        self._records: list[PerfRecord] = []
+        self._entries: list[PerfEntry] = []
 
-    def add(self, record: PerfRecord) -> None:
-        self._records.append(record)
+    def add(self, entry: PerfEntry) -> None:
+        self._entries.append(entry)
 
     @property
-    def records(self) -> list[PerfRecord]:
-        """The records in the order added (a copy of the list)."""
-        return list(self._records)
+    def entries(self) -> list[PerfEntry]:
+        """The entries in the order added (a copy of the list)."""
+        return list(self._entries)
 
     def dump(self) -> str:
         """The JSON payload an xdist worker sends to the controller (``merge`` reads it)."""
         return json.dumps(self.measurements(), default=str)
 
     def merge(self, payload: Any) -> None:
-        """Add the records of a worker's ``dump()``. A payload that is not a JSON list is ignored, and so
-        is an entry that is not a record; this never raises."""
+        """Add the entries of a worker's ``dump()``. A payload that is not a JSON list is ignored, and so
+        is an item that is not an entry; this never raises."""
         try:
             data = json.loads(payload)
         except (TypeError, ValueError, RecursionError):
             return
         if not isinstance(data, list):
             return
-        for entry in data:
+        for item in data:
             try:
-                self._records.append(PerfRecord.from_dict(entry))
+                self._entries.append(PerfEntry.from_dict(item))
             except (TypeError, ValueError):
                 continue
 
     def measurements(self) -> list[dict[str, Any]]:
-        """The ``"measurements"`` of the ``--gpuenv-json`` report: one plain dict per record."""
-        return [r.to_dict() for r in self._records]
+        """The ``"measurements"`` of the ``--gpuenv-json`` report: one plain dict per entry."""
+        return [r.to_dict() for r in self._entries]
 
     def write_json(self, path: str, environment: dict[str, Any], skips: list[dict[str, Any]],
                    run: Optional[dict[str, Any]] = None) -> None:
@@ -66,14 +66,14 @@ class PerfSession:
         write_atomically(path, lambda f: f.write(json.dumps(data, indent=2, default=str).encode("utf-8")))
 
     def write_plot(self, path: str) -> None:
-        """Write the ``--gpuenv-perf-plot`` PNG of the records to ``path`` (``_plot``; needs matplotlib)."""
+        """Write the ``--gpuenv-perf-plot`` PNG of the entries to ``path`` (``_plot``; needs matplotlib)."""
         from pytest_gpuenv.perf._plot import write
 
-        write(self._records, path)
+        write(self._entries, path)
 
     def summary_lines(self) -> list[str]:
-        """The terminal table of the records (``[]`` when there are none)."""
+        """The terminal table of the entries (``[]`` when there are none)."""
         from pytest_gpuenv.perf.report import summary_lines
 
-        return summary_lines(self._records)
+        return summary_lines(self._entries)
 
