@@ -1,7 +1,7 @@
 """Native Windows: the HIP SDK (``HIP_PATH``, the driver's amdhip64 DLL) and the CUDA driver (nvcuda.dll).
 
 Files and environment variables only; the runtime probe counts the devices. In root mode a Windows
-path (``C:\\X``) is read under the root as ``/C/X`` (or ``/c/X``).
+path (``C:\\X``) is read under the root as ``/C/X`` (or ``/c/X``: ``Fs.winpath``).
 """
 
 from __future__ import annotations
