@@ -246,11 +246,10 @@ def _worker_gpus(value: Any, where: str) -> str:
 def _json_path(value: str, where: str, invocation_dir: str, worker: bool) -> str:
     """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one.
     Checked where it is written, so not in an xdist worker (which may run on another host)."""
-    from pytest_gpuenv._paths import new_file_problem
-    from pytest_gpuenv.perf.session import json_target_problem
+    from pytest_gpuenv._paths import output_file_problem
 
     path = os.path.join(invocation_dir, path_text(value, "--gpuenv-json", where))
-    problem = None if worker else json_target_problem(path) or new_file_problem(path)
+    problem = None if worker else output_file_problem(path)
     if problem:
         raise pytest.UsageError(f"gpuenv: --gpuenv-json {safe_repr(value, 200)} from {where}: {problem}")
     return path

@@ -80,7 +80,7 @@ class GpuenvSession:
 
     @property
     def has_measurements(self) -> bool:
-        return self._perf is not None and bool(self._perf.records)
+        return self._perf is not None and bool(self._perf.entries)
 
     def set_environ(self, values: dict[str, str]) -> None:
         """Set variables for this process; ``restore_environ`` puts the old values back."""

@@ -248,8 +248,8 @@ def finish_worker(config: pytest.Config, session: GpuenvSession) -> bool:
     """Name this host in the performance records; in a worker, hand them and the worker's host to the
     controller and return True; else False."""
     if session.has_measurements:
-        for record in session.perf.records:
-            record.host = record.host or session.host
+        for entry in session.perf.entries:
+            entry.host = entry.host or session.host
     if not hasattr(config, "workerinput"):
         return False
     output = config.workeroutput  # type: ignore[attr-defined]

@@ -380,8 +380,8 @@ import pytest
 @pytest.mark.parametrize("i", range(4))
 def test_measure(i, request):
     from pytest_gpuenv._session import get_session
-    from pytest_gpuenv.perf._records import PerfRecord
-    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="k", device_key="dev"))
+    from pytest_gpuenv.perf._entries import PerfEntry
+    get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name="k", device_key="dev"))
 """
 
 

@@ -96,7 +96,7 @@ def test_json_target_in_a_missing_folder_under_a_file(pytester, tmp_path):
     (tmp_path / "afile").write_text("")
     err = _usage_error(pytester, f"--gpuenv-json={tmp_path}/afile/sub/report.json")
     assert f"--gpuenv-json '{tmp_path}/afile/sub/report.json' from command line (--gpuenv-json): cannot be " \
-           f"created: {tmp_path}/afile is not a directory" in err
+           f"created: {tmp_path}/afile is a file, not a directory" in err
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])

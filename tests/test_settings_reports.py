@@ -159,7 +159,7 @@ SUITE = """
 import pytest
 from pytest_gpuenv._outputs import mark_compile_only
 from pytest_gpuenv._session import get_session
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 
 def test_pass(): pass
 def test_fail(): assert False
@@ -179,7 +179,7 @@ def test_compile_only(request):
     pytest.skip("compiled only")
 
 def test_perf(request):
-    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="copy", median_s=1.25e-5,
+    get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name="copy", median_s=1.25e-5,
                                                     budget="<= 250 us", verdict="PASS"))
 """
 
@@ -249,10 +249,10 @@ def test_control_characters_in_a_measurement_name_are_escaped(pytester):
     """The JUnit XML stays well-formed and the terminal gets no raw control character."""
     pytester.makepyfile(f"""
         from pytest_gpuenv._session import get_session
-        from pytest_gpuenv.perf._records import PerfRecord
+        from pytest_gpuenv.perf._entries import PerfEntry
 
         def test_perf(request):
-            get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name={CONTROL_NAME!r},
+            get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name={CONTROL_NAME!r},
                                                             median_s=1.25e-5, verdict="PASS"))
     """)
     result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--junitxml=j.xml", "--gpuenv-json=r.json")

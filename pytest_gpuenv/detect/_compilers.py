@@ -206,10 +206,8 @@ def hiprtc_dll(fs: Fs, bin_dir: str) -> Optional[str]:
 def windows_hiprtc(fs: Fs, environ: Any) -> Optional[str]:
     """Native Windows: the hiprtc DLL in ``%HIP_PATH%\\bin`` (read under the root in root mode), else in a
     folder on PATH."""
-    from pytest_gpuenv.detect._windows import winpath
-
     sep = "/" if fs.root_mode else os.sep
-    dirs = [winpath(fs, environ["HIP_PATH"]).rstrip("/\\") + sep + "bin"] if environ.get("HIP_PATH") else []
+    dirs = [fs.winpath(environ["HIP_PATH"]).rstrip("/\\") + sep + "bin"] if environ.get("HIP_PATH") else []
     if not fs.root_mode:
         dirs += [d for d in environ.get("PATH", "").split(os.pathsep) if d]
     for d in dirs:
