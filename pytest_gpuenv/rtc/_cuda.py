@@ -23,6 +23,7 @@ import re
 from dataclasses import replace
 from typing import Optional, Sequence
 
+from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._errors import KernelCompileError
 from pytest_gpuenv.rtc._includes import strip_comments
 from pytest_gpuenv.rtc._source import Source
@@ -68,8 +69,6 @@ def compiler_for(src: Source, arch: str, compiler: Optional[str]) -> Optional[st
     usual order: hiprtc then hipcc, NVRTC then nvcc)."""
     if compiler is not None or src.dialect != "cuda" or not arch.startswith("sm_"):
         return compiler
-    from pytest_gpuenv.rtc import _compilers
-
     nvcc = _compilers.get("nvcc")
     return "nvcc" if nvcc.available() and nvcc.supports(arch) else None
 
