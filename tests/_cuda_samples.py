@@ -71,6 +71,17 @@ def transpose(rt: Any) -> Checks:
     return checks
 
 
+def histogram256(rt: Any) -> Checks:
+    blocks, block = 4, 192  # HISTOGRAM256_THREADBLOCK_SIZE: WARP_COUNT (6) sub-histograms of 32 threads
+    words = rng("histogram256").integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
+    partial = np.full(blocks * 256, 0xDEADBEEF, np.uint32)
+    rt.launch(rt.kernel("histogram256Kernel"), blocks, block, partial, words, len(words))
+    hist = np.full(256, 0xDEADBEEF, np.uint32)
+    rt.launch(rt.kernel("mergeHistogram256Kernel"), 256, 256, hist, partial, blocks)  # one block per bin
+    want = np.bincount(words.view(np.uint8), minlength=256).astype(np.uint32)
+    return [("partial sums", partial.reshape(blocks, 256).sum(axis=0, dtype=np.uint32), want), ("histogram", hist, want)]
+
+
 #: (name expression, elements each block sums): n threads a block; reduce3 to reduce5 take two elements each
 REDUCE = [("reduce0<int>", 256), ("reduce1<int>", 256), ("reduce2<int>", 256), ("reduce3<int>", 512),
           ("reduce4<int, 256>", 512), ("reduce5<int, 256>", 512), ("reduce6<int, 256, false>", 256),
@@ -98,6 +109,7 @@ CASES = [
     CudaCase("matrixMul", lambda w: ["MatrixMulCUDA<16>", "MatrixMulCUDA<32>"], matrix_mul, module=True,
              rtol=1e-5, atol=1e-5),
     CudaCase("transpose", lambda w: list(TRANSPOSE), transpose, module=True),
+    CudaCase("histogram256", lambda w: ["histogram256Kernel", "mergeHistogram256Kernel"], histogram256, module=True),
     CudaCase("reduction_kernel", lambda w: [name for name, _ in REDUCE], reduction, module=True),
 ]
 BY_NAME = {c.name: c for c in CASES}

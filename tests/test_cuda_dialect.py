@@ -43,6 +43,8 @@ def test_every_cuda_sample_names_its_origin():
         assert first.startswith("// origin: NVIDIA/cuda-samples@"), f
         commit, path = first.split("@", 1)[1].split(" ", 1)[0].split(":", 1)
         assert len(commit) == 40 and int(commit, 16) >= 0 and path.endswith("/" + f), f
+    first = open(os.path.join(CUDA_SAMPLES, "histogram_common.h"), "rb").readline().decode()
+    assert first.startswith("// origin: NVIDIA/cuda-samples@") and first.rstrip().endswith("histogram_common.h (verbatim)")
 
 
 def _amd(compiler):
@@ -53,10 +55,10 @@ def _amd(compiler):
 
 
 # hiprtc 5.2.3 cannot take HIP's cooperative groups header at all (its built-in runtime clashes with the
-# installed headers: "redefinition of 'integral_constant'", for HIP sources as much as CUDA ones): transpose,
-# which uses cooperative groups, is compiled with hipcc
+# installed headers: "redefinition of 'integral_constant'", for HIP sources as much as CUDA ones): transpose
+# and histogram256, which use cooperative groups, are compiled with hipcc
 AMD_BUILDS = [(c.name, arch, comp) for c in CASES if c.name != "reduction_kernel" for arch in ("gfx90a", "gfx1030")
-              for comp in (("hipcc",) if c.name == "transpose" else ("hiprtc", "hipcc"))]
+              for comp in (("hipcc",) if c.name in ("transpose", "histogram256") else ("hiprtc", "hipcc"))]
 
 
 @pytest.mark.parametrize(("name", "arch", "compiler"), AMD_BUILDS, ids=["-".join(b) for b in AMD_BUILDS])
