@@ -156,6 +156,17 @@ def test_compile_error_points_at_the_cu_file(arch, compiler, tmp_path):
     assert info.value.line == 3 and str(info.value.file) == str(src)
 
 
+@pytest.mark.parametrize("arch", ["cpu", "gfx90a"])
+def test_unmappable_construct_in_an_own_header(arch, tmp_path):
+    (tmp_path / "lane.cuh").write_text('// helpers\n__device__ unsigned lane() {\n    unsigned v;\n'
+                                       '    asm("mov.u32 %0, %%laneid;" : "=r"(v));\n    return v;\n}\n')
+    src = tmp_path / "k.cu"
+    src.write_text('#include "lane.cuh"\n__global__ void k(unsigned* o) { o[threadIdx.x] = lane(); }\n')
+    with pytest.raises(rtc.KernelCompileError, match="inline PTX assembly") as info:
+        rtc.compile_kernel(str(src), "k", arch=arch, cache_dir=str(tmp_path))
+    assert str(info.value).startswith(f"{tmp_path / 'lane.cuh'}:4: ") and info.value.line == 4
+
+
 GUARDED = """
 __global__ void lane(unsigned* o) {
     unsigned v;

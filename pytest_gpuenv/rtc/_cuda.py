@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import _compilers
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._includes import strip_comments
+from pytest_gpuenv.rtc._includes import find_headers, strip_comments
 from pytest_gpuenv.rtc._source import Source
 
 #: the shipped CUDA-to-HIP headers (cuda_runtime.h & co.) for hiprtc, hipcc and the CPU executor
@@ -102,10 +102,8 @@ def _false_on_amd_lines(lines: Sequence[str]) -> list[bool]:
     return out
 
 
-def check_mappable(src: Source, target: str) -> None:
-    """KernelCompileError naming the first construct of a CUDA source that has no HIP counterpart, with its
-    file and line (``target``: the arch it was to be built for)."""
-    lines = strip_comments(src.text).split("\n")
+def _check_text(text: str, where: str, path: Optional[str], target: str) -> None:
+    lines = strip_comments(text).split("\n")
     skip = _false_on_amd_lines(lines)
     for i, line in enumerate(lines):
         if skip[i]:
@@ -113,12 +111,21 @@ def check_mappable(src: Source, target: str) -> None:
         for rx, what in _UNMAPPABLE:
             m = rx.search(line)
             if m:
-                where = f"{src.path or src.display}:{i + 1}"
                 raise KernelCompileError(
-                    f"{where}: {what.format(m.group(0).strip())} has no HIP counterpart: this CUDA source cannot "
-                    f"be built for {target} (AMD or the CPU executor). Keep it for NVIDIA inside "
+                    f"{where}:{i + 1}: {what.format(m.group(0).strip())} has no HIP counterpart: this CUDA source "
+                    f"cannot be built for {target} (AMD or the CPU executor). Keep it for NVIDIA inside "
                     "#ifdef __CUDA_ARCH__ ... #else <portable code> #endif, or build for an sm_ arch",
-                    file=src.path, line=i + 1, arch=target)
+                    file=path, line=i + 1, arch=target)
+
+
+def check_mappable(src: Source, target: str, include_dirs: Sequence[str] = ()) -> None:
+    """KernelCompileError naming the first construct of a CUDA source, or of a header of its own that it
+    includes (found in its folder or ``include_dirs``), that has no HIP counterpart, with its file and line
+    (``target``: the arch it was to be built for)."""
+    _check_text(src.text, src.path or src.display, src.path, target)
+    for path, data in find_headers(src, include_dirs):
+        if not path.startswith(CUDA_INCLUDE + os.sep):
+            _check_text(data.decode("utf-8", "replace"), path, path, target)
 
 
 def for_amd(src: Source, include_dirs: Sequence[str], keep_path: bool) -> tuple[Source, list[str]]:

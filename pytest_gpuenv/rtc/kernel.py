@@ -85,7 +85,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
             if src.dialect == "cuda":
-                _cuda.check_mappable(src, "cpu")
+                _cuda.check_mappable(src, "cpu", include_dirs)
             csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=True)
             return list(compile_cpu(csrc, targets, name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
@@ -95,7 +95,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         defs = dict(defines or {})
         csrc, cdirs = src, list(include_dirs)
         if src.dialect == "cuda" and comp.vendor == "amd":
-            _cuda.check_mappable(src, arch)
+            _cuda.check_mappable(src, arch, include_dirs)
             csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=False)
         elif src.dialect == "cuda":
             defs[_cuda.NVIDIA_DEFINE] = 1
