@@ -91,11 +91,12 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
+        if src.dialect == "cuda" and _compilers.vendor_of(arch) == "amd":
+            _cuda.check_mappable(src, arch, include_dirs)  # whichever compiler is installed
         comp = _compilers.for_arch(arch, _cuda.compiler_for(src, arch, compiler))
         defs = dict(defines or {})
         csrc, cdirs = src, list(include_dirs)
         if src.dialect == "cuda" and comp.vendor == "amd":
-            _cuda.check_mappable(src, arch, include_dirs)
             csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=False)
         elif src.dialect == "cuda":
             defs[_cuda.NVIDIA_DEFINE] = 1
