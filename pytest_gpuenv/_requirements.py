@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from pytest_gpuenv import capabilities
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, format_size, kind_label, safe_repr
+from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, Usability, format_size, kind_label, safe_repr
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def cond_text(cond: Any) -> str:
 def _arch_not_in_build(env: GpuEnv, want: str) -> Optional[Skip]:
     """The GPU is there, but the installed ROCm/torch build has no code for its arch: frameworks fail
     with 'invalid device function'. HIP kernels compiled here for the device (requires_hip) still run."""
-    p = env.problem("arch-not-in-build") if env.usable == "arch-unsupported" else None
+    p = env.problem("arch-not-in-build") if env.usable is Usability.ARCH_UNSUPPORTED else None
     if p is None:
         return None
     fix = f"; {p.fix}" if p.fix else ""

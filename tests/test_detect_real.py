@@ -10,7 +10,7 @@ import pytest
 
 from pytest_gpuenv.detect import _probe, detect
 from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.model import GpuEnv, Usability
 
 debian_rocm = pytest.mark.skipif(
     not os.path.exists("/usr/bin/hipcc") or os.path.exists("/opt/rocm") or os.path.exists("/sys/module/amdgpu"),
@@ -110,7 +110,7 @@ FAKE_AMD = (
 def test_probe_devices_become_the_list_and_masks_apply(monkeypatch):
     _fake(monkeypatch, FAKE_AMD)
     env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": "1"})
-    assert env.kind == "rocm" and env.backend == "rocm" and env.usable is True
+    assert env.kind == "rocm" and env.backend == "rocm" and env.usable is Usability.USABLE
     assert [(d.index, d.physical_index, d.arch, d.source) for d in env.devices] == [(0, 1, "gfx1100", "probe")]
     assert len(env.hidden_devices) == 1
     # an index past the end hides all (an empty HIP_VISIBLE_DEVICES counts as unset: clr rocdevice.cpp Device::init)
