@@ -140,13 +140,24 @@ def test_probe_cache(monkeypatch):
 
 
 def test_probe_never_and_auto_do_not_spawn(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("probe ran")
+    """``never`` runs no probe; ``auto`` runs none where the files answer (not WSL 2 or Windows). The stand-in
+    records its calls rather than raising: ``detect()`` would turn an exception into a problem entry."""
+    calls = []
 
-    monkeypatch.setattr(_probe, "run_probe", boom)
-    detect(probe="never")
-    if not os.path.exists("/proc/sys/fs/binfmt_misc/WSLInterop"):
-        detect(probe="auto")
+    def stand_in(*args, **kwargs):
+        calls.append(args)
+        return {"ok": False, "error": "the test's stand-in"}
+
+    monkeypatch.setattr(_probe, "run_probe", stand_in)
+    env = detect(probe="never")
+    assert calls == [] and env.probe["ran"] is False
+    env = detect(probe="auto")
+    if not env.probe["required"]:
+        assert calls == [] and env.probe["ran"] is False
+    calls.clear()
+    env = detect(probe="always")  # the stand-in is where detect() calls it
+    assert len(calls) == 1 and env.probe["ran"] is True and env.probe["error"] == "the test's stand-in"
+    assert "detect-internal-error" not in env.problem_codes
 
 
 # ---------------------------------------------------------------------------- parse_visible
