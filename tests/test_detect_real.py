@@ -46,6 +46,16 @@ def test_real_system_never_raises_and_round_trips():
     assert env.detect_seconds is not None and env.detect_seconds < 5
 
 
+def test_usability_keeps_its_json_values():
+    """``GpuEnv.usable`` is a Usability; ``gpuenv info --json`` prints true, false or the word, as before."""
+    for u in Usability:
+        data = json.loads(json.dumps(GpuEnv(usable=u).to_dict()))
+        assert data["usable"] == u.value and GpuEnv.from_dict(data).usable is u
+    assert [bool(u) for u in Usability] == [True, False, True, True]
+    with pytest.raises(ValueError, match="'maybe' is not a valid Usability"):
+        GpuEnv.from_dict({"usable": "maybe"})
+
+
 def test_detect_imports_no_gpu_framework():
     """The detector itself never imports torch/hip/cuda/numpy (checked in a fresh interpreter)."""
     import subprocess
