@@ -8,7 +8,7 @@ and ``--gpuenv-plan`` computes its table. ``setup``: the marker's ``Skip`` again
 ``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
 back, on the xdist controller too) and points at the test rather than at this plugin; a skip the suite
 wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
-after a GPU fault says so. The plugin's marks are those ``_marknames.plugin_marks`` gives.
+after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NoReturn, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, markers
+from pytest_gpuenv import markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv.report import summary
 
@@ -43,13 +43,13 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
 
         session.plan_lines = plan_lines(items, session.plan_profiles)
     perf_off = session.settings.perf == "off"
-    parents: dict[object, list[_marknames.PluginMark]] = {}  # each module's (class's...) marks, walked once
+    parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpuenv_perf)
-            if _marknames.owns(item.config, "perf"):
+            if markers.owns(item.config, "perf"):
                 item.add_marker(pytest.mark.perf)
-        marks = _marknames.plugin_marks(item, parents)
+        marks = markers.plugin_marks(item, parents)
         if not marks:  # most tests: nothing to check, warn about or mark
             continue
         error = markers.check_marks(marks)
@@ -72,7 +72,7 @@ def setup(item: pytest.Item, session: GpuenvSession) -> None:
     worker on another host than its controller's names the host in the reason."""
     if _MARK_ERROR in item.stash:  # (``in``: a missing key costs Stash.get an exception, on every test)
         pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
-    marks = _marknames.plugin_marks(item)
+    marks = markers.plugin_marks(item)
     skip = None
     if marks:
         from pytest_gpuenv import _skipping
@@ -114,7 +114,7 @@ def _host_note(session: GpuenvSession) -> str:
 
 
 def _uses_gpu(item: pytest.Item) -> bool:
-    if any(m.name in markers.GPU_MARKERS for m in _marknames.plugin_marks(item)):
+    if any(m.name in markers.GPU_MARKERS for m in markers.plugin_marks(item)):
         return True
     return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
 

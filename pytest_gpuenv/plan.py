@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, _skipping, markers
+from pytest_gpuenv import _skipping, markers
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, Device, GpuEnv, default_warp_size, parse_size, safe_repr
 
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
@@ -127,7 +127,7 @@ def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:
 
 
 def _verdict(item: pytest.Item, env: GpuEnv) -> str:
-    marks = _marknames.plugin_marks(item)
+    marks = markers.plugin_marks(item)
     error = markers.check_marks(marks)
     if error:
         return "error: " + error
@@ -141,7 +141,7 @@ def _verdict(item: pytest.Item, env: GpuEnv) -> str:
 def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> list[str]:
     from tabulate import tabulate
 
-    gpu_items = [i for i in items if _marknames.plugin_marks(i)]
+    gpu_items = [i for i in items if markers.plugin_marks(i)]
     if not gpu_items:
         return ["no GPU-marked tests collected"]
     rows: list[list[Any]] = []

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _leak, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv import _crash, _leak, _options, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -36,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    _marknames.register_aliases(config)
+    markers.register_aliases(config)
     session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
         from pytest_gpuenv import _hide
@@ -64,7 +64,7 @@ class _LastConfigure:
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         """After the ini file and the conftests loaded at start have registered their markers."""
-        _marknames.register_unprefixed(config)
+        markers.register_unprefixed(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -79,7 +79,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     lines = report.header_lines(session.env, verbose=config.get_verbosity(), worker=session.worker_gpu)
     hidden = session.hidden.header_line() if session.hidden is not None else None
-    return lines + [x for x in (_marknames.header_line(config), hidden) if x]
+    return lines + [x for x in (markers.header_line(config), hidden) if x]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -102,7 +102,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    _marknames.refresh(config)
+    markers.refresh(config)
     _runtest.modify_items(items, get_session(config))
 
 
@@ -142,7 +142,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     sections = [
         ("gpuenv: plan", session.plan_lines),
-        ("gpuenv: markers", _marknames.late_lines(config)),
+        ("gpuenv: markers", markers.late_lines(config)),
         ("gpuenv: hosts", report.host_lines(session.hosts)),
         ("gpuenv: hardware skips", report.skip_summary_lines(
             ((s.category, s.cause, s.host) for s in session.skips), session.hosts)),

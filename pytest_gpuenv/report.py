@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Optional
 
-from pytest_gpuenv.model import GpuEnv, format_size, kind_label
+from pytest_gpuenv.model import GpuEnv, Usability, format_size, kind_label
 
 
 def _torch_text(env: GpuEnv) -> Optional[str]:
@@ -37,7 +37,7 @@ def summary(env: GpuEnv) -> str:
         elif unusable:
             text += f" ({len(unusable)} not usable)"
         parts.append(text)
-    elif env.usable == "probe-required":
+    elif env.usable is Usability.PROBE_REQUIRED:
         parts.append("devices unknown (needs a runtime probe)")
     else:
         parts.append("no GPU")

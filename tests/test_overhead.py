@@ -195,9 +195,9 @@ def test_the_internal_records_compare_hash_and_show_as_frozen_dataclasses_did():
     """``_record.Value`` gives Host, Skip, HardwareSkip, Poison and PluginMark the equality, hash and repr
     their frozen dataclasses (PluginMark: NamedTuple) had: one piece of code for all five."""
     from pytest_gpuenv._hosts import Host
-    from pytest_gpuenv._marknames import PluginMark
     from pytest_gpuenv._session import HardwareSkip
     from pytest_gpuenv._skipping import Skip
+    from pytest_gpuenv.markers import PluginMark
     from pytest_gpuenv.runtime._sticky import Poison
 
     cases = [(Skip, ("arch", "needs sm_90", "requires sm_90: found sm_80")),

@@ -2,7 +2,7 @@
 
 - options: the real ``pytest.Parser`` after ``_options.add_options`` (flags, metavars, help, ini names, ini
   types and defaults), and the ``GPUENV_*`` variable found beside each option's name in ``_options``' rows;
-- markers: ``markers.MARKERS`` (each signature line), with the ``gpuenv_`` alias;
+- markers: ``markers.MARKERS`` (each row's signature, alias and help);
 - fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring);
 - command line: ``gpuenv ... --help`` as argparse prints it, for each command and subcommand;
 - problem codes: every ``Problem(...)`` and ``ctx.add(...)`` in the package's source, read with ``ast``
@@ -131,15 +131,7 @@ def _fmt_default(default: Any) -> str:
 def markers_page() -> list[str]:
     from pytest_gpuenv import markers
 
-    prefix = getattr(markers, "PREFIX", None)
-    if prefix is None:
-        prefix = getattr(importlib.import_module(f"{PACKAGE}._marknames"), "PREFIX", "gpuenv_")
-    rows = []
-    for row in markers.MARKERS:
-        name = row[0] if isinstance(row, tuple) else row.name
-        line = next(s for s in _strings(row) for s in s if s.startswith(name) and ":" in s)
-        sig, _, meaning = line.partition(":")
-        rows.append([f"`{sig.strip()}`", f"`{prefix}{name}`", meaning.strip()])
+    rows = [[f"`{m.signature}`", f"`{m.alias}`", m.help] for m in markers.MARKERS]
     return [
         "# Markers", "",
         "Generated from `pytest_gpuenv/markers.py` at build time: what `pytest --markers` prints. Each",
