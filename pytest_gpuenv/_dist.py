@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: (category, cause, reason, location) of a test a worker cannot run
 _Cannot = list
+#: the host of the skip of a test no host can run (the summary says ``[on every host]``)
+NO_HOST = "every host"
 
 
 class NodeRoutes:
@@ -297,14 +299,16 @@ class GpuScheduling:
         reason = no_host_reason({host: str(c[2]) for host, c in by_host.items()})
         path, line = str(location[0]), location[1]
         longrepr = (path, int(line) + 1 if line is not None else -1, f"Skipped: {reason}")
-        self._emit(index, tuple(location), "skipped", longrepr, [(SKIP_PROPERTY, [category, cause, "no host"])])
+        self._emit(index, tuple(location), "skipped", longrepr, [(SKIP_PROPERTY, [category, cause, NO_HOST])])
 
     def _report_lost(self, index: int, node: Any, host: str, crashed: bool) -> None:
         assert self.collection is not None
         nodeid = self.collection[index]
-        end = "crashed, xdist starts no replacement (--max-worker-restart)" if crashed else "finished"
-        self._emit(index, (nodeid.split("::")[0], None, nodeid), "failed",
-                   f"not run: worker {node.gateway.id} on host {host} {end} and no other worker can run it", [], node)
+        why = (f"worker {node.gateway.id} on host {host} crashed, xdist starts no replacement "
+               "(--max-worker-restart) and no other worker can run it" if crashed else
+               f"the run stopped before it was sent (the last worker that could run it, {node.gateway.id} on "
+               f"host {host}, has finished)")
+        self._emit(index, (nodeid.split("::")[0], None, nodeid), "failed", f"not run: {why}", [], node)
 
     def _emit(self, index: int, location: tuple[Any, ...], outcome: str, longrepr: Any,
               props: list[tuple[str, Any]], node: Any = None) -> None:

@@ -93,12 +93,14 @@ def routes(items: list[pytest.Item], env: GpuEnv) -> dict[str, Any]:
 
 def no_host_reason(by_host: dict[str, str]) -> str:
     """One skip reason from each host's: ``requires ROCm: found CUDA (2x ...) on host gpu-b, found no GPU
-    on host ci`` (the shared ``requires X:`` said once)."""
-    hosts = sorted(by_host)
-    heads = {by_host[h].partition(": ")[0] for h in hosts}
-    if len(heads) == 1 and all(": " in by_host[h] for h in hosts):
-        return f"{heads.pop()}: " + ", ".join(f"{by_host[h].partition(': ')[2]} on host {h}" for h in hosts)
-    return "; ".join(f"{by_host[h]} on host {h}" for h in hosts)
+    on host ci`` (the shared ``requires X:`` said once, hosts with the same reason named together)."""
+    heads = {r.partition(": ")[0] for r in by_host.values()}
+    shared = len(heads) == 1 and all(": " in r for r in by_host.values())
+    tails: dict[str, list[str]] = {}
+    for host in sorted(by_host):
+        tails.setdefault(by_host[host].partition(": ")[2] if shared else by_host[host], []).append(host)
+    parts = [f"{tail} on host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)}" for tail, hosts in tails.items()]
+    return (f"{heads.pop()}: " + ", ".join(parts)) if shared else "; ".join(parts)
 
 
 def plan_lines(items: list[pytest.Item], profiles: list[tuple[str, GpuEnv]]) -> list[str]:

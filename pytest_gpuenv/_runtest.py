@@ -41,7 +41,7 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     if session.plan_profiles is not None:
         from pytest_gpuenv.plan import plan_lines
 
-        session.plan_lines = plan_lines(items, session.plan_profiles)
+        session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[_marknames.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
