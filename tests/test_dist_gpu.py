@@ -2,7 +2,9 @@
 ``--tx N*popen//env:GPUENV_ROOT=<tree>`` is a host with that machine's GPUs; the controller is CPU-only)."""
 
 import json
+import os
 import pathlib
+import sys
 
 import pytest
 from _machines import amd_machine, nvidia_machine
@@ -203,3 +205,59 @@ def test_perf_table_has_a_host_column_when_several_hosts_measured():
     lines = summary_lines(two)
     assert lines[0].split()[:3] == ["test", "device", "host"]
     assert "gpu-a" in lines[2] and "gpu-b" in lines[3]
+
+
+#: the ``--tx ssh=`` value of a local sshd for this user (``eval "$(bash scripts/sshd-local.sh start)"``; .ci/run)
+SSH = os.environ.get("GPUENV_TEST_SSH")
+
+WORKER_RECORDER = """
+import json, os, pathlib
+
+def pytest_configure(config):
+    wi = getattr(config, "workerinput", None)
+    if wi is not None:
+        from pytest_gpuenv._session import get_session
+        s = get_session(config)
+        out = pathlib.Path(os.environ["RECORD_DIR"], "workers")
+        out.mkdir(exist_ok=True, parents=True)
+        (out / (wi["workerid"] + ".json")).write_text(json.dumps({"host": s.host, "uuids": [d.uuid for d in s.env.devices]}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SSH, reason="needs GPUENV_TEST_SSH: an ssh target for this user (scripts/sshd-local.sh)")
+def test_ssh_gateways_route_each_test_to_its_host(pytester, trees, tmp_path):
+    """Real ssh gateways (two groups of two workers, an AMD and an NVIDIA machine tree), the suite sent with
+    --rsyncdir (and this package, so that the workers import the code under test): every GPU test runs on a
+    host that can run it, workers of one host hold distinct GPUs, the summary names both hosts."""
+    import pytest_gpuenv
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "conftest.py").write_text(WORKER_RECORDER)
+    (suite / "test_suite.py").write_text(SUITE)
+    rec = tmp_path / "rec"
+    package = pathlib.Path(pytest_gpuenv.__file__).parent
+
+    def group(name: str) -> list:
+        return ["--tx", f"2*ssh={SSH}//python={sys.executable}//chdir={tmp_path / ('remote-' + name)}"
+                        f"//env:GPUENV_ROOT={trees[name]}//env:RECORD_DIR={rec}//env:GPUENV_LOCK_DIR={tmp_path / 'locks'}"]
+
+    result = pytester.runpytest_subprocess("-p", "xdist", "--dist", "gpu", *group("amd2"), *group("nv2"),
+                                           "--rsyncdir", str(suite), "--rsyncdir", str(package), str(suite), "-rs",
+                                           "-W", "ignore::DeprecationWarning", timeout=300)
+    result.assert_outcomes(passed=17, skipped=1)
+    ran = _ran(rec)
+    assert len(ran) == 17
+    for name, rec_ in ran.items():
+        if name.startswith("test_rocm"):
+            assert "(root amd2)" in rec_["host"], (name, rec_)
+        elif name.startswith("test_cuda"):
+            assert "(root nv2)" in rec_["host"], (name, rec_)
+    workers = [json.loads(p.read_text()) for p in (rec / "workers").glob("gw*.json")]
+    assert len(workers) == 4
+    for root in ("amd2", "nv2"):
+        uuids = [u for w in workers if f"(root {root})" in w["host"] for u in w["uuids"]]
+        assert len(uuids) == len(set(uuids)) == 2, (root, workers)
+    result.stdout.fnmatch_lines(["*gpuenv: hosts*", "* (root amd2): rocm, 2x *", "* (root nv2): cuda, 2x *"])
