@@ -148,8 +148,8 @@ def test_cpu(i): pass
 @pytest.mark.parametrize("restarts", [None, "0"])
 def test_a_dead_worker_s_tests_are_rerouted_or_reported_on_its_host(pytester, trees, monkeypatch, restarts):
     """The NVIDIA host's only worker dies in its first CUDA test: xdist reports that test crashed (naming the
-    host); the other CUDA tests run on its replacement, or, where xdist starts none, fail naming the host.
-    The CPU tests are not lost either way."""
+    host); the other CUDA tests run on its replacement, or, where xdist starts none (and so stops the run),
+    fail naming the host. Every test has its report either way."""
     monkeypatch.setenv("CRASH_FLAG", str(pytester.path / "crashed"))
     pytester.makepyfile(test_crash=CRASH)
     extra = ["--max-worker-restart", restarts] if restarts else []
@@ -160,10 +160,9 @@ def test_a_dead_worker_s_tests_are_rerouted_or_reported_on_its_host(pytester, tr
     if restarts is None:
         result.assert_outcomes(passed=7, failed=1)
     else:
-        outcomes = result.parseoutcomes()
-        assert outcomes.get("passed", 0) >= 4 and outcomes.get("passed", 0) + outcomes.get("failed", 0) \
-            + outcomes.get("errors", 0) == 8, out
-        assert "xdist starts no replacement" in out or outcomes.get("passed") == 7, out
+        outcomes = result.parseoutcomes()  # xdist stops the run: every test still has its report
+        assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 8, out
+        assert "on host " in out and "xdist starts no replacement" in out, out
 
 
 def test_plan_previews_the_routing_over_saved_hosts(pytester, trees, tmp_path):
