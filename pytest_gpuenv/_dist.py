@@ -110,9 +110,9 @@ class GpuScheduling:
             return
         self.node2collection[node] = list(collection)
         self.node2routes[node] = routes
-        if self.collection is not None:  # a replacement worker: what waited for its host can go to it
+        if self.collection is not None:  # a replacement worker: it takes its share, and what waited for its host
             waiting = [i for u in self.waiting for i in self.units[u]]
-            self.waiting = self._requeue(waiting)
+            self.waiting = self._requeue(waiting) + self._rekey()
 
     def mark_test_complete(self, node: WorkerController, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
