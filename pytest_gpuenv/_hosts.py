@@ -33,6 +33,7 @@ a worker gets ``2`` or ``3``, never a GPU outside the list. On AMD the worker ke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -57,42 +58,28 @@ _MAX_SEATS = 64
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _boot_id() -> str:
     try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:  # bytes: a text file would import a codec
-            return f.read(64).decode("ascii", "replace").strip()
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8", errors="replace") as f:
+            return f.read(64).strip()
     except OSError:
         return ""
 
 
 class Host(Value):
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
-    detection" (see the module docstring); equal to another with the same three fields (``Value``: a
-    NamedTuple or dataclass would cost every run its creation at import)."""
+    detection" (digests, see the module docstring); equal to another with the same three fields."""
 
-    __slots__ = ("name", "key_of", "inputs_of")
+    __slots__ = ("name", "key", "inputs")
 
-    def __init__(self, name: str, key_of: str, inputs_of: str) -> None:
-        self.name = name
-        #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
-        #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
-        self.key_of, self.inputs_of = key_of, inputs_of
+    def __init__(self, name: str, key: str, inputs: str) -> None:
+        self.name, self.key, self.inputs = name, key, inputs
 
-    def __repr__(self) -> str:  # the digests' inputs are long and say nothing to a person
+    def __repr__(self) -> str:  # the digests say nothing to a person
         return f"Host(name={self.name!r})"
-
-    @property
-    def key(self) -> str:
-        return _digest(self.key_of)
-
-    @property
-    def inputs(self) -> str:
-        return _digest(self.key + self.inputs_of)
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "key": self.key, "inputs": self.inputs}
@@ -110,7 +97,8 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
     inputs_of = json.dumps([sys.executable, backend, probe, env], sort_keys=True)
     bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
     bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
-    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key_of, inputs_of)
+    key = _digest(key_of)
+    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key, _digest(key + inputs_of))
 
 
 class Seats:

@@ -59,6 +59,8 @@ WORKER_GPUS_DESC = (
     "with pytest-xdist: auto (spread workers over the visible GPUs), off (leave the visible-devices "
     "variables alone), or N (give each worker N GPUs). Default: auto."
 )
+DIST_DESC = ("pytest-xdist: send each test only to workers whose host can run it, balanced as --dist load "
+             "(the same as --dist gpu); a test no host can run is skipped once, naming each host.")
 PLAN_DESC = "with --collect-only: print which GPU-marked tests would run or skip on each runner profile."
 PLAN_PROFILE_DESC = (
     "add a runner profile to --gpuenv-plan: a root folder, a spec such as rocm:gfx90a:4x64GiB, "
@@ -112,6 +114,7 @@ class Settings:
     perf_plot: Optional[str] = None
     worker_gpus: str = "auto"
     plan: bool = False
+    dist: bool = False
     kernels: str = "run"
     require: str = "off"
 
@@ -164,6 +167,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--gpuenv-kernels", dest="gpuenv_kernels", metavar="run|compile|off", help=KERNELS_DESC)
     group.addoption("--gpuenv-require", dest="gpuenv_require", metavar="gpu|cuda|rocm|off", help=REQUIRE_DESC)
     group.addoption("--gpuenv-plan", dest="gpuenv_plan", action="store_true", default=False, help=PLAN_DESC)
+    group.addoption("--gpuenv-dist", dest="gpuenv_dist", action="store_true", default=False, help=DIST_DESC)
     group.addoption(
         "--gpuenv-plan-profile", dest="gpuenv_plan_profile", action="append", default=[], metavar="SPEC",
         help=PLAN_PROFILE_DESC,
@@ -386,4 +390,5 @@ def resolve(config: pytest.Config) -> Settings:
     s.baselines = str(config.rootpath / base) if base else str(config.rootpath / ".gpuenv" / "baselines.json")
     s.plan = bool(config.getoption("gpuenv_plan", default=False))
     s.plan_profiles = list(config.getoption("gpuenv_plan_profile", default=[]) or [])
+    s.dist = bool(config.getoption("gpuenv_dist", default=False))
     return s

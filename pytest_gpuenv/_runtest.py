@@ -34,14 +34,14 @@ _MARK_ERROR: pytest.StashKey[str] = pytest.StashKey()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
-_SKIP_PROPERTY = "gpuenv_skip"
+SKIP_PROPERTY = "gpuenv_skip"
 
 
 def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     if session.plan_profiles is not None:
         from pytest_gpuenv.plan import plan_lines
 
-        session.plan_lines = plan_lines(items, session.plan_profiles)
+        session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
@@ -124,7 +124,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         return
     skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
     if skip is not None and rep.skipped:
-        rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
+        rep.user_properties.append((SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]
         if line is not None:
@@ -137,7 +137,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
     elif rep.skipped and not hasattr(rep, "wasxfail") and not _raised_in_plugin(call):
         cause = suite_skip_cause(rep.longrepr, get_session(item.config))
         if cause is not None:
-            rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
+            rep.user_properties.append((SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
     if rep.failed and rep.when == "call":
         poison = _poisoned()
         if poison is not None and poison.by != item.nodeid:
@@ -186,6 +186,6 @@ def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
     if not report.skipped:
         return None
     for key, value in report.user_properties:
-        if key == _SKIP_PROPERTY and isinstance(value, (list, tuple)) and len(value) >= 2:
+        if key == SKIP_PROPERTY and isinstance(value, (list, tuple)) and len(value) >= 2:
             return HardwareSkip(report.nodeid, str(value[0]), str(value[1]), str(value[2]) if len(value) > 2 else "")
     return None

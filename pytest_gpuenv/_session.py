@@ -21,6 +21,7 @@ from pytest_gpuenv import _hosts, _options
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._record import Value
 from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.report import hosts_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv._hide import HiddenModules
@@ -111,6 +112,8 @@ class GpuenvSession:
             return
         target = os.path.join(invocation_dir, path)
         run = self.outputs.run_fields() if self.outputs is not None else None
+        if self.hosts:
+            run = {**(run or {}), "hosts": hosts_json(self.hosts)}
         try:
             self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:

@@ -138,8 +138,12 @@ def _verdict(item: pytest.Item, env: GpuEnv) -> str:
     return "xfail" if xf else "run"
 
 
-def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> list[str]:
+def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given: int = 0) -> list[str]:
+    """The table; with ``given`` (the profiles the user gave, last in ``profs``) of two or more, the routing
+    ``--dist gpu`` over hosts like them would make (``_routing.plan_lines``)."""
     from tabulate import tabulate
+
+    from pytest_gpuenv._routing import plan_lines as routing_lines
 
     gpu_items = [i for i in items if markers.plugin_marks(i)]
     if not gpu_items:
@@ -158,4 +162,4 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> lis
     if never:
         lines.append(f"{len(never)} test(s) run on no profile (a stale skip, or markers nothing satisfies):")
         lines.extend(f"  {n}" for n in never)
-    return lines
+    return lines + (routing_lines(items, profs[len(profs) - given:]) if given >= 2 else [])

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _leak, _options, _runtest, _session, fixtures, markers, report
+from pytest_gpuenv import _crash, _leak, _options, _routing, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -32,6 +32,7 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     _options.add_options(parser)
     _leak.add_options(parser)
     pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
+    pluginmanager.register(_routing.DistChoice(parser), "gpuenv-dist-choice")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -48,16 +49,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
 
+        if session.settings.dist and not hasattr(config, "workerinput"):  # --gpuenv-dist: as --dist gpu
+            config.option.dist = _routing.DIST
+
         _xdist.configure(config, session)
 
 
 def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Optional[GpuEnv]:
-    """In an xdist worker, the model its controller sent (``_xdist.worker_env``); None elsewhere."""
+    """In an xdist worker, the model its controller sent (``_xdist_worker.worker_env``); None elsewhere."""
     if not hasattr(config, "workerinput"):
         return None
-    from pytest_gpuenv import _xdist
+    from pytest_gpuenv import _xdist_worker
 
-    return _xdist.worker_env(config, settings, host)
+    return _xdist_worker.worker_env(config, settings, host)
 
 
 class _LastConfigure:
@@ -161,8 +165,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None:
         return
     if state.has_measurements or hasattr(config, "workerinput"):  # records to name; a worker's to hand over
-        from pytest_gpuenv import _xdist
+        from pytest_gpuenv import _xdist_worker
 
-        if _xdist.finish_worker(config, state):
+        if _xdist_worker.finish_worker(config, state):
             return
     state.write_outputs(str(config.invocation_params.dir))

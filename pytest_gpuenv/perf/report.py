@@ -81,12 +81,14 @@ def _key(r: PerfEntry) -> tuple[Any, ...]:
 
 
 def summary_lines(entries: Sequence[PerfEntry]) -> list[str]:
-    """One table row per assertion (and per measurement nothing asserted on): test, device [timer],
-    median, interval, n, budget, verdict; then the problems of each INCONCLUSIVE row and ``notes``."""
+    """One table row per assertion (and per measurement nothing asserted on): test, device [timer], host
+    (when several hosts measured), median, interval, n, budget, verdict; then the problems of each
+    INCONCLUSIVE row and ``notes``."""
     from tabulate import tabulate
 
     # a measurement that an assertion row repeats (same numbers, with its budget and verdict) is shown once
     judged = {_key(r) for r in entries if r.verdict}
+    several = len({r.host for r in entries}) > 1  # a run over several hosts: a column says which measured it
     rows = []
     for r in entries:
         if not r.verdict and r.kind != "regression" and _key(r) in judged:
@@ -94,12 +96,13 @@ def summary_lines(entries: Sequence[PerfEntry]) -> list[str]:
         value, interval = _value(r)
         verdict = r.verdict or ("recorded" if r.kind == "regression" else "-")
         rows.append([
-            _test(r), f"{r.device or '-'} [{_timer(r)}]", value, interval, f"{r.n}{' hot' if r.mode == 'hot' else ''}",
-            r.budget or "-", verdict,
+            _test(r), f"{r.device or '-'} [{_timer(r)}]", *([r.host or "-"] if several else []), value, interval,
+            f"{r.n}{' hot' if r.mode == 'hot' else ''}", r.budget or "-", verdict,
         ])
     if not rows:
         return []
-    lines = tabulate(rows, headers=HEADERS, tablefmt="simple").splitlines()
+    headers = HEADERS[:2] + ["host"] + HEADERS[2:] if several else HEADERS
+    lines = tabulate(rows, headers=headers, tablefmt="simple").splitlines()
     for r in entries:
         if r.verdict == "INCONCLUSIVE":
             lines.extend(f"  {_test(r)}: {p}" for p in r.problems)
