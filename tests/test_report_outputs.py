@@ -1,4 +1,4 @@
-"""Issue 11 item 6, outputs: compile logs attributed to their kernel and shown once per (kernel, arch); the
+"""Compile logs attributed to their kernel and shown once per (kernel, arch); the
 ``requires_memory(16)`` warning; notes apart from problems in ``gpuenv info``; the JSON report's run fields;
 environment and perf verdicts as JUnit properties; no ``chmod 700`` advice for a shared folder.
 """
@@ -224,7 +224,7 @@ def test_no_perf_properties_without_junitxml(pytester):
 
 
 # a shared or team (setgid) cache folder is never told to chmod 700: that case is
-# tests/test_attack_cache.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
+# tests/test_rtc_cache_safety.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
 
 
 def test_help_texts_say_what_the_options_do(pytester):

@@ -1,4 +1,4 @@
-"""Issue 11 item 2: marker names a suite already owns are left to it; the gpuenv_ aliases always work."""
+"""Marker names a suite already owns are left to it; the gpuenv_ aliases always work."""
 
 import pytest
 

@@ -1,8 +1,8 @@
-"""Issue 11 item 6, settings: TOML lists for list-valued ini options, and path options checked at configure
+"""TOML lists for list-valued ini options, and path options checked at configure
 time (a usage error naming the value and its source before any test, never a traceback after them).
 
 The outputs of item 6 (JSON report fields, JUnit properties, compile logs, notes) are in
-``test_settings_reports.py``.
+``test_report_outputs.py``.
 """
 
 from __future__ import annotations

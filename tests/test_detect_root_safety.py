@@ -1,4 +1,4 @@
-"""Issue 12, items 2 and 8 (root trees) and 11 (override digits): each attack on ``--gpuenv-root`` trees,
+"""Each attack on ``--gpuenv-root`` trees,
 reproduced. A root is read as after ``chroot``: links and ``..`` never lead out of it; FIFOs, device
 nodes, link loops and huge sparse files never hang or fill memory; a number that is not a u64 loses its
 node only; HSA_OVERRIDE_GFX_VERSION takes what libhsakmt's ``%u.%u.%u`` takes, in ASCII digits."""

@@ -1,4 +1,4 @@
-"""Issue 12 item 11: baselines files that are valid JSON but not what ``--gpuenv-perf=record`` writes.
+"""Baselines files that are valid JSON but not what ``--gpuenv-perf=record`` writes.
 
 A missing key, a zero or non-finite baseline, a list where an object belongs: ``assert_no_regression``
 raises ``ValueError`` naming the file, the entry and the problem (never KeyError, ZeroDivisionError or
