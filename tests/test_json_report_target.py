@@ -1,4 +1,6 @@
-"""A character device as the target (``/dev/null`` as root), a directory, a FIFO, a target that is
+"""``--gpuenv-json`` writes only regular files and never through a link.
+
+Attacks: a character device as the target (``/dev/null`` as root), a directory, a FIFO, a target that is
 a symbolic link, a ``PATH.tmp`` symlink planted by someone else, and targets swapped between configure
 and the write. A refused target is a usage error naming the value and where it came from; a target
 swapped during the run ends it with one line and leaves the swapped-in object alone.

@@ -1,4 +1,11 @@
-"""Pass
+"""--gpuenv-require stops a run whose GPU is gone, before any test, with exit code 4."""
+
+import os
+
+import pytest
+
+SUITE = """
+def test_a(): pass
 def test_b(): pass
 """
 
