@@ -128,7 +128,7 @@ def main() -> int:
     if not isinstance(b, _cupti.CuptiBackend):
         log(f"the CUPTI timer is not measuring here: {m.sampler.timer_note}")
         return 0
-    log(f"torch.add at {args.elements:,} elements, CUPTI timer ({b.records}), flush {b.info.flush_bytes >> 20} MiB "
+    log(f"torch.add at {args.elements:,} elements, CUPTI timer ({b.cupti_records}), flush {b.info.flush_bytes >> 20} MiB "
         f"({getattr(b.events, 'flush_note', None) or 'the gpuenv_read kernel'})")
 
     ph = Phases()

@@ -40,9 +40,9 @@ def log(*a: object) -> None:
 
 def make_bench(**opts: object):  # type: ignore[no-untyped-def]
     from pytest_gpuenv.perf._bench import GpuBench, PerfContext, default_monitor, select_backend
-    from pytest_gpuenv.perf._settings import Options
+    from pytest_gpuenv.perf._sampling import SamplingOptions
 
-    o = Options()
+    o = SamplingOptions()
     for k, v in opts.items():
         setattr(o, k, v)
     ctx = PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor,

@@ -34,7 +34,7 @@ def _leave_asserts_alone() -> None:
 
 _leave_asserts_alone()
 
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, parse_size  # noqa: E402
+from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, Usability, parse_size  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -57,6 +57,7 @@ __all__ = [
     "GpuEnv",
     "KernelWarpSyncError",
     "Problem",
+    "Usability",
     "__version__",
     "compile_kernel",
     "compile_module",

@@ -9,8 +9,8 @@ in an xdist controller, registers ``CrashGuard``:
 - before the first HIP launch of each test (``runtime._sticky.before_launch``), the running test is written
   to ``running-<worker>.json`` in the state dir (fsynced; removed when the test ends: the fault arrives
   asynchronously, while the kernel runs, so the record stays for the whole test), and what was collected
-  is flushed: the ``--gpuenv-json`` report, or in an xdist worker its perf records (``records-<worker>.json``);
-- the xdist controller, when a worker dies, merges that worker's flushed records and adds to xdist's
+  is flushed: the ``--gpuenv-json`` report, or in an xdist worker its perf entries (``records-<worker>.json``);
+- the xdist controller, when a worker dies, merges that worker's flushed perf entries and adds to xdist's
   "worker crashed while running" report what the worker was doing (``pytest_handlecrashitem``); xdist
   replaces the worker and the run goes on (``-n`` is the recovery);
 - the next run (on a machine with ROCm) finds a record whose process is gone and names the test in its
@@ -97,7 +97,7 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 
 
 def _read_records(path: Path) -> Optional[str]:
-    """A crashed worker's flushed perf records: a regular file of at most 64 MiB, else None."""
+    """A crashed worker's flushed perf entries: a regular file of at most 64 MiB, else None."""
     from pytest_gpuenv.rtc._errors import KernelCompileError
     from pytest_gpuenv.rtc._includes import read_regular
 
@@ -191,7 +191,7 @@ class CrashGuard:
 
     def _flush(self, directory: Path) -> None:
         session = self.session
-        count = (len(session.perf.records) if session.has_measurements else 0) + len(session.skips)
+        count = (len(session.perf.entries) if session.has_measurements else 0) + len(session.skips)
         if count == self.flushed:
             return
         self.flushed = count

@@ -33,6 +33,7 @@ a worker gets ``2`` or ``3``, never a GPU outside the list. On AMD the worker ke
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -56,39 +57,27 @@ _MAX_SEATS = 64
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _boot_id() -> str:
     try:
-        with open("/proc/sys/kernel/random/boot_id", "rb") as f:  # bytes: a text file would import a codec
-            return f.read(64).decode("ascii", "replace").strip()
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8", errors="replace") as f:
+            return f.read(64).strip()
     except OSError:
         return ""
 
 
 class Host(NamedTuple):
     """This process's host: ``name`` for people, ``key`` for "the same GPUs", ``inputs`` for "the same
-    detection" (see the module docstring)."""
+    detection" (digests, see the module docstring)."""
 
     name: str
-    #: what ``key`` and ``inputs`` are digests of (JSON), taken by ``here``; hashed when read, since only
-    #: xdist runs read them (hashlib's OpenSSL would cost every run about 2.5 ms to import)
-    key_of: str
-    inputs_of: str
+    key: str
+    inputs: str
 
-    def __repr__(self) -> str:  # the digests' inputs are long and say nothing to a person
+    def __repr__(self) -> str:  # the digests say nothing to a person
         return f"Host(name={self.name!r})"
-
-    @property
-    def key(self) -> str:
-        return _digest(self.key_of)
-
-    @property
-    def inputs(self) -> str:
-        return _digest(self.key + self.inputs_of)
 
     def to_dict(self) -> dict[str, str]:
         return {"name": self.name, "key": self.key, "inputs": self.inputs}
@@ -106,7 +95,8 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
     inputs_of = json.dumps([sys.executable, backend, probe, env], sort_keys=True)
     bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
     bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
-    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key_of, inputs_of)
+    key = _digest(key_of)
+    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key, _digest(key + inputs_of))
 
 
 class Seats:

@@ -113,6 +113,7 @@ class HipKernelFactory:
             defines=options.pop("defines", None),
             include_dirs=options.pop("include_dirs", ()),
             compiler=options.pop("compiler", None),
+            dialect=options.pop("dialect", None),  # "cuda" for CUDA source text; a .cu/.cuh file is CUDA anyway
             kernel_dirs=self._kernel_dirs(),
             cache_dir=self.settings.cache_dir,
         )
@@ -123,7 +124,7 @@ class HipKernelFactory:
         if options:
             raise TypeError(
                 f"hip_kernel() got unexpected options {sorted(options)}; expected arch, options, defines, "
-                "include_dirs, compiler, sync, names, lockstep"
+                "include_dirs, compiler, dialect, sync, names, lockstep"
             )
         if names is not None and (isinstance(names, str) or not names):
             raise TypeError(f"hip_kernel(names=...) takes a non-empty list of kernel names, got {names!r}")

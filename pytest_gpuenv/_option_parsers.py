@@ -16,7 +16,7 @@ import pytest
 
 from pytest_gpuenv import _hide, _skip_patterns, capabilities, tolerance
 from pytest_gpuenv._ini import kind_of, path_text
-from pytest_gpuenv._paths import directory_problem, new_file_problem
+from pytest_gpuenv._paths import directory_problem, output_file_problem
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, parse_size, safe_repr
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,10 +108,8 @@ def json_path(opt: Option, value: Any, where: str, config: pytest.Config) -> Opt
     """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one."""
     if not value:
         return None
-    from pytest_gpuenv.perf.session import json_target_problem
-
     path = os.path.join(str(config.invocation_params.dir), path_text(value, opt.flag, where))
-    problem = None if _worker(config) else json_target_problem(path) or new_file_problem(path)
+    problem = None if _worker(config) else output_file_problem(path)
     if problem:
         raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(value, 200)} from {where}: {problem}")
     return path

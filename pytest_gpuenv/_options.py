@@ -121,6 +121,10 @@ OPTIONS = (
         p.require, "off", "GPUENV_REQUIRE", _modes(p.REQUIRE_MODES)),
     Option("gpuenv_plan", "with --collect-only: print which GPU-marked tests would run or skip on each runner profile.",
            p.flag, False, ini=None, argparse={"action": "store_true"}),
+    Option("gpuenv_dist", (
+        "pytest-xdist: send each test only to workers whose host can run it, balanced as --dist load (the same "
+        "as --dist gpu); a test no host can run is skipped once, naming each host."),
+        p.flag, False, ini=None, argparse={"action": "store_true"}),
     Option("gpuenv_plan_profile", (
         "add a runner profile to --gpuenv-plan: a root folder, a spec such as rocm:gfx90a:4x64GiB, "
         "cuda:sm_90:1x141GB, cpu, or @FILE.json (a runner's `gpuenv info --json`); repeatable."),
@@ -172,6 +176,7 @@ class Settings(NamedTuple):
     cpu_warp_sizes: list[int]
     require: str
     plan: bool
+    dist: bool
     plan_profiles: list[str]
     kernel_dirs: list[str]
     baselines: str

@@ -52,10 +52,10 @@ def environment_properties(env: GpuEnv) -> list[tuple[str, str]]:
     return [(k, str(v)) for k, v in props if v]
 
 
-def perf_properties(records: list[Any]) -> list[tuple[str, str]]:
+def perf_properties(entries: list[Any]) -> list[tuple[str, str]]:
     """A test's properties for its measurements: median, budget and verdict of each (those it has)."""
     out = []
-    for r in records:
+    for r in entries:
         for field in ("median_s", "budget", "verdict"):
             value = getattr(r, field, None)
             if value is not None:
@@ -94,7 +94,7 @@ class Outputs:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         rep = yield
         if self.junit and call.when == "call" and self.session.has_measurements:
-            props = perf_properties([r for r in self.session.perf.records if r.nodeid == item.nodeid])
+            props = perf_properties([r for r in self.session.perf.entries if r.nodeid == item.nodeid])
             item.user_properties.extend(props)  # the teardown report, which junitxml reads, copies them
         return rep
 

@@ -1,24 +1,34 @@
-"""Configure-time checks of the path options: the ``--gpuenv-json`` target, the compile cache and the kernel
-directories. Each returns why a path cannot serve, or None; ``_options`` turns that into a
-``pytest.UsageError`` naming the value and where it came from, before any test runs.
+"""The paths the run writes to or reads from, in one place: the configure-time checks of the path options
+(the ``--gpuenv-json`` report, the ``--gpuenv-perf-plot`` PNG, the compile cache and the kernel
+directories) and the one atomic writer of the files the run leaves (``write_atomically``: the report, the
+plot, the baselines).
 
-Only type and permission are checked here (``os.access``, which a read-only filesystem fails too); the
-compile cache's ownership and mode rules are ``rtc._cache``'s, checked where it is opened (an unsafe
-cache fails the test that compiles, naming the reason).
+Each check returns why a path cannot serve, or None; ``_options`` turns that into a ``pytest.UsageError``
+naming the value and where it came from, before any test runs. Only type and permission are checked here
+(``os.access``, which a read-only filesystem fails too); the compile cache's ownership and mode rules are
+``rtc._cache``'s, checked where it is opened (an unsafe cache fails the test that compiles, naming the
+reason).
+
+Standard library only: the plugin layer (``_options``) and ``perf`` (``session``, ``_plot``, ``_baseline``)
+both import it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from typing import Optional
+import tempfile
+from typing import Any, BinaryIO, Callable, Optional
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"))
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))
 
 
 def _kind(mode: int) -> str:
-    return next((k for test, k in _KINDS if test(mode)), "not a directory")
+    """What a file of this mode is, in words ("a FIFO")."""
+    return next((k for test, k in _KINDS if test(mode)), "a special file")
 
 
 def _nearest_existing(path: str) -> str:
@@ -29,25 +39,79 @@ def _nearest_existing(path: str) -> str:
     return path
 
 
+def _creatable(path: str) -> Optional[str]:
+    """Why the missing folder ``path`` cannot be created, or None: the nearest folder above it that exists
+    must be a directory (write permission is ``_dir_access_problem``'s)."""
+    base = _nearest_existing(path)
+    if not os.path.isdir(base):
+        return f"cannot be created: {base} is {_kind(os.lstat(base).st_mode)}, not a directory"
+    return None
+
+
 def _dir_access_problem(directory: str, what: str) -> Optional[str]:
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"{what} {directory} is not writable (read-only, or its permissions exclude you)"
     return None
 
 
+# ------------------------------------------------------------------------------------------ files
+def file_target_problem(path: str, allow_link: bool = False, what: str = "the report") -> Optional[str]:
+    """Why ``path`` cannot take ``what`` (a file the run writes), or None: it must be a regular file or not
+    exist yet, in a folder that exists or can be created. A symbolic link is refused unless ``allow_link``
+    (``write_atomically`` then replaces the link itself, never writing through it)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return _creatable(os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        return f"cannot be written ({exc.strerror or exc})"
+    if stat.S_ISREG(mode) or (allow_link and stat.S_ISLNK(mode)):
+        return None
+    return f"is {_kind(mode)}; {what} is written only to a regular file (give a new or plain file path)"
+
+
 def new_file_problem(path: str) -> Optional[str]:
-    """Why a file cannot be written at ``path`` by creating a temporary file beside it and renaming it over
-    ``path`` (the ``--gpuenv-json`` writer), or None: its folder, or the nearest one above it that exists,
-    must be writable. The path's own type is ``perf.session.json_target_problem``'s."""
+    """Why a file cannot be written at ``path`` by ``write_atomically`` (a temporary file created beside it,
+    then renamed over it), or None: its folder, or the nearest one above it that exists, must be
+    writable. The path's own type is ``file_target_problem``'s."""
     parent = os.path.dirname(os.path.abspath(path))
     base = _nearest_existing(parent)
-    if not os.path.isdir(base):
-        return f"cannot be created: {base} is not a directory"
-    if base != parent:
-        return _dir_access_problem(base, "its folder would be created under")
-    return _dir_access_problem(parent, "its folder")  # a read-only file there is replaced, as any other
+    where = "its folder" if base == parent else "its folder would be created under"
+    return _creatable(parent) or _dir_access_problem(base, where)  # a read-only file there is replaced
 
 
+def output_file_problem(path: str, what: str = "the report") -> Optional[str]:
+    """Why the run cannot write ``what`` to ``path`` (its type, then its folder's permissions), or None."""
+    return file_target_problem(path, what=what) or new_file_problem(path)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomically(path: str, write: Callable[[BinaryIO], Any]) -> None:
+    """Write ``path`` through ``write(f)`` on a new temporary file of its folder (created when missing;
+    ``mkstemp``: ``O_CREAT|O_EXCL``, a random name, so never through a link), then rename it over ``path``
+    (a link there is replaced, its target left alone): a reader sees the old file or the whole new one.
+    The file gets the mode a plain ``open`` would (0666 & ~umask). The temporary file is removed when
+    ``write`` raises."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+# ------------------------------------------------------------------------------------------ folders
 def directory_problem(path: str, create: bool) -> Optional[str]:
     """Why ``path`` cannot be the folder of a cache (``create``: made when missing, so it must be writable)
     or of kernel sources (read only; it must exist), or None."""
@@ -56,10 +120,7 @@ def directory_problem(path: str, create: bool) -> Optional[str]:
     except (FileNotFoundError, NotADirectoryError):
         if not create:
             return "does not exist"
-        base = _nearest_existing(path)
-        if not os.path.isdir(base):
-            return f"cannot be created: {base} is {_kind(os.lstat(base).st_mode)}, not a directory"
-        return _dir_access_problem(base, "it would be created in")
+        return _creatable(path) or _dir_access_problem(_nearest_existing(path), "it would be created in")
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     if not stat.S_ISDIR(mode):

@@ -9,7 +9,7 @@ test alone; the others are kept in the item's stash for setup), ``xfail_on`` bec
 ``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
 back, on the xdist controller too) and points at the test rather than at this plugin; a skip the suite
 wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
-after a GPU fault says so. The plugin's marks are those ``_marknames.plugin_marks`` gives.
+after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import NoReturn, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, _skip_patterns, _skipping, markers
+from pytest_gpuenv import _skip_patterns, _skipping, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv._skipping import Skip
 from pytest_gpuenv.plan import plan_lines
@@ -29,24 +29,24 @@ from pytest_gpuenv.runtime import poisoned
 _SKIP_INFO = pytest.StashKey[Skip]()
 _MARK_ERROR = pytest.StashKey[str]()
 #: an item's plugin marks, read and checked at collection (only items that have some)
-_MARKS = pytest.StashKey[list[_marknames.PluginMark]]()
+_MARKS = pytest.StashKey[list[markers.PluginMark]]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
-_SKIP_PROPERTY = "gpuenv_skip"
+SKIP_PROPERTY = "gpuenv_skip"
 
 
 def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     if session.plan_profiles is not None:
-        session.plan_lines = plan_lines(items, session.plan_profiles)
+        session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
     perf_off = session.settings.perf == "off"
-    parents: dict[object, list[_marknames.PluginMark]] = {}  # each module's (class's...) marks, walked once
+    parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
         if "gpu_bench" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.gpuenv_perf)
-            if _marknames.owns(item.config, "perf"):
+            if markers.owns(item.config, "perf"):
                 item.add_marker(pytest.mark.perf)
-        marks = _marknames.plugin_marks(item, parents)
+        marks = markers.plugin_marks(item, parents)
         if not marks:  # most tests: nothing to check, warn about or mark
             continue
         error = markers.check_marks(marks)
@@ -94,7 +94,7 @@ def _host_note(session: GpuenvSession) -> str:
     return f" [on host {session.host}]" if session.remote else ""
 
 
-def _uses_gpu(item: pytest.Item, marks: list[_marknames.PluginMark]) -> bool:
+def _uses_gpu(item: pytest.Item, marks: list[markers.PluginMark]) -> bool:
     if any(m.name in markers.GPU_MARKERS for m in marks):
         return True
     return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
@@ -105,7 +105,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         return
     skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
     if skip is not None and rep.skipped:
-        rep.user_properties.append((_SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
+        rep.user_properties.append((SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]
         if line is not None:
@@ -118,7 +118,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
     elif rep.skipped and not hasattr(rep, "wasxfail") and not _raised_in_plugin(call):
         cause = suite_skip_cause(rep.longrepr, get_session(item.config))
         if cause is not None:
-            rep.user_properties.append((_SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
+            rep.user_properties.append((SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
     if rep.failed and rep.when == "call":
         poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
@@ -163,6 +163,6 @@ def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
     if not report.skipped:
         return None
     for key, value in report.user_properties:
-        if key == _SKIP_PROPERTY and isinstance(value, (list, tuple)) and len(value) >= 2:
+        if key == SKIP_PROPERTY and isinstance(value, (list, tuple)) and len(value) >= 2:
             return HardwareSkip(report.nodeid, str(value[0]), str(value[1]), str(value[2]) if len(value) > 2 else "")
     return None

@@ -24,6 +24,7 @@ from pytest_gpuenv._outputs import Outputs
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
 from pytest_gpuenv.model import GpuEnv
 from pytest_gpuenv.plan import profiles
+from pytest_gpuenv.report import hosts_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
@@ -81,7 +82,7 @@ class GpuenvSession:
 
     @property
     def has_measurements(self) -> bool:
-        return self._perf is not None and bool(self._perf.records)
+        return self._perf is not None and bool(self._perf.entries)
 
     def set_environ(self, values: dict[str, str]) -> None:
         """Set variables for this process; ``restore_environ`` puts the old values back."""
@@ -112,6 +113,8 @@ class GpuenvSession:
             return
         target = os.path.join(invocation_dir, path)
         run = self.outputs.run_fields() if self.outputs is not None else None
+        if self.hosts:
+            run = {**(run or {}), "hosts": hosts_json(self.hosts)}
         try:
             self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:

@@ -15,42 +15,45 @@ only, with its own environment and the run's options) and plans over the workers
 (``_hosts.claim``) so that gateways sharing a host still spread over its GPUs. Markers are evaluated in
 the worker against its host; skips on a host other than the controller's name it.
 
+**``--dist gpu``** (``_routing``, ``_dist``): ``pytest_configure_node`` opens an execnet channel to the
+worker (in its ``workerinput``), on which the worker sends, before its collection, the tests its host
+cannot run; ``pytest_xdist_make_scheduler`` returns the scheduler that reads them.
+
 Back to the controller: skips inside the test reports (with their host), performance records and
 the worker's host (name, model summary, GPUs) in ``workeroutput`` (``finish_worker``), merged in
-``pytest_testnodedown``: the summary lists every host. This module owns both directions; ``_hosts``
-holds the host identity, the assignment functions and the seats.
+``pytest_testnodedown``: the summary lists every host with its tests' outcomes (counted here from the
+reports). This module is the controller's side, ``_xdist_worker`` the worker's; ``_hosts`` holds the
+host identity, the assignment functions and the seats.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _hosts
-from pytest_gpuenv._hosts import narrow, plan_assignment, visible_value
+from pytest_gpuenv import _hosts, _routing
+from pytest_gpuenv._hosts import plan_assignment, visible_value
 from pytest_gpuenv._options import Settings
-from pytest_gpuenv.model import GpuEnv, Problem
+from pytest_gpuenv._xdist_worker import (
+    HOST_OUTPUT_KEY,
+    ROUTES_KEY,
+    WORKERINPUT_KEY,
+    WORKEROUTPUT_KEY,
+    RouteSender,
+    _vars_text,
+    pin,
+)
+from pytest_gpuenv.model import GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._dist import NodeRoutes
     from pytest_gpuenv._session import GpuenvSession
 
-#: controller -> worker: {"env": the controller's model (GpuEnv.to_dict()), "host": the controller's
-#: {"name", "key", "inputs"}, "assigned": whether the controller planned this worker's GPUs,
-#: "gpus": {"positions": [...], "vars": {VAR: value}, "workers_sharing": n} or None,
-#: "group": [workers in this worker's gateway group, its rank there], "multihost": bool}
-WORKERINPUT_KEY = "gpuenv"
-#: worker -> controller: the worker's PerfSession.dump()
-WORKEROUTPUT_KEY = "gpuenv_perf"
-#: worker -> controller: {"name", "key", "summary", "worker", "gpus"} of the worker's host
-HOST_OUTPUT_KEY = "gpuenv_host"
-
-
-def _vars_text(values: dict[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in values.items())
+#: seconds to wait for a worker's routes once its collection has arrived (they come first: a worker without
+#: gpuenv sends none)
+_ROUTES_TIMEOUT = 5.0
 
 
 def _plain_popen(spec: Any) -> bool:
@@ -86,6 +89,12 @@ class XdistHooks:
         self.session = session
         self._plans: dict[int, list[list[int]]] = {}
         self._host: Optional[_hosts.Host] = None
+        #: ``--dist gpu``: each worker's channel for its routes, until they are read
+        self._channels: dict[Any, Any] = {}
+        #: worker id -> host name, from its routes (``--dist gpu``)
+        self._worker_host: dict[str, str] = {}
+        #: worker id -> {nodeid: outcome} of the tests it ran
+        self._outcomes: dict[str, dict[str, str]] = {}
 
     def _controller_host(self) -> _hosts.Host:
         """This host as the workers inherit it (computed when the first gateway has started)."""
@@ -121,6 +130,48 @@ class XdistHooks:
             "group": [len(group), rank],
             "multihost": not all(_plain_popen(s) for s in specs),
         }
+        if _routing.wanted(self.config):
+            self._channels[node] = channel = node.gateway.newchannel()
+            node.workerinput[ROUTES_KEY] = channel
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if not _routing.wanted(config):
+            return None
+        from pytest_gpuenv._dist import GpuScheduling
+
+        return GpuScheduling(config, log, self._routes_of)
+
+    def _routes_of(self, node: Any) -> NodeRoutes:
+        """The routes the worker sent (arrived before its collection, on the same connection)."""
+        from pytest_gpuenv._dist import NodeRoutes
+
+        channel = self._channels.pop(node, None)
+        try:
+            data = channel.receive(timeout=_ROUTES_TIMEOUT) if channel is not None else None
+        except Exception:  # execnet's TimeoutError, RemoteError or EOFError: a worker that sent nothing
+            data = None
+        routes = NodeRoutes.from_message(node, data)
+        self._worker_host[str(node.gateway.id)] = routes.host
+        return routes
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Count each worker's outcomes (failed over skipped over passed), for the hosts' summary."""
+        node = getattr(report, "node", None)
+        if node is None:
+            return
+        seen = self._outcomes.setdefault(str(node.gateway.id), {})
+        outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+        if _RANK[outcome] >= _RANK[seen.get(report.nodeid, "passed")]:
+            seen[report.nodeid] = outcome
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """Name the host of the worker that crashed (where it is known: ``--dist gpu``)."""
+        node = getattr(report, "node", None)
+        host = self._worker_host.get(str(node.gateway.id)) if node is not None else None
+        if host and isinstance(report.longrepr, str):
+            report.longrepr += f" on host {host}"
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
@@ -161,6 +212,11 @@ class XdistHooks:
                 "controller": info["key"] == self._controller_host().key,
             })
             entry["workers"][str(info.get("worker"))] = info.get("gpus") or "no GPU assigned"
+            entry.setdefault("tests", Counter()).update(self._outcomes.pop(str(node.gateway.id), {}).values())
+
+
+#: which outcome a test keeps when its reports differ (a failed teardown after a pass is a failure)
+_RANK = {"passed": 0, "skipped": 1, "failed": 2}
 
 
 def _usage_error(error: Any) -> Optional[str]:
@@ -180,90 +236,16 @@ def _numprocesses(config: pytest.Config) -> Optional[int]:
         return None
 
 
-@dataclass
-class _WorkerState:
-    """What a worker knows about its host and its controller's."""
-
-    host: _hosts.Host
-    controller: dict[str, Any]
-    #: its detection inputs equal the controller's: it uses the controller's model (and assignment)
-    local: bool
-    #: the run has gateways other than plain popen ones (several hosts, maybe)
-    multihost: bool = False
-    seats: Optional[_hosts.Seats] = None
-    #: its host's model in one line, before narrowing to its GPUs
-    summary: str = ""
-
-
-_WORKER: pytest.StashKey[_WorkerState] = pytest.StashKey()
-
-
-def _workerinput(config: pytest.Config) -> Optional[dict[str, Any]]:
-    return (getattr(config, "workerinput", None) or {}).get(WORKERINPUT_KEY)
-
-
-def worker_env(config: pytest.Config, settings: Settings, host: _hosts.Host) -> Optional[GpuEnv]:
-    """In an xdist worker on its controller's host with the controller's detection inputs, the model the
-    controller detected; None elsewhere (detect here). ``host`` is this process's, taken before this run
-    set any variable."""
-    data = _workerinput(config)
-    if not data:
-        return None
-    controller = data.get("host") or {}
-    local = controller.get("inputs") == host.inputs
-    config.stash[_WORKER] = _WorkerState(host, controller, local, bool(data.get("multihost")))
-    return GpuEnv.from_dict(data["env"]) if local else None
-
-
 def configure(config: pytest.Config, session: GpuenvSession) -> None:
     """Register the controller's hooks; check the request (controller) or pin this worker's GPUs."""
     config.pluginmanager.register(XdistHooks(config, session), "gpuenv-xdist")
     if hasattr(config, "workerinput"):
-        _pin_worker(config, session)
+        pin(config, session)
+        channel = config.workerinput.get(ROUTES_KEY)  # type: ignore[attr-defined]
+        if channel is not None:
+            config.pluginmanager.register(RouteSender(session, channel), "gpuenv-routes")
     else:
         _check_controller(config, session.env, session.settings)
-
-
-def torch_device_params(config: pytest.Config, params: list[str]) -> Optional[tuple[list[str], list[str]]]:
-    """In a worker of a run over several hosts: (values, ids) for ``torch_device`` whose ids are the same
-    on every host (xdist needs every worker to collect the same tests): ``best``, ``cpu``, ``gpu``
-    (the worker's first GPU, or ``cuda:none`` to skip). None elsewhere (ids are the values)."""
-    state = config.stash.get(_WORKER, None)
-    if state is None or not state.multihost:
-        return None
-    from pytest_gpuenv._session import get_settings
-
-    mode = get_settings(config).devices
-    first = next((p for p in params if p.startswith("cuda:")), "cuda:none")
-    if mode == "best":
-        return params[:1], ["best"]
-    if mode == "cpu":
-        return ["cpu"], ["cpu"]
-    if mode == "gpu":
-        return [first], ["gpu"]
-    return ["cpu", first], ["cpu", "gpu"]
-
-
-def finish_worker(config: pytest.Config, session: GpuenvSession) -> bool:
-    """Name this host in the performance records; in a worker, hand them and the worker's host to the
-    controller and return True; else False."""
-    if session.has_measurements:
-        for record in session.perf.records:
-            record.host = record.host or session.host
-    if not hasattr(config, "workerinput"):
-        return False
-    output = config.workeroutput  # type: ignore[attr-defined]
-    if session.has_measurements:
-        output[WORKEROUTPUT_KEY] = session.perf.dump()
-    state = config.stash.get(_WORKER, None)
-    if state is not None:
-        key = state.controller.get("key") if state.local else state.host.key
-        output[HOST_OUTPUT_KEY] = {
-            "name": session.host, "key": key, "summary": state.summary,
-            "worker": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
-            "gpus": (session.worker_gpu or {}).get("desc"),
-        }
-    return True
 
 
 def _check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) -> None:
@@ -281,109 +263,3 @@ def _check_controller(config: pytest.Config, env: GpuEnv, settings: Settings) ->
     plan_assignment(env, n, settings.worker_gpus)
 
 
-def _pin_worker(config: pytest.Config, session: GpuenvSession) -> None:
-    """In a worker: choose its GPUs, set its visible-devices variables and narrow the model to them."""
-    from pytest_gpuenv import report
-
-    data = _workerinput(config) or {}
-    state = config.stash.get(_WORKER, None)
-    if state is None:  # the controller sent nothing (it runs without this plugin): nothing to pin
-        return
-    env = session.env
-    state.summary = report.summary(env)
-    session.host = (state.controller.get("name") or state.host.name) if state.local else state.host.name
-    session.remote = state.host.key != state.controller.get("key")
-    if state.local and data.get("assigned"):
-        gpus = data.get("gpus")
-        if not gpus:
-            return
-        load = {p: int(gpus.get("workers_sharing", 1)) for p in gpus["positions"]}
-        state.seats = _hosts.claim(state.host.key, len(env.usable_devices), gpus["positions"], load, forced=True)
-        problems: list[Problem] = []
-    else:
-        if session.settings.worker_gpus == "off" or not env.usable_devices:
-            return
-        state.seats, problems = _claim_own(env, data, state.host, session.settings.worker_gpus)
-        gpus = {"positions": state.seats.positions, "vars": visible_value(env, state.seats.positions),
-                "workers_sharing": state.seats.shared}
-    config.add_cleanup(state.seats.release)
-    if state.seats.error:
-        problems.append(Problem("xdist-gpu-seats", f"could not record this worker's GPUs on host {state.host.name}: "
-                                f"{state.seats.error}", "set GPUENV_LOCK_DIR to a writable directory of this user",
-                                severity="warning", category="xdist"))
-    _narrow_to(config, session, gpus, problems)
-
-
-def _claim_own(env: GpuEnv, data: dict[str, Any], host: _hosts.Host, worker_gpus: str
-               ) -> tuple[_hosts.Seats, list[Problem]]:
-    """This worker's GPUs on its own host: the plan over its gateway group, claimed through seats."""
-    size, rank = (list(data.get("group") or [1, 0]) + [0])[:2]
-    n = len(env.usable_devices)
-    problems = []
-    try:
-        plan = plan_assignment(env, max(1, int(size)), worker_gpus)
-    except pytest.UsageError:
-        plan = plan_assignment(env, max(1, int(size)), str(n))
-        problems.append(Problem(
-            "xdist-worker-gpus-short",
-            f"--gpuenv-worker-gpus={worker_gpus} cannot be satisfied on host {host.name}: only {n} GPU(s) "
-            f"visible ({env.describe_devices(env.usable_devices)}); this worker takes all {n}",
-            "give that host's gateway group fewer GPUs per worker (--gpuenv-worker-gpus), or route multi-GPU "
-            "tests to bigger hosts", severity="warning", category="xdist"))
-    load = Counter(p for entry in plan for p in entry)
-    return _hosts.claim(host.key, n, plan[int(rank) % len(plan)], dict(load)), problems
-
-
-def _narrow_to(config: pytest.Config, session: GpuenvSession, gpus: dict[str, Any], problems: list[Problem]) -> None:
-    env = session.env
-    session.set_environ(gpus["vars"])
-    late = _runtime_already_started()
-    narrowed = narrow(env, gpus["positions"])
-    narrowed.problems.extend(problems)
-    narrowed.problems.extend(_worker_problems(len(narrowed.devices), len(env.usable_devices), gpus, late))
-    session.env = narrowed
-    desc = narrowed.describe_devices(narrowed.devices)
-    shared = gpus.get("workers_sharing", 1)
-    session.worker_gpu = {
-        "id": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
-        "desc": f"{desc} via {_vars_text(gpus['vars'])}" + (f", shared by {shared} workers" if shared > 1 else ""),
-        "vars": gpus["vars"],
-        "shared": shared,
-    }
-
-
-def _worker_problems(mine: int, total: int, gpus: dict[str, Any], late: bool) -> list[Problem]:
-    out = []
-    if total > mine:
-        out.append(
-            Problem(
-                "xdist-worker-gpus",
-                f"this xdist worker was given {mine} of the {total} visible GPUs",
-                "run multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
-                "(or give workers more GPUs with --gpuenv-worker-gpus=N)",
-                severity="info",
-                category="xdist",
-            )
-        )
-    if late:
-        out.append(
-            Problem(
-                "worker-pinned-too-late",
-                f"the GPU runtime started in this worker before pytest-gpuenv set {', '.join(gpus['vars'])} "
-                "(a conftest initialised CUDA/HIP at import)",
-                "do not touch the GPU at import time in conftest.py; create tensors inside fixtures or tests",
-                severity="warning",
-                category="xdist",
-            )
-        )
-    return out
-
-
-def _runtime_already_started() -> bool:
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return False
-    try:
-        return bool(torch.cuda.is_initialized())
-    except Exception:
-        return False

@@ -97,7 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return compile_command(argv[1:])
     if argv and argv[0] == "perf":
-        from pytest_gpuenv.perf._compare import perf_command
+        from pytest_gpuenv.perf._compare_cli import perf_command
 
         return perf_command(argv[1:])
     parser = _parser()

@@ -68,9 +68,9 @@ def parametrize_torch_device(metafunc: pytest.Metafunc) -> None:
     params = torch_device_params(session.env, session.settings.devices)
     ids = ["gpu-none" if p == "cuda:none" else p for p in params]
     if hasattr(metafunc.config, "workerinput"):
-        from pytest_gpuenv import _xdist
+        from pytest_gpuenv import _xdist_worker
 
-        params, ids = _xdist.torch_device_params(metafunc.config, params) or (params, ids)
+        params, ids = _xdist_worker.torch_device_params(metafunc.config, params) or (params, ids)
     metafunc.parametrize("torch_device", params, ids=ids, indirect=True)
 
 

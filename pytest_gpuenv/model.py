@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import Enum
 from typing import Any, Optional, Union
 
 SCHEMA = 1
@@ -110,6 +111,24 @@ class Device:
         return f"{name} ({', '.join(bits)})" if bits else name
 
 
+class Usability(Enum):
+    """What detection concluded about the GPUs as a whole (``GpuEnv.usable``). Its values are what
+    ``gpuenv info --json`` prints: ``true``, ``false``, ``"probe-required"``, ``"arch-unsupported"``; and
+    it is truthy as they are (only ``UNUSABLE`` is false)."""
+
+    #: a GPU is usable, or none was found and none was expected (a CPU runner as it should be)
+    USABLE = True
+    #: GPUs were seen, or a runtime probe counted none where the files promised some, but none can be used
+    UNUSABLE = False
+    #: the files cannot list the devices (WSL 2, Windows) and no runtime probe ran
+    PROBE_REQUIRED = "probe-required"
+    #: GPUs are usable, but the installed ROCm/torch build has no code for their arch
+    ARCH_UNSUPPORTED = "arch-unsupported"
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+
 @dataclass
 class GpuEnv:
     """What the run is on. INTERFACE.md lists the keys; extra keys are additions, never renames."""
@@ -121,8 +140,7 @@ class GpuEnv:
     backend: str = "cpu"
     #: the detailed kind (KINDS), e.g. "rocm-wsl", "hip-windows"; "cpu" when nothing was found
     kind: str = "cpu"
-    #: True, False, "probe-required" (files cannot list devices, no probe ran) or "arch-unsupported"
-    usable: Any = True
+    usable: Usability = Usability.USABLE
     container: bool = False
     devices: list[Device] = field(default_factory=list)
     #: devices that exist but are hidden by a visible-devices variable (for messages and xdist)
@@ -154,14 +172,15 @@ class GpuEnv:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        return d
+        return {**dataclasses.asdict(self), "usable": self.usable.value}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GpuEnv:
         data = dict(data)
         known = {f.name for f in dataclasses.fields(cls)}
         data = {k: v for k, v in data.items() if k in known}
+        if "usable" in data:
+            data["usable"] = Usability(data["usable"])
         dev_fields = {f.name for f in dataclasses.fields(Device)}
         data["devices"] = [Device(**{k: v for k, v in d.items() if k in dev_fields}) for d in data.get("devices", [])]
         data["hidden_devices"] = [
@@ -220,7 +239,7 @@ class GpuEnv:
         if self.devices:
             why = next((d.unusable_reason for d in self.devices if d.unusable_reason), None)
             return f"{self.describe_devices()} present but not usable" + (f" ({why})" if why else "")
-        if self.usable == "probe-required":
+        if self.usable is Usability.PROBE_REQUIRED:
             return f"{_KIND_LABEL.get(self.kind, self.kind)} found, device count unknown (runtime probe did not run)"
         if self.hidden_devices:
             why = next((d.unusable_reason for d in self.hidden_devices if d.unusable_reason), None)
@@ -248,22 +267,8 @@ def _gib(n: Optional[int]) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------- sizes and arch patterns
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 10**3,
-    "mb": 10**6,
-    "gb": 10**9,
-    "tb": 10**12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-    "k": 2**10,
-    "m": 2**20,
-    "g": 2**30,
-    "t": 2**40,
-}
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 #: patterns here and below are text: ``re`` compiles (and caches) each on first use, not every import
 _SIZE_RE = r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$"
 #: the largest size a marker or profile may ask for (16 EiB, the 64-bit address space)

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 
 import pytest
 
-from pytest_gpuenv import _marknames, _skipping, markers
+from pytest_gpuenv import _skipping, markers
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, Device, GpuEnv, default_warp_size, parse_size, safe_repr
 
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
@@ -127,7 +127,7 @@ def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:
 
 
 def _verdict(item: pytest.Item, env: GpuEnv) -> str:
-    marks = _marknames.plugin_marks(item)
+    marks = markers.plugin_marks(item)
     error = markers.check_marks(marks)
     if error:
         return "error: " + error
@@ -138,10 +138,14 @@ def _verdict(item: pytest.Item, env: GpuEnv) -> str:
     return "xfail" if xf else "run"
 
 
-def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> list[str]:
+def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given: int = 0) -> list[str]:
+    """The table; with ``given`` (the profiles the user gave, last in ``profs``) of two or more, the routing
+    ``--dist gpu`` over hosts like them would make (``_routing.plan_lines``)."""
     from tabulate import tabulate
 
-    gpu_items = [i for i in items if _marknames.plugin_marks(i)]
+    from pytest_gpuenv._routing import plan_lines as routing_lines
+
+    gpu_items = [i for i in items if markers.plugin_marks(i)]
     if not gpu_items:
         return ["no GPU-marked tests collected"]
     rows: list[list[Any]] = []
@@ -158,4 +162,4 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]]) -> lis
     if never:
         lines.append(f"{len(never)} test(s) run on no profile (a stale skip, or markers nothing satisfies):")
         lines.extend(f"  {n}" for n in never)
-    return lines
+    return lines + (routing_lines(items, profs[len(profs) - given:]) if given >= 2 else [])

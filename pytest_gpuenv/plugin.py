@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _hide, _leak, _marknames, _options, _runtest, _session, fixtures, report
+from pytest_gpuenv import _crash, _hide, _leak, _options, _routing, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -30,11 +30,12 @@ from pytest_gpuenv.model import GpuEnv
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
     pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
+    pluginmanager.register(_routing.DistChoice(parser), "gpuenv-dist-choice")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    _marknames.register_aliases(config)
+    markers.register_aliases(config)
     session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
         session.hidden = _hide.install(session.settings.hide_modules)
@@ -44,23 +45,26 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
 
+        if session.settings.dist and not hasattr(config, "workerinput"):  # --gpuenv-dist: as --dist gpu
+            config.option.dist = _routing.DIST
+
         _xdist.configure(config, session)
 
 
 def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Optional[GpuEnv]:
-    """In an xdist worker, the model its controller sent (``_xdist.worker_env``); None elsewhere."""
+    """In an xdist worker, the model its controller sent (``_xdist_worker.worker_env``); None elsewhere."""
     if not hasattr(config, "workerinput"):
         return None
-    from pytest_gpuenv import _xdist
+    from pytest_gpuenv import _xdist_worker
 
-    return _xdist.worker_env(config, settings, host)
+    return _xdist_worker.worker_env(config, settings, host)
 
 
 class _LastConfigure:
     @pytest.hookimpl(trylast=True)
     def pytest_configure(self, config: pytest.Config) -> None:
         """After the ini file and the conftests loaded at start have registered their markers."""
-        _marknames.register_unprefixed(config)
+        markers.register_unprefixed(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -75,7 +79,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     session = get_session(config)
     lines = report.header_lines(session.env, verbose=config.get_verbosity(), worker=session.worker_gpu)
     hidden = session.hidden.header_line() if session.hidden is not None else None
-    return lines + [x for x in (_marknames.header_line(config), hidden) if x]
+    return lines + [x for x in (markers.header_line(config), hidden) if x]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -98,7 +102,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    _marknames.refresh(config)
+    markers.refresh(config)
     _runtest.modify_items(items, get_session(config))
 
 
@@ -138,7 +142,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     session = get_session(config)
     sections = [
         ("gpuenv: plan", session.plan_lines),
-        ("gpuenv: markers", _marknames.late_lines(config)),
+        ("gpuenv: markers", markers.late_lines(config)),
         ("gpuenv: hosts", report.host_lines(session.hosts)),
         ("gpuenv: hardware skips", report.skip_summary_lines(
             ((s.category, s.cause, s.host) for s in session.skips), session.hosts)),
@@ -157,8 +161,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state is None:
         return
     if state.has_measurements or hasattr(config, "workerinput"):  # records to name; a worker's to hand over
-        from pytest_gpuenv import _xdist
+        from pytest_gpuenv import _xdist_worker
 
-        if _xdist.finish_worker(config, state):
+        if _xdist_worker.finish_worker(config, state):
             return
     state.write_outputs(str(config.invocation_params.dir))

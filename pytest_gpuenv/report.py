@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable, Optional
 
-from pytest_gpuenv.model import GpuEnv, format_size, kind_label
+from pytest_gpuenv.model import GpuEnv, Usability, format_size, kind_label
 
 
 def _torch_text(env: GpuEnv) -> Optional[str]:
@@ -37,7 +37,7 @@ def summary(env: GpuEnv) -> str:
         elif unusable:
             text += f" ({len(unusable)} not usable)"
         parts.append(text)
-    elif env.usable == "probe-required":
+    elif env.usable is Usability.PROBE_REQUIRED:
         parts.append("devices unknown (needs a runtime probe)")
     else:
         parts.append("no GPU")
@@ -148,6 +148,23 @@ def host_lines(hosts: dict[str, dict[str, Any]]) -> list[str]:
     for host in sorted(hosts.values(), key=lambda h: str(h.get("name"))):
         mark = " (the controller's host)" if host.get("controller") else ""
         lines.append(f"{host.get('name')}{mark}: {host.get('summary')}")
+        tests = host_tests(host)
+        lines.append(f"  tests: {tests['run']} run: {tests['passed']} passed, {tests['failed']} failed, "
+                     f"{tests['skipped']} skipped")
         for worker, gpus in sorted(host.get("workers", {}).items()):
             lines.append(f"  {worker}: {gpus}")
     return lines
+
+
+def host_tests(host: dict[str, Any]) -> dict[str, int]:
+    """A host's tests (``GpuenvSession.hosts`` entry): run, passed, failed, skipped."""
+    counts = host.get("tests") or {}
+    out = {k: int(counts.get(k, 0)) for k in ("passed", "failed", "skipped")}
+    return {"run": sum(out.values()), **out}
+
+
+def hosts_json(hosts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``hosts`` of the ``--gpuenv-json`` report: each host's name, model, workers and tests."""
+    return [{"name": h.get("name"), "summary": h.get("summary"), "controller": bool(h.get("controller")),
+             "workers": dict(h.get("workers") or {}), "tests": host_tests(h)}
+            for h in sorted(hosts.values(), key=lambda h: str(h.get("name")))]

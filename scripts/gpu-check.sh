@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts)
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples published fault perf bench hosts}
+SECTIONS=${*:-info tests examples published fault perf bench hosts dist}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -65,7 +65,8 @@ if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
 fi
 if want published; then
-    # the published kernels of tests/data/published on the GPU against the CPU executor, one line per kernel
+    # the published kernels of tests/data/published (HIP) and tests/data/cuda_samples (CUDA, built as CUDA
+    # on NVIDIA) on the GPU against the CPU executor, one line per kernel
     run "published kernels: GPU vs CPU executor" 600 env CUDA_VISIBLE_DEVICES=0 $PY scripts/published_check.py
 fi
 if want fault; then
@@ -159,6 +160,67 @@ assert re.search(r'requires ROCm: found CUDA .*\[on host .*CUDA_VISIBLE_DEVICES=
 skips = json.load(open('hosts.json'))['skips']
 assert len(skips) == 4 and len({s['host'] for s in skips}) == 2, skips
 print('hosts check OK')
+CHECK"
+fi
+
+if want dist; then
+    # --dist gpu over two unlike hosts: a controller without GPU (an empty root: --gpuenv-backend=cpu on the
+    # command line would reach every worker, and in the controller's environment it would hide the GPUs from
+    # the popen workers it starts), one popen gateway group on this machine's real GPU(s) (root /) and one on
+    # an AMD machine tree (4x MI300X, files only). CUDA tests run on the real GPU only, ROCm tests (no kernel
+    # launch) on the tree's workers only, and a test no host can run is skipped once, naming both hosts
+    DIST_DIR=$(mktemp -d); mkdir -p "$DIST_DIR/rec" "$DIST_DIR/no-gpu"; printf '[pytest]\n' > "$DIST_DIR/pytest.ini"
+    PYTHONPATH="$PWD/tests${PYTHONPATH:+:$PYTHONPATH}" $PY -c "import pathlib; from _machines import amd_machine; amd_machine(pathlib.Path('$DIST_DIR/amd-tree'), 4)"
+    cat > "$DIST_DIR/test_dist_gpu.py" <<'PYEOF'
+import json, os, pathlib
+import pytest
+from pytest_gpuenv import requires_cuda, requires_devices, requires_rocm
+
+def _rec(request, **extra):
+    from pytest_gpuenv._session import get_session
+    rec = {"worker": os.environ["PYTEST_XDIST_WORKER"], "host": get_session(request.config).host, **extra}
+    pathlib.Path("rec", request.node.name + ".json").write_text(json.dumps(rec))
+
+@requires_cuda
+@pytest.mark.parametrize("i", range(6))
+def test_cuda(i, request, gpu_device):
+    import torch
+    x = torch.ones(1 << 20, device="cuda")
+    assert x.sum().item() == 1 << 20
+    _rec(request, vendor=gpu_device.vendor, name=torch.cuda.get_device_name(0))
+
+@requires_rocm
+@pytest.mark.parametrize("i", range(6))
+def test_rocm(i, request, gpu_device):
+    assert gpu_device.arch == "gfx942"
+    _rec(request, vendor=gpu_device.vendor)
+
+@requires_devices(64)
+def test_sixty_four_gpus():
+    pass
+
+@pytest.mark.parametrize("i", range(4))
+def test_cpu(i, request):
+    _rec(request)
+PYEOF
+    run "dist: --dist gpu, real GPU + AMD tree, no-GPU controller" 240 bash -c "cd $DIST_DIR && GPUENV_ROOT=$DIST_DIR/no-gpu \
+        $PY -m pytest -p xdist --dist gpu --tx '2*popen//env:GPUENV_ROOT=/' \
+        --tx '2*popen//env:GPUENV_ROOT=$DIST_DIR/amd-tree' -rs -q test_dist_gpu.py \
+        --gpuenv-json dist.json > run.log 2>&1; cat run.log | cut -c1-250; $PY - <<'CHECK'
+import glob, json
+recs = {f.split('/')[-1][:-5]: json.load(open(f)) for f in glob.glob('rec/*.json')}
+cuda = {k: r for k, r in recs.items() if k.startswith('test_cuda')}
+rocm = {k: r for k, r in recs.items() if k.startswith('test_rocm')}
+print('ran:', {k: (r['worker'], r['host']) for k, r in sorted(recs.items())})
+assert len(cuda) == 6 and all(r['vendor'] == 'nvidia' and 'root amd-tree' not in r['host'] for r in cuda.values()), cuda
+assert len(rocm) == 6 and all(r['vendor'] == 'amd' and 'root amd-tree' in r['host'] for r in rocm.values()), rocm
+assert len(recs) == 16, sorted(recs)
+log = open('run.log').read()
+assert '16 passed, 1 skipped' in log, 'every test ran where it could; one skipped once'
+assert 'requires_devices(64): ' in log and 'root amd-tree' in log.split('requires_devices(64): ')[1], 'the skip names both hosts'
+hosts = json.load(open('dist.json'))['hosts']
+assert len(hosts) == 2 and sum(h['tests']['passed'] for h in hosts) == 16, hosts
+print('dist check OK')
 CHECK"
 fi
 

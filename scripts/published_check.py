@@ -2,6 +2,9 @@
 
     python3 scripts/published_check.py [case ...]
 
+The CUDA samples of tests/data/cuda_samples (``.cu``, tests/_cuda_samples.py) run too, after the HIP files:
+on NVIDIA as CUDA, as written; on AMD through the shipped CUDA-to-HIP headers.
+
 Each case (inputs and launches from tests/_published.py, the same seed on both sides) runs once on the CPU
 executor (checked, at the GPU's wavefront width) and once on the GPU through ``compile_kernel`` /
 ``compile_module`` (NVRTC with the shipped HIP-on-CUDA header on NVIDIA, hiprtc on AMD; where NVRTC cannot
@@ -24,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from _cuda_samples import CASES as CUDA_CASES  # noqa: E402
 from _published import CASES, Case, CpuRun, Run  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
@@ -127,7 +131,7 @@ def run_case(case: Case, arch: str, warp: int, cache: str) -> tuple[str, bool]:
 def main(argv: list[str]) -> int:
     arch, warp = gpu_arch_and_warp()
     print(f"published kernels: GPU {arch} (wave{warp}) against the CPU executor at wave{warp}, checked")
-    cases = [c for c in CASES if not argv or c.name in argv]
+    cases = [c for c in CASES + CUDA_CASES if not argv or c.name in argv]
     cache = tempfile.mkdtemp(prefix="gpuenv-published-")
     failed = 0
     for case in cases:

@@ -38,12 +38,12 @@ TESTS_PY = """
 import os
 from pytest_gpuenv import runtime
 from pytest_gpuenv._session import get_session
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.runtime._common import Function
 
 
 def test_measured(request):
-    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="kept"))
+    get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name="kept"))
 
 
 def test_faults():

@@ -359,8 +359,8 @@ def test_perf_table_says_which_guards_were_off():
     bench, fb, ctx = make([100e-6], name="AMD Instinct MI300X")
     fb.monitor_note = "amdsmi not installed (pip install 'pytest-gpuenv[amd]'): clock, throttle and process guards off"
     bench(noop, name="k")
-    rec = ctx.session.records[-1]
+    rec = ctx.session.entries[-1]
     assert rec.monitor_note == fb.monitor_note and rec.to_dict()["monitor_note"] == fb.monitor_note
-    text = "\n".join(summary_lines(ctx.session.records))
+    text = "\n".join(summary_lines(ctx.session.entries))
     assert "guards off on AMD Instinct MI300X: amdsmi not installed" in text
     assert text.count("guards off on") == 1

@@ -25,6 +25,7 @@ from _roots import new_root_dir, run_as
 
 from pytest_gpuenv.detect import detect
 from pytest_gpuenv.detect._amd import parse_override
+from pytest_gpuenv.model import Usability
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 pytestmark = pytest.mark.usefixtures("no_outer_masks")
@@ -141,7 +142,7 @@ def test_render_minor_zero_or_out_of_range_fails_every_gpu(tmp_path, minor):
     _set_minor(root, 3, minor)
     env = detect(root=str(root), environ={}, probe="never")
     assert len(env.devices) == 4 and not any(d.usable for d in env.devices)
-    assert env.backend == "cpu" and env.usable is False
+    assert env.backend == "cpu" and env.usable is Usability.UNUSABLE
     p = env.problem("render-minor-invalid")
     assert p.severity == "error" and "KFD node(s) 3" in p.message and "none of the 4 AMD GPU(s)" in p.message
 
@@ -189,7 +190,7 @@ def test_per_node_override_is_read_instead_of_the_global_one(tmp_path):
     amd_machine(root, 1, gfx_target_version=100301)
     env = detect(root=str(root), environ={"HSA_OVERRIDE_GFX_VERSION_1": "10.3.0", "HSA_OVERRIDE_GFX_VERSION": "x"},
                  probe="never")
-    assert env.devices[0].arch == "gfx1030" and env.usable is True
+    assert env.devices[0].arch == "gfx1030" and env.usable is Usability.USABLE
     env = detect(root=str(root), environ={"HSA_OVERRIDE_GFX_VERSION_1": "10.3"}, probe="never")
     p = env.problem("hsa-override-invalid")
     assert p.severity == "error" and p.message.startswith("HSA_OVERRIDE_GFX_VERSION_1='10.3' is invalid")

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import KINDS, GpuEnv
+from pytest_gpuenv.model import KINDS, GpuEnv, Usability
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 KEYS = ["gpu_id", "simd_count", "gfx_target_version", "wave_front_size", "location_id", "domain",
@@ -291,14 +291,14 @@ def test_random_trees_give_a_valid_model(files, links, junk, env, seed):
     assert "detect-internal-error" not in result.problem_codes, result.problems
     assert result.backend in ("cpu", "rocm", "cuda")
     assert result.kind in KINDS
-    assert result.usable in (True, False, "probe-required", "arch-unsupported")
+    assert isinstance(result.usable, Usability)
     assert result.probe["ran"] is False
     assert [d.index for d in result.devices] == list(range(len(result.devices)))
     for d in result.devices:
         assert d.vendor in ("amd", "nvidia")
         assert d.memory_bytes is None or 0 < d.memory_bytes < 2**64
     if result.backend != "cpu":
-        assert result.usable_devices or result.usable == "probe-required"
+        assert result.usable_devices or result.usable is Usability.PROBE_REQUIRED
     data = result.to_dict()
     text = json.dumps(data)
     assert GpuEnv.from_dict(json.loads(text)).to_dict() == json.loads(text)

@@ -10,6 +10,7 @@ import pytest
 from _roots import MI300, detect_as, materialize
 
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
+from pytest_gpuenv.model import Usability
 
 
 # ---------------------------------------------------------------------------- WSL
@@ -35,7 +36,7 @@ def test_rocm_wsl_without_dxg_flag(roots, gpu_roots):
     env = detect_as(gpu_roots / "rx7900xtx_wsl2", roots("rx7900xtx_wsl2"), HSA_ENABLE_DXG_DETECTION=None)
     p = env.problem("rocm-wsl-dxg-disabled")
     assert "HSA_ENABLE_DXG_DETECTION=1" in p.fix
-    assert env.kind == "rocm-wsl" and env.usable == "probe-required"
+    assert env.kind == "rocm-wsl" and env.usable is Usability.PROBE_REQUIRED
     assert env.probe["required"] is True and env.probe["ran"] is False
 
 

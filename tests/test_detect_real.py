@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from pytest_gpuenv.detect import _probe, detect
 from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.model import GpuEnv, Usability
 
 debian_rocm = pytest.mark.skipif(
     not os.path.exists("/usr/bin/hipcc") or os.path.exists("/opt/rocm") or os.path.exists("/sys/module/amdgpu"),
@@ -28,7 +29,10 @@ def test_cpu_only_debian_machine():
     assert env.compilers["hipcc"] == "/usr/bin/hipcc"
     assert env.compilers["nvcc"] and env.compilers["nvcc"].endswith("/nvcc")
     assert env.compilers["hiprtc"] is True and env.compilers["nvrtc"] is True
-    assert env.torch["build"] == "cpu" and env.torch["version"].endswith("+cpu")
+    if importlib.util.find_spec("torch") is None:
+        assert env.torch is None
+    else:
+        assert env.torch["build"] == "cpu" and env.torch["version"].endswith("+cpu")
     assert "torch-cpu-build" not in env.problem_codes
     assert [q.code for q in env.problems if q.severity != "info"] == []
     assert env.probe["ran"] is False
@@ -40,6 +44,16 @@ def test_real_system_never_raises_and_round_trips():
     assert GpuEnv.from_dict(json.loads(json.dumps(d))).to_dict() == d
     assert env.backend in ("cpu", "rocm", "cuda")
     assert env.detect_seconds is not None and env.detect_seconds < 5
+
+
+def test_usability_keeps_its_json_values():
+    """``GpuEnv.usable`` is a Usability; ``gpuenv info --json`` prints true, false or the word, as before."""
+    for u in Usability:
+        data = json.loads(json.dumps(GpuEnv(usable=u).to_dict()))
+        assert data["usable"] == u.value and GpuEnv.from_dict(data).usable is u
+    assert [bool(u) for u in Usability] == [True, False, True, True]
+    with pytest.raises(ValueError, match="'maybe' is not a valid Usability"):
+        GpuEnv.from_dict({"usable": "maybe"})
 
 
 def test_detect_imports_no_gpu_framework():
@@ -110,7 +124,7 @@ FAKE_AMD = (
 def test_probe_devices_become_the_list_and_masks_apply(monkeypatch):
     _fake(monkeypatch, FAKE_AMD)
     env = detect(probe="always", environ={**os.environ, "HIP_VISIBLE_DEVICES": "1"})
-    assert env.kind == "rocm" and env.backend == "rocm" and env.usable is True
+    assert env.kind == "rocm" and env.backend == "rocm" and env.usable is Usability.USABLE
     assert [(d.index, d.physical_index, d.arch, d.source) for d in env.devices] == [(0, 1, "gfx1100", "probe")]
     assert len(env.hidden_devices) == 1
     # an index past the end hides all (an empty HIP_VISIBLE_DEVICES counts as unset: clr rocdevice.cpp Device::init)
@@ -140,13 +154,24 @@ def test_probe_cache(monkeypatch):
 
 
 def test_probe_never_and_auto_do_not_spawn(monkeypatch):
-    def boom(*a, **k):
-        raise AssertionError("probe ran")
+    """``never`` runs no probe; ``auto`` runs none where the files answer (not WSL 2 or Windows). The stand-in
+    records its calls rather than raising: ``detect()`` would turn an exception into a problem entry."""
+    calls = []
 
-    monkeypatch.setattr(_probe, "run_probe", boom)
-    detect(probe="never")
-    if not os.path.exists("/proc/sys/fs/binfmt_misc/WSLInterop"):
-        detect(probe="auto")
+    def stand_in(*args, **kwargs):
+        calls.append(args)
+        return {"ok": False, "error": "the test's stand-in"}
+
+    monkeypatch.setattr(_probe, "run_probe", stand_in)
+    env = detect(probe="never")
+    assert calls == [] and env.probe["ran"] is False
+    env = detect(probe="auto")
+    if not env.probe["required"]:
+        assert calls == [] and env.probe["ran"] is False
+    calls.clear()
+    env = detect(probe="always")  # the stand-in is where detect() calls it
+    assert len(calls) == 1 and env.probe["ran"] is True and env.probe["error"] == "the test's stand-in"
+    assert "detect-internal-error" not in env.problem_codes
 
 
 # ---------------------------------------------------------------------------- parse_visible

@@ -9,7 +9,7 @@ import pytest
 from _roots import MI300, detect_as, materialize, scenario_env, scenario_expected
 
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import STABLE_CODES, GpuEnv
+from pytest_gpuenv.model import STABLE_CODES, GpuEnv, Usability
 
 SCENARIOS = [
     "cpu_only_container",
@@ -36,7 +36,7 @@ def _map_expected(exp: dict) -> dict:
     if usable == "nvml-or-probe":
         usable = "probe-required"  # root mode: no library is loaded, so NVML cannot answer
     backend = "cpu" if usable is False else family
-    return {"kind": kind, "backend": backend, "usable": usable}
+    return {"kind": kind, "backend": backend, "usable": Usability(usable)}
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -47,7 +47,7 @@ def test_scenario(name, roots, gpu_roots):
     want = _map_expected(exp)
     assert env.kind == want["kind"], env.evidence
     assert env.backend == want["backend"]
-    assert env.usable == want["usable"]
+    assert env.usable is want["usable"]
     assert env.platform == exp["platform"]
     assert env.wsl == exp["wsl"]
     if exp.get("device_count") is not None:
@@ -103,7 +103,7 @@ def test_no_permission_message_names_user_and_group(roots, gpu_roots):
 def test_same_tree_as_root_is_usable(roots, gpu_roots):
     """The permission answer really comes from os.access: as root the same tree is usable."""
     env = detect(root=str(roots("rocm_no_permission")), environ=scenario_env(gpu_roots / "rocm_no_permission"))
-    assert env.backend == "rocm" and env.usable is True
+    assert env.backend == "rocm" and env.usable is Usability.USABLE
 
 
 def test_container_missing_devices_fix(roots, gpu_roots):
@@ -127,7 +127,7 @@ def test_override_makes_gfx1031_run_as_gfx1030(roots, gpu_roots):
     env = detect_as(scenario, roots("rx6700xt_unsupported_linux"), HSA_OVERRIDE_GFX_VERSION="10.3.0")
     (dev,) = env.devices
     assert dev.physical_arch == "gfx1031" and dev.arch == "gfx1030"
-    assert env.usable is True and env.backend == "rocm"
+    assert env.usable is Usability.USABLE and env.backend == "rocm"
     assert "arch-not-in-build" not in env.problem_codes
     assert env.visible["HSA_OVERRIDE_GFX_VERSION"] == "10.3.0"
     assert any("runs as gfx1030" in e for e in env.evidence)
@@ -147,7 +147,7 @@ def test_invalid_override(value, roots, gpu_roots):
     p = env.problem("hsa-override-invalid")
     assert p is not None and p.severity == "error"
     assert f"HSA_OVERRIDE_GFX_VERSION='{value}' is invalid" in p.message
-    assert env.backend == "cpu" and env.usable is False
+    assert env.backend == "cpu" and env.usable is Usability.UNUSABLE
     assert env.devices[0].arch == "gfx1031"
 
 
@@ -180,7 +180,7 @@ def test_amd_masks(variables, uuids, roots, gpu_roots):
         assert env.visible[k] == v
     if "CUDA_VISIBLE_DEVICES" in variables and "ROCR_VISIBLE_DEVICES" not in variables:
         assert "cuda-visible-devices-on-rocm" in env.problem_codes
-    assert env.backend == "rocm" and env.usable is True
+    assert env.backend == "rocm" and env.usable is Usability.USABLE
 
 
 def test_hip_more_than_rocr(roots, gpu_roots):
@@ -198,7 +198,7 @@ def test_hip_more_than_rocr(roots, gpu_roots):
 def test_amd_masks_hide_all(variables, roots, gpu_roots):
     env = detect_as(gpu_roots / "mi300x_linux", roots("mi300x_linux"), **variables)
     assert env.devices == [] and len(env.hidden_devices) == 2
-    assert env.backend == "cpu" and env.usable is False
+    assert env.backend == "cpu" and env.usable is Usability.UNUSABLE
     (var, value), = variables.items()
     p = env.problem("visible-devices-hide-all")
     assert p.message == f"0 GPUs visible: {var}='{value}' hides all 2 detected device(s)"

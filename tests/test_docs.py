@@ -1,6 +1,6 @@
 """The documentation site (docs/): its code examples run, and its generated reference covers the code.
 
-A fenced block whose first line names a file (``# test_first.py``, ``# pytest.ini``, ``// kernels/x.hip``)
+A fenced block whose first line names a file (``# test_first.py``, ``# pytest.ini``, ``// kernels/x.hip``, ``// kernels/x.cu``)
 is written to a pytester folder with the other such blocks of its page, and the page's tests run there in a
 subprocess with ``-p gpuenv --gpuenv-backend=cpu`` (the same result on any machine); ``(expect: failed=1,
 passed=1)`` after the name gives that file's outcomes, else its tests run and none fails or errors. Blocks without a file name
@@ -21,8 +21,9 @@ from pytest_gpuenv.detect import detect
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p.parent.name != "reference")
-_BLOCK = re.compile(r"^```[a-z]*\n(?:#|//) (?P<file>[\w./-]+\.(?:py|ini|toml|hip|cfg))"
+_BLOCK = re.compile(r"^```[a-z]*\n(?:#|//) (?P<file>[\w./-]+\.(?:py|ini|toml|hip|cu|cfg))"
                     r"(?: \(expect: (?P<expect>[^)]*)\))?\n(?P<body>.*?)^```", re.M | re.S)
+_NEEDS_TORCH = re.compile(r"^(?:import torch|torch = pytest\.importorskip)", re.M)
 
 
 def _reference() -> object:
@@ -49,6 +50,8 @@ def test_examples_run(page: pathlib.Path, pytester: pytest.Pytester) -> None:
             expect[block["file"]] = {k.strip(): int(v) for k, _, v in parts}
     if not expect:
         pytest.skip("no test file among the page's examples")
+    if any(block["expect"] and _NEEDS_TORCH.search(block["body"]) for block in _blocks(page)):
+        pytest.importorskip("torch")  # the outcomes the page gives are those of a machine with torch
     result = pytester.runpytest_subprocess("-p", "gpuenv", "--gpuenv-backend=cpu", "-rA", "-p", "no:cacheprovider")
     seen: dict[str, dict[str, int]] = {name: {} for name in expect}
     for outcome, name in re.findall(r"^(PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) (?:\[\d+\] )?([\w./-]+\.py)",

@@ -37,6 +37,8 @@ def ev(name, *args, env, **kwargs):
         ("xfail_on", ("cpu",), {"strikt": True}, "unexpected keyword"),
         ("requires_wsl", (3,), {}, "version must be 1, 2"),
         ("requires_rocm", ("x",), {}, "takes no arguments"),
+        ("requires_gpu", (), {"vendor": "amd"}, "unexpected keyword argument(s) vendor"),
+        ("requires_devices", (2,), {"n": 2}, "unexpected keyword argument(s) n"),
     ],
 )
 def test_bad_arguments_name_marker_and_value(name, args, kwargs, fragment):

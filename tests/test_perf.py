@@ -23,9 +23,9 @@ from pytest_gpuenv.perf import (
     PASS,
     GpuBench,
     GpuPerfWarning,
-    Options,
     PerfContext,
-    PerfRecord,
+    PerfEntry,
+    SamplingOptions,
     _engine,
     _stats,
     median_ci,
@@ -48,7 +48,7 @@ def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, b
     ctx = PerfContext(
         backend_factory=lambda: fb, monitor_factory=lambda b: monitor, nodeid="tests/t.py::test_k", test_name="test_k",
         perf_mode=mode, max_time=max_time, baselines=baselines, clock=clock,
-        lock=lambda info: contextlib.nullcontext(), options=options or Options(),
+        lock=lambda info: contextlib.nullcontext(), options=options or SamplingOptions(),
         **({"session": ctx.session} if ctx is not None else {}),
     )
     return GpuBench(ctx), fb, ctx
@@ -149,14 +149,14 @@ def test_a_precision_stop_aims_each_batch_at_the_sample_count_the_interval_predi
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][len(s.warmup_medians):]
     before = [sum(sizes[:i]) for i in range(len(sizes))]
     assert m.n >= 200 and sum(sizes) == m.n
-    assert sizes[0] == Options().min_samples  # no check before min_samples: one batch up to it
-    assert all(max(10, n // 16) <= b <= max(10, n // 16, min(Options().max_batch, n // 2))
+    assert sizes[0] == SamplingOptions().min_samples  # no check before min_samples: one batch up to it
+    assert all(max(10, n // 16) <= b <= max(10, n // 16, min(SamplingOptions().max_batch, n // 2))
                for b, n in zip(sizes[1:], before[1:]))
     assert max(sizes) > m.n // 8  # far from the stopping point, batches double the sample count
     assert m.n - before[-1] < before[-1] // 4  # the last batch: short
     quarter, k = 0, 0  # batches a quarter-growth schedule (the verdict stop's) would take to m.n
     while quarter < m.n:
-        quarter, k = quarter + max(10, min(Options().max_batch, quarter // 4)), k + 1
+        quarter, k = quarter + max(10, min(SamplingOptions().max_batch, quarter // 4)), k + 1
     assert len(sizes) < k
 
 
@@ -169,7 +169,7 @@ def test_a_verdict_stop_grows_batches_by_a_quarter_of_the_samples():
     s.run(lambda smp: smp.n >= 300)
     sizes = [len(c[1][0]) for c in fb.calls if c[0] == "enqueue"][-s.batches:]
     before = [sum(sizes[:i]) for i in range(len(sizes))]
-    assert sizes == [max(10, min(Options().max_batch, n // 4)) for n in before]
+    assert sizes == [max(10, min(SamplingOptions().max_batch, n // 4)) for n in before]
 
 
 def test_batch_size_rule_against_a_recorded_check():
@@ -238,7 +238,7 @@ def test_the_sync_probe_waits_fifty_host_calls_at_least_half_a_millisecond():
     bench, fb, _ = make([100e-6])
     bench(noop)
     probes = [c[1] for c in fb.calls if c[0] == "delay"]
-    assert probes and 0.5e-3 <= probes[0] <= Options().sync_probe_s
+    assert probes and 0.5e-3 <= probes[0] <= SamplingOptions().sync_probe_s
 
 
 def test_far_from_budget_decides_quickly():
@@ -266,7 +266,7 @@ def test_fail_message_names_statistic_interval_budget_device():
     msg = str(e.value)
     assert msg.startswith("vector_add: median 26")
     assert "> budget 250 us on Fake GPU 9000" in msg
-    rec = ctx.session.records[-1]
+    rec = ctx.session.entries[-1]
     assert rec.verdict == FAIL and rec.budget == "250 us" and rec.statistic == "median"
     json.dumps(ctx.session.measurements())  # plain JSON for --gpuenv-json and xdist
 
@@ -282,7 +282,7 @@ def test_straddling_at_cap_is_inconclusive_and_modes_act_on_it():
         else:
             with pytest.raises(AssertionError, match="INCONCLUSIVE.*strict"):
                 m.assert_faster_than("100us")
-        assert ctx.session.records[-1].verdict == INCONCLUSIVE
+        assert ctx.session.entries[-1].verdict == INCONCLUSIVE
 
 
 def test_warn_mode_turns_fail_into_warning():
@@ -319,7 +319,7 @@ def test_throttled_clocks_make_fail_inconclusive():
     assert any("clocks dropped" in p for p in m.problems)
     with pytest.warns(GpuPerfWarning, match="clocks dropped"):
         assert m.assert_faster_than("250us") == INCONCLUSIVE
-    assert ctx.session.records[-1].clocks.discarded_batches >= 1
+    assert ctx.session.entries[-1].clocks.discarded_batches >= 1
     assert ctx.session.measurements()[-1]["clocks"]["discarded_batches"] >= 1
 
 
@@ -433,7 +433,7 @@ def test_bandwidth_against_copy_and_peak():
     assert m.assert_bandwidth(at_least=0.8, of="peak") == PASS  # 4.0 of 4.8 TB/s
     with pytest.raises(AssertionError, match=r"bandwidth 4 TB/s .* < 0.9 x peak bandwidth 4.8 TB/s on NVIDIA H200"):
         m.assert_bandwidth(at_least=0.9, of="peak")
-    kinds = [r.kind for r in ctx.session.records]
+    kinds = [r.kind for r in ctx.session.entries]
     assert kinds.count("copy") == 1
 
 
@@ -454,7 +454,7 @@ def test_ratio_is_interleaved_abba_and_paired():
     schedules = [c_[1][0] for c_ in fb.calls if c_[0] == "enqueue" and len(c_[1][0]) > 2]
     flat = [tuple(s[i:i + 2]) for s in schedules for i in range(0, len(s), 2)]
     assert (0, 1) in flat and (1, 0) in flat
-    assert ctx.session.records[-1].kind == "ratio" and ctx.session.records[-1].verdict == PASS
+    assert ctx.session.entries[-1].kind == "ratio" and ctx.session.entries[-1].verdict == PASS
     with pytest.raises(AssertionError, match=r"median ratio 0.8\d\dx .* > budget 0.7x"):
         bench.assert_ratio(noop, noop, at_most=0.7)
     with pytest.raises(ValueError, match="at_most"):
@@ -513,7 +513,7 @@ def test_summary_table():
     merged = PerfSession()  # through the JSON a worker sends its controller
     merged.merge(ctx.session.dump())
     lines = merged.summary_lines()
-    assert lines == summary_lines(ctx.session.records)
+    assert lines == summary_lines(ctx.session.entries)
     assert lines[0].split() == ["test", "device", "median", "interval", "n", "budget", "verdict"]
     text = "\n".join(lines)
     assert "test_k: vector_add" in text and "NVIDIA H200" in text and "250 us" in text
@@ -521,7 +521,7 @@ def test_summary_table():
     assert summary_lines([]) == [] and PerfSession().summary_lines() == []
 
 
-# ----------------------------------------------------------------------------------------------- records
+# ----------------------------------------------------------------------------------------------- entries
 COMMON_KEYS = {
     "nodeid", "name", "device", "arch", "device_key", "uuid", "timer", "mode", "repeat", "flush_bytes", "n", "clocks",
     "foreign_processes", "problems", "warnings", "stop_reason", "spent_s", "host_enqueue_s", "kind", "statistic",
@@ -540,7 +540,7 @@ KIND_KEYS = {  # the "measurements" keys of --gpuenv-json beyond COMMON_KEYS, by
 }
 
 
-def test_record_json_keys_by_kind(tmp_path):
+def test_entry_json_keys_by_kind(tmp_path):
     path = str(tmp_path / "baselines.json")
     bench, _, ctx = make([100e-6, 120e-6], mode="warn", name="NVIDIA H200", baselines=path)
     with warnings.catch_warnings():
@@ -561,24 +561,24 @@ def test_record_json_keys_by_kind(tmp_path):
             kind = "regression decided"
         seen[kind] = set(d)
     assert seen == {k: COMMON_KEYS | v for k, v in KIND_KEYS.items()}
-    by_kind = {r.kind: r for r in ctx.session.records}
+    by_kind = {r.kind: r for r in ctx.session.entries}
     bw, ratio, t = by_kind["bandwidth"], by_kind["ratio"], by_kind["time"]
-    # value/ci_* is the judged statistic, *_s the time: equal for time records, not for bandwidth or ratio
+    # value/ci_* is the judged statistic, *_s the time: equal for time entries, not for bandwidth or ratio
     assert (t.value, t.ci_low, t.ci_high) == (t.median_s, t.ci_low_s, t.ci_high_s) and t.unit == "s"
     assert bw.unit == "B/s" and bw.value == pytest.approx(4.4e8 / bw.median_s) and bw.ci_low == 4.4e8 / bw.ci_high_s
     assert ratio.unit == "x" and ratio.value < 1 and ratio.median_s == pytest.approx(100e-6, rel=0.02)
-    assert all(PerfRecord.from_dict(d) == r for d, r in zip(ctx.session.measurements(), ctx.session.records))
+    assert all(PerfEntry.from_dict(d) == r for d, r in zip(ctx.session.measurements(), ctx.session.entries))
 
 
-def test_record_from_dict_tolerates_unknown_and_missing_keys():
-    r = PerfRecord.from_dict({"kind": "time", "name": "k", "median_s": 1e-4, "from_the_future": {"x": 1},
+def test_entry_from_dict_tolerates_unknown_and_missing_keys():
+    r = PerfEntry.from_dict({"kind": "time", "name": "k", "median_s": 1e-4, "from_the_future": {"x": 1},
                               "clocks": {"batches": 3, "new_clock_field": 1}})
     assert (r.kind, r.name, r.median_s, r.clocks.batches, r.value, r.problems) == ("time", "k", 1e-4, 3, None, [])
     assert "from_the_future" not in r.to_dict() and r.to_dict()["clocks"]["sm_mhz_min"] is None
-    assert PerfRecord.from_dict({}) == PerfRecord()
+    assert PerfEntry.from_dict({}) == PerfEntry()
     for bad in ([], "x", {"n": "many"}, {"problems": "one"}, {"clocks": 3}, {"value": True}):
         with pytest.raises(ValueError):
-            PerfRecord.from_dict(bad)
+            PerfEntry.from_dict(bad)
 
 
 def test_session_merge_ignores_malformed_payloads_and_writes_json(tmp_path):
@@ -587,10 +587,10 @@ def test_session_merge_ignores_malformed_payloads_and_writes_json(tmp_path):
     controller = PerfSession()
     for bad in (None, b"\xff", "not json", "{}", '{"a": 1}', "3", '[1, "x", {"n": "many"}]'):
         controller.merge(bad)
-    assert controller.records == []
+    assert controller.entries == []
     controller.merge(ctx.session.dump())
     controller.merge('[{"kind": "measure", "name": "b", "n": 3}, 7]')  # the bad entry alone is dropped
-    assert [r.name for r in controller.records] == ["a", "b"]
+    assert [r.name for r in controller.entries] == ["a", "b"]
     target = tmp_path / "sub" / "report.json"
     controller.write_json(str(target), {"backend": "fake"}, [{"nodeid": "t", "category": "c", "cause": "x"}])
     data = json.loads(target.read_text())

@@ -1,4 +1,4 @@
-"""``gpuenv perf compare`` (perf/_compare.py), ``--gpuenv-perf-plot`` (perf/_plot.py) and the one
+"""``gpuenv perf compare`` (perf/_compare_cli.py), ``--gpuenv-perf-plot`` (perf/_plot.py) and the one
 automatic re-measurement of an INCONCLUSIVE verdict (perf/_retry.py), on a CPU with fakes."""
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 
 from pytest_gpuenv import cli
-from pytest_gpuenv.perf import INCONCLUSIVE, PASS, Options, _plot
-from pytest_gpuenv.perf._compare import load, verdict
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf import INCONCLUSIVE, PASS, SamplingOptions, _plot
+from pytest_gpuenv.perf._compare_cli import load, verdict
+from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.perf.report import summary_lines
 from tests.test_perf import make, noop
 
 
 def rec(name: str, med_us: float, half: float = 0.01, nodeid: str = "t.py::test_a", **kw: Any) -> dict[str, Any]:
     m = med_us * 1e-6
-    return PerfRecord(nodeid=nodeid, name=name, device="NVIDIA H200", device_key="NVIDIA H200|sm_90", timer="cupti",
+    return PerfEntry(nodeid=nodeid, name=name, device="NVIDIA H200", device_key="NVIDIA H200|sm_90", timer="cupti",
                       n=kw.pop("n", 20), median_s=m, ci_low_s=m * (1 - half), ci_high_s=m * (1 + half),
                       samples_s=[m] * 5, **kw).to_dict()
 
@@ -61,7 +61,7 @@ def test_compare_prints_a_row_per_test_and_fails_on_regression(tmp_path, capsys)
     assert run(["perf", "compare", base, new, "--fail-on-regression", "0.2"], capsys)[0] == 0  # 12 % < 20 %
 
 
-def test_compare_takes_the_record_with_most_samples_and_names_device_changes(tmp_path, capsys):
+def test_compare_takes_the_entry_with_most_samples_and_names_device_changes(tmp_path, capsys):
     base = report(tmp_path, "b.json", [rec("add", 100.0, n=10), rec("add", 101.0, n=40)])
     other = dict(rec("add", 100.0), device_key="AMD Instinct MI300X|gfx942", timer="torch")
     new = report(tmp_path, "n.json", [other])
@@ -87,7 +87,7 @@ def test_a_measurement_that_says_it_measured_nothing_is_no_regression(tmp_path, 
 @pytest.mark.parametrize("content, why", [
     ("{not json", "not JSON"),
     ('{"environment": {}}', 'not a --gpuenv-json report (no "measurements" list)'),
-    ('{"measurements": [{"n": "many"}]}', "measurement 0: PerfRecord.n"),
+    ('{"measurements": [{"n": "many"}]}', "measurement 0: PerfEntry.n"),
     ('"a string"', "not a --gpuenv-json report"),
 ])
 def test_bad_files_are_one_line_errors(tmp_path, capsys, content, why):
@@ -163,15 +163,15 @@ def test_perf_without_action_prints_help(capsys):
 # ----------------------------------------------------------------------------------------------- plot
 def test_plot_draws_one_panel_per_test_with_budgets(tmp_path):
     pytest.importorskip("matplotlib")
-    records = [PerfRecord.from_dict(rec("add", 100.0, budget="120 us", verdict=PASS)),
-               PerfRecord.from_dict(rec("add", 100.0)), PerfRecord.from_dict(rec("mul", 30.0, nodeid="t.py::test_b"))]
-    groups = _plot.panels(records)
+    entries = [PerfEntry.from_dict(rec("add", 100.0, budget="120 us", verdict=PASS)),
+               PerfEntry.from_dict(rec("add", 100.0)), PerfEntry.from_dict(rec("mul", 30.0, nodeid="t.py::test_b"))]
+    groups = _plot.panels(entries)
     assert list(groups) == ["t.py::test_a", "t.py::test_b"] and _plot.budget_us(groups["t.py::test_a"][0]) == 120.0
     path = tmp_path / "sub" / "perf.png"
     # drawn in a child: matplotlib's import can fail in a process whose earlier tests loaded other
     # pybind11 extensions (seen under -n 8 on the GPU machine), which is not what this test checks
-    script = ("import json, sys\nfrom pytest_gpuenv.perf import _plot\nfrom pytest_gpuenv.perf._records import PerfRecord\n"
-              "recs = [PerfRecord.from_dict(d) for d in json.loads(sys.argv[1])]\n"
+    script = ("import json, sys\nfrom pytest_gpuenv.perf import _plot\nfrom pytest_gpuenv.perf._entries import PerfEntry\n"
+              "recs = [PerfEntry.from_dict(d) for d in json.loads(sys.argv[1])]\n"
               "_plot.write(recs, sys.argv[2])\n_plot.write([], sys.argv[3])\n")
     dicts = [rec("add", 100.0, budget="120 us", verdict=PASS), rec("add", 100.0), rec("mul", 30.0, nodeid="t.py::test_b")]
     subprocess.run([sys.executable, "-c", script, json.dumps(dicts), str(path), str(tmp_path / "empty.png")],
@@ -209,10 +209,10 @@ def test_inconclusive_is_measured_once_more_and_the_table_shows_both_attempts():
         v = m.assert_faster_than("100us")
     assert len(m.attempts) == 2 and m.attempts[0]["verdict"] == INCONCLUSIVE and m.attempts[1]["verdict"] == v
     # the larger sample: twice the time cap and the minimum sample counts (it may decide sooner)
-    assert m.sampler.opts.max_time == pytest.approx(0.6) and m.sampler.opts.min_samples == 2 * Options().min_samples
-    rec_ = ctx.session.records[-1]
+    assert m.sampler.opts.max_time == pytest.approx(0.6) and m.sampler.opts.min_samples == 2 * SamplingOptions().min_samples
+    rec_ = ctx.session.entries[-1]
     assert rec_.attempts == m.attempts and rec_.spent_s >= m.attempts[0]["spent_s"] + m.attempts[1]["spent_s"] - 1e-6
-    text = "\n".join(summary_lines(ctx.session.records))
+    text = "\n".join(summary_lines(ctx.session.entries))
     assert "noisy: re-measured: attempt 1:" in text and "n=" in text and "INCONCLUSIVE (time cap); attempt 2:" in text
 
 
@@ -220,20 +220,20 @@ def test_a_decided_verdict_is_not_re_measured():
     bench, _b, ctx = make([100e-6], cv=0.005)
     m = bench(noop, name="quiet")
     assert m.assert_faster_than("200us") == PASS and m.attempts == []
-    assert ctx.session.records[-1].attempts is None and "attempts" not in ctx.session.records[-1].to_dict()
+    assert ctx.session.entries[-1].attempts is None and "attempts" not in ctx.session.entries[-1].to_dict()
 
 
 def test_an_inconclusive_ratio_is_re_measured_too():
     bench, _b, ctx = make([100e-6, 100e-6], cv=0.3, max_time=0.2)
     # a true ratio of 1.0 against at_most=1.0: the first attempt is INCONCLUSIVE; the second, larger one
-    # may still decide either way (a FAIL raises), so the record is what this test reads
+    # may still decide either way (a FAIL raises), so the entry is what this test reads
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             attempts = bench.assert_ratio(noop, noop, at_most=1.0).attempts
         except AssertionError:
             attempts = None
-    rec_ = ctx.session.records[-1]
+    rec_ = ctx.session.entries[-1]
     assert len(rec_.attempts) == 2 and rec_.attempts[0]["unit"] == "x" and rec_.attempts[0]["verdict"] == INCONCLUSIVE
     assert attempts is None or attempts == rec_.attempts
 

@@ -68,7 +68,7 @@ def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the
     fake.serial_ns = 1440
     bench, backend, ctx = make(fake)
     m = bench(lambda: fake.launch(1312), name="add 4096")
-    assert ctx.session.records[-1].cupti_records == "concurrent"
+    assert ctx.session.entries[-1].cupti_records == "concurrent"
     assert backend.offset_s == pytest.approx(1.44e-6) and backend.act.offsets == {"GPU-fake-0": backend.offset_s}
     assert m.median == pytest.approx(1.312e-6) and m.device.timer == "cupti"
     assert int(backend.act.kernel_kind) == Kind.CONCURRENT_KERNEL and Kind.KERNEL not in fake.enabled
@@ -78,7 +78,7 @@ def test_short_calls_are_recorded_concurrently_and_long_ones_serialised_less_the
 
     m2 = bench(vector_add, name="vector_add")
     assert int(backend.act.kernel_kind) == Kind.KERNEL
-    assert ctx.session.records[-1].to_dict()["cupti_records"] == "serialised, less 1.44 us front-end time"
+    assert ctx.session.entries[-1].to_dict()["cupti_records"] == "serialised, less 1.44 us front-end time"
     assert m2.median == pytest.approx(232e-6) and backend.offset_s == pytest.approx(1.44e-6)
     assert _cupti.SERIAL_FROM_S == 20e-6
 
@@ -122,9 +122,9 @@ def test_cupti_timer_reads_kernel_durations_not_the_flush_or_delay():
     bench, backend, ctx = make(fake)
     m = bench(lambda: fake.launch(2345), name="add")
     assert m.median == pytest.approx(2.345e-6) and m.device.timer == "cupti"
-    rec = ctx.session.records[-1]
+    rec = ctx.session.entries[-1]
     assert rec.timer == "cupti" and rec.ops_per_call == 1 and rec.gap_s == 0 and rec.timer_note is None
-    assert "[cupti]" in "\n".join(summary_lines(ctx.session.records))
+    assert "[cupti]" in "\n".join(summary_lines(ctx.session.entries))
 
 
 def test_batches_are_read_with_the_default_flush_and_forced_only_when_records_are_missing():
@@ -152,10 +152,10 @@ def test_cupti_timer_sums_a_calls_kernels_and_reports_the_gaps():
     m = bench(two, name="two")
     m.assert_faster_than("10us")
     assert m.median == pytest.approx(4e-6)
-    rec = ctx.session.records[-1]
+    rec = ctx.session.entries[-1]
     assert rec.ops_per_call == 2 and rec.gap_s == pytest.approx(0.5e-6)
     assert any("cupti summed 2 operations per call; gaps between them 500.0 ns" in ln
-               for ln in summary_lines(ctx.session.records)), summary_lines(ctx.session.records)
+               for ln in summary_lines(ctx.session.entries)), summary_lines(ctx.session.entries)
 
 
 def test_a_callable_cupti_sees_nothing_from_is_timed_by_events_saying_why():
@@ -165,16 +165,16 @@ def test_a_callable_cupti_sees_nothing_from_is_timed_by_events_saying_why():
         warnings.simplefilter("ignore")
         m = bench(lambda: None, name="cpu_only")
     assert m.device.timer == "fake"
-    rec = ctx.session.records[-1]
+    rec = ctx.session.entries[-1]
     assert "CUPTI saw no kernel" in (rec.timer_note or "")
-    assert any("timer fake events: CUPTI saw no kernel" in ln for ln in summary_lines(ctx.session.records))
+    assert any("timer fake events: CUPTI saw no kernel" in ln for ln in summary_lines(ctx.session.entries))
 
 
 def test_timer_argument_forces_events_and_rejects_bad_values():
     fake = FakeCupti()
     bench, _b, ctx = make(fake)
     m = bench(lambda: fake.launch(2000), name="k", timer="events")
-    assert m.device.timer == "fake" and "timer='events'" in ctx.session.records[-1].timer_note
+    assert m.device.timer == "fake" and "timer='events'" in ctx.session.entries[-1].timer_note
     with pytest.raises(ValueError, match="invalid timer='ncu'"):
         bench(lambda: fake.launch(2000), timer="ncu")
     plain = GpuBench(PerfContext(backend_factory=lambda: FakeBackend([1e-6]), lock=lambda info: NullLock()))
@@ -186,7 +186,7 @@ def test_assert_ratio_with_cupti_compares_kernel_durations():
     fake = FakeCupti()
     bench, _b, ctx = make(fake)
     c = bench.assert_ratio(lambda: fake.launch(1000), lambda: fake.launch(2000), at_most=0.6)
-    assert c.ratio == pytest.approx(0.5) and ctx.session.records[-1].timer == "cupti"
+    assert c.ratio == pytest.approx(0.5) and ctx.session.entries[-1].timer == "cupti"
 
 
 def test_missing_binding_leaves_the_event_timer_with_the_reason(monkeypatch):

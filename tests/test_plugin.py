@@ -200,6 +200,7 @@ def test_gpu_device_skips_without_gpu(pytester):
 
 @pytest.mark.slow
 def test_torch_device_param_ids(pytester):
+    pytest.importorskip("torch")
     pytester.makepyfile(
         """
         def test_dev(torch_device):

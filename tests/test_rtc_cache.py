@@ -142,7 +142,7 @@ def test_eight_processes_compile_once(tmp_path):
 def _read_only(folder):
     """``folder`` made read-only: a tmpfs mounted there, remounted read-only, for root (whom modes do not
     stop), else its folders 0500. Yields ``freeze()``, which makes it read-only."""
-    from _cache_attack import mount_tmpfs
+    from _cache_hostile import mount_tmpfs
 
     if os.geteuid() == 0:
         with mount_tmpfs(folder, "size=1m") as remount:
@@ -194,7 +194,7 @@ KERNEL = "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void k(float* o)
 
 def _key_makers(tmp_path):
     """name -> key(src) for every compiler whose key can be made here (none is run to compile)."""
-    from _cache_attack import stub_key
+    from _cache_hostile import stub_key
 
     from pytest_gpuenv.rtc import _compilers
     from pytest_gpuenv.rtc._cpu import find_cxx, kernel_key

@@ -2,7 +2,7 @@
 
 - options: the rows of ``_options.OPTIONS`` (flag, metavar, environment variable, ini name and type, default,
   help), the table that also registers the options with pytest and resolves them;
-- markers: ``markers.MARKERS`` (each signature line), with the ``gpuenv_`` alias;
+- markers: ``markers.MARKERS`` (each row's signature, alias and help);
 - fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring);
 - command line: ``gpuenv ... --help`` as argparse prints it, for each command and subcommand;
 - problem codes: every ``Problem(...)`` and ``ctx.add(...)`` in the package's source, read with ``ast``
@@ -25,7 +25,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 PACKAGE = "pytest_gpuenv"
 _CODE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)+$")
@@ -40,26 +40,6 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return out
-
-
-def _strings(obj: Any, depth: int = 0) -> Iterator[tuple[str, ...]]:
-    """Every row-like value (tuple, NamedTuple, dataclass) of ``obj`` as its string fields."""
-    if depth > 3:
-        return
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _strings((k, v) if isinstance(v, str) else v, depth + 1)
-        return
-    fields = getattr(obj, "__dataclass_fields__", None)
-    values = [getattr(obj, f) for f in fields] if fields else obj if isinstance(obj, (list, tuple)) else None
-    if values is None:
-        return
-    flat = tuple(v for v in values if isinstance(v, str))
-    if flat:
-        yield flat
-    for v in values:
-        if not isinstance(v, str):
-            yield from _strings(v, depth + 1)
 
 
 def options_page() -> list[str]:
@@ -96,15 +76,7 @@ def _fmt_default(default: Any) -> str:
 def markers_page() -> list[str]:
     from pytest_gpuenv import markers
 
-    prefix = getattr(markers, "PREFIX", None)
-    if prefix is None:
-        prefix = getattr(importlib.import_module(f"{PACKAGE}._marknames"), "PREFIX", "gpuenv_")
-    rows = []
-    for row in markers.MARKERS:
-        name = row[0] if isinstance(row, tuple) else row.name
-        line = next(s for s in _strings(row) for s in s if s.startswith(name) and ":" in s)
-        sig, _, meaning = line.partition(":")
-        rows.append([f"`{sig.strip()}`", f"`{prefix}{name}`", meaning.strip()])
+    rows = [[f"`{m.signature}`", f"`{m.alias}`", m.help] for m in markers.MARKERS]
     return [
         "# Markers", "",
         "Generated from `pytest_gpuenv/markers.py` at build time: what `pytest --markers` prints. Each",

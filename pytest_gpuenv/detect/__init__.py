@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import BACKEND_CHOICES, GpuEnv, Problem, family
+from pytest_gpuenv.model import BACKEND_CHOICES, GpuEnv, Problem, Usability, family
 
 __all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
 
@@ -54,7 +54,7 @@ def detect(
 
         run(env, root, os.environ if environ is None else environ, probe, probe_timeout, probe_cache, platform)
     except Exception as exc:  # the detector never raises: report and fall back to CPU
-        env.backend, env.usable = "cpu", False
+        env.backend, env.usable = "cpu", Usability.UNUSABLE
         for d in env.devices:
             d.usable = False
         env.problems.append(

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from pytest_gpuenv.detect import _amd
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._hipmask import clr_uint
-from pytest_gpuenv.model import family
+from pytest_gpuenv.model import Usability, family
 
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
                (12, 1, "cu121"), (11, 8, "cu118"))
@@ -46,7 +46,7 @@ def arch_support(ctx: Ctx) -> None:
             + "; kernels compiled here with hiprtc/hipcc for the device's own arch still run",
             "warning", "arch")
     if all(d.arch in missing for d in amd):
-        env.usable = "arch-unsupported"
+        env.usable = Usability.ARCH_UNSUPPORTED
 
 
 def torch_problems(ctx: Ctx) -> None:

@@ -206,10 +206,8 @@ def hiprtc_dll(fs: Fs, bin_dir: str) -> Optional[str]:
 def windows_hiprtc(fs: Fs, environ: Any) -> Optional[str]:
     """Native Windows: the hiprtc DLL in ``%HIP_PATH%\\bin`` (read under the root in root mode), else in a
     folder on PATH."""
-    from pytest_gpuenv.detect._windows import winpath
-
     sep = "/" if fs.root_mode else os.sep
-    dirs = [winpath(fs, environ["HIP_PATH"]).rstrip("/\\") + sep + "bin"] if environ.get("HIP_PATH") else []
+    dirs = [fs.winpath(environ["HIP_PATH"]).rstrip("/\\") + sep + "bin"] if environ.get("HIP_PATH") else []
     if not fs.root_mode:
         dirs += [d for d in environ.get("PATH", "").split(os.pathsep) if d]
     for d in dirs:
@@ -277,11 +275,15 @@ def find_compilers(fs: Fs, environ: Any, rocm: dict[str, Any], ev: list[str]) ->
         out["cxx"] = cxx
     out["hipcc"] = find_tool(fs, "hipcc", environ, [rocm["path"]] if rocm.get("path") else [])
     out["nvcc"] = find_tool(fs, "nvcc", environ, cuda_homes(fs, environ)[:1])
+    # listed where installed; CUDA-dialect sources build through the shipped headers (rtc/_cuda), not hipify
+    hipify = [find_tool(fs, n, environ, [rocm["path"]] if rocm.get("path") else []) for n in ("hipify-perl", "hipify-clang")]
+    if any(hipify):
+        out["hipify"] = next(h for h in hipify if h)
     nvrtc = _nvrtc_library(fs, environ)
     if nvrtc:
         ev.append(f"nvrtc: {nvrtc}")
         out["nvrtc"] = True
-    for k in ("hipcc", "nvcc", "cxx"):
+    for k in ("hipcc", "nvcc", "cxx", "hipify"):
         if out.get(k):
             ev.append(f"{k}: {out[k]}")
     return out

@@ -22,7 +22,7 @@ from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.detect._rocr import agent_check
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
-from pytest_gpuenv.model import Device, GpuEnv, family
+from pytest_gpuenv.model import Device, GpuEnv, Usability, family
 
 
 def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: float, cache: Any,
@@ -337,16 +337,16 @@ def _conclude(ctx: Ctx) -> None:
     usable = [d for d in env.devices if d.usable]
     if usable:
         env.backend = fam
-        if env.usable != "arch-unsupported":
-            env.usable = True
+        if env.usable is not Usability.ARCH_UNSUPPORTED:
+            env.usable = Usability.USABLE
     elif ctx.probe_required and not env.devices and not env.hidden_devices:
-        env.backend, env.usable = fam, "probe-required"
+        env.backend, env.usable = fam, Usability.PROBE_REQUIRED
     elif env.devices or env.hidden_devices:
-        env.backend, env.usable = "cpu", False
+        env.backend, env.usable = "cpu", Usability.UNUSABLE
     else:
         env.backend = "cpu"
         # nothing found is not a failure, unless a probe was needed and counted no GPU
-        env.usable = False if env.probe.get("ran") and fam != "cpu" else True
+        env.usable = Usability.UNUSABLE if env.probe.get("ran") and fam != "cpu" else Usability.USABLE
 
 
 def _unreadable(ctx: Ctx) -> None:

@@ -252,6 +252,16 @@ class Fs:
         st = self.stat(path)
         return None if st is None else st.st_mtime
 
+    def winpath(self, path: str) -> str:
+        """A Windows path (``C:\\X\\Y``) as this Fs names it: in root mode, under the root as ``/C/X/Y``
+        (or ``/c/X/Y``, whichever drive folder holds ``Windows``); else unchanged."""
+        if not self.root_mode:
+            return path
+        m = re.match(r"^([A-Za-z]):[\\/]*(.*)$", path)
+        rest = (m.group(2) if m else path).replace("\\", "/").strip("/")
+        drive = self.isdir("/C/Windows") and "/C" or self.isdir("/c/Windows") and "/c" or ""
+        return f"{drive}/{rest}" if rest else drive or "/"
+
     def which(self, name: str, path_var: Optional[str], extra: tuple[str, ...] = ()) -> Optional[str]:
         """First executable ``name`` in PATH (resolved under the root), then in ``extra`` dirs.
 

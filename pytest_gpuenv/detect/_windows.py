@@ -1,7 +1,7 @@
 """Native Windows: the HIP SDK (``HIP_PATH``, the driver's amdhip64 DLL) and the CUDA driver (nvcuda.dll).
 
 Files and environment variables only; the runtime probe counts the devices. In root mode a Windows
-path (``C:\\X``) is read under the root as ``/C/X`` (or ``/c/X``).
+path (``C:\\X``) is read under the root as ``/C/X`` (or ``/c/X``: ``Fs.winpath``).
 """
 
 from __future__ import annotations
@@ -14,22 +14,12 @@ from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 
 
-def winpath(fs: Fs, path: str) -> str:
-    """A Windows path (``C:\\X\\Y``) as the Fs names it: under the root in root mode."""
-    if not fs.root_mode:
-        return path
-    m = re.match(r"^([A-Za-z]):[\\/]*(.*)$", path)
-    rest = (m.group(2) if m else path).replace("\\", "/").strip("/")
-    drive = fs.isdir("/C/Windows") and "/C" or fs.isdir("/c/Windows") and "/c" or ""
-    return f"{drive}/{rest}" if rest else drive or "/"
-
-
 def windows(ctx: Ctx) -> None:
     fs, env, environ = ctx.fs, ctx.env, ctx.environ
     sysroot = environ.get("SystemRoot") or environ.get("SYSTEMROOT") or "C:\\Windows"
-    system32 = winpath(fs, sysroot.rstrip("\\/") + "\\System32")
+    system32 = fs.winpath(sysroot.rstrip("\\/") + "\\System32")
     hip_path = environ.get("HIP_PATH")
-    hip_dir = winpath(fs, hip_path) if hip_path else None
+    hip_dir = fs.winpath(hip_path) if hip_path else None
     sep = "/" if fs.root_mode else "\\"
     dll = _hip_runtime(fs, system32, hip_dir)
     if hip_path or dll:
@@ -42,7 +32,7 @@ def windows(ctx: Ctx) -> None:
         env.kind = "cpu"
     cuda_path = environ.get("CUDA_PATH")
     if cuda_path:
-        env.compilers.update(cuda_sdk_compilers(fs, winpath(fs, cuda_path).rstrip("/\\") + sep + "bin", sep))
+        env.compilers.update(cuda_sdk_compilers(fs, fs.winpath(cuda_path).rstrip("/\\") + sep + "bin", sep))
 
 
 def _hip_runtime(fs: Fs, system32: str, hip_dir: Optional[str]) -> Optional[tuple[str, str]]:

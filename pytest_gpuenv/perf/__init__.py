@@ -9,10 +9,10 @@ from pytest_gpuenv.perf._bench import GpuBench, PerfContext
 from pytest_gpuenv.perf._comparison import Comparison
 from pytest_gpuenv.perf._device import DeviceInfo, peak_bandwidth
 from pytest_gpuenv.perf._engine import Sampler
+from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.perf._lock import gpu_lock, lock_dir
-from pytest_gpuenv.perf._records import PerfRecord
 from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement
-from pytest_gpuenv.perf._settings import Options
+from pytest_gpuenv.perf._sampling import SamplingOptions
 from pytest_gpuenv.perf._stats import FAIL, INCONCLUSIVE, PASS, median_ci
 from pytest_gpuenv.perf._units import parse_fraction, parse_time
 from pytest_gpuenv.perf.session import PerfSession
@@ -26,11 +26,11 @@ __all__ = [
     "GpuBench",
     "GpuPerfWarning",
     "Measurement",
-    "Options",
     "PerfContext",
-    "PerfRecord",
+    "PerfEntry",
     "PerfSession",
     "Sampler",
+    "SamplingOptions",
     "gpu_lock",
     "lock_dir",
     "median_ci",

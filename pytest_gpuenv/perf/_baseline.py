@@ -1,8 +1,9 @@
 """Stored baselines: one JSON file, entries keyed by device key, then by test id and measurement name.
 
-Written under a file lock with an atomic replace, so xdist workers recording at once lose nothing.
-A baseline from another device key is never looked at. A file, device or entry that is valid JSON
-but not what ``store`` writes raises ``ValueError`` naming the file, the entry and the problem.
+Written under a file lock with an atomic replace (``_paths.write_atomically``), so xdist workers
+recording at once lose nothing. A baseline from another device key is never looked at. A file, device
+or entry that is valid JSON but not what ``store`` writes raises ``ValueError`` naming the file, the
+entry and the problem.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Optional
 
 import filelock
 
+from pytest_gpuenv._paths import write_atomically
 from pytest_gpuenv.model import safe_repr
 
 SCHEMA = 1
@@ -124,10 +126,8 @@ def store(path: str, device_key: str, test_key: str, entry: dict[str, Any]) -> N
         data = _read(path)
         entry = dict(entry, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         data["devices"][device_key] = dict(_tests_of(data, path, device_key), **{test_key: entry})
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        text = json.dumps(data, indent=1, sort_keys=True)
+        write_atomically(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def other_keys(path: str, test_key: str) -> list[str]:

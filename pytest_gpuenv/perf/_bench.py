@@ -2,7 +2,7 @@
 the choice of timer backend (``select_backend``) and clock monitor (``default_monitor``).
 
 ``GpuBench`` times callables with a ``Sampler`` and returns a ``Measurement`` or ``Comparison``
-(``_results``), whose assertions add ``PerfRecord`` objects to ``PerfContext.session``.
+(``_results``), whose assertions add ``PerfEntry`` objects to ``PerfContext.session``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ContextManager, Optional
 
 from pytest_gpuenv.model import PERF_MODES
@@ -18,9 +18,9 @@ from pytest_gpuenv.perf._comparison import Comparison
 from pytest_gpuenv.perf._device import DeviceInfo
 from pytest_gpuenv.perf._engine import Sampler
 from pytest_gpuenv.perf._lock import gpu_lock
-from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, very_precise
+from pytest_gpuenv.perf._results import GpuPerfWarning, Measurement, ResultContext, very_precise
+from pytest_gpuenv.perf._sampling import SamplingOptions
 from pytest_gpuenv.perf._schedule import event_floor
-from pytest_gpuenv.perf._settings import Options
 from pytest_gpuenv.perf._units import check_count, check_ratio, format_rate, parse_time, printable
 from pytest_gpuenv.perf.session import PerfSession
 
@@ -40,9 +40,9 @@ class PerfContext:
     perf_mode: str = "check"
     max_time: float = 2.0
     baselines: Optional[str] = None
-    #: where measurements and assertions put their records (the plugin passes the run's session)
+    #: where measurements and assertions put their entries (the plugin passes the run's session)
     session: PerfSession = field(default_factory=PerfSession)
-    options: Options = field(default_factory=Options)
+    options: SamplingOptions = field(default_factory=SamplingOptions)
     #: driver version from the environment model (for the baseline key)
     driver: Optional[str] = None
     lock: Optional[Callable[[DeviceInfo], ContextManager[Any]]] = None
@@ -109,15 +109,15 @@ class GpuBench:
         why = None
         if timer == "events":
             why = "event timer requested (timer='events')"
-        elif not all(b.prepare(fns)) and timer == "auto":  # prepare also picks the record kind
+        elif not all(b.prepare(fns)) and timer == "auto":  # prepare also picks CUPTI's kernel record kind
             why = "CUPTI saw no kernel, memcpy or memset from the callable: event timer"
         if why is None:
             return b, None
         self._calibrate(events)
         return events, why
 
-    def _options(self, max_time: Optional[float | str], backend: Any = None) -> Options:
-        o = Options(**{k: getattr(self.ctx.options, k) for k in self.ctx.options.__dataclass_fields__})
+    def _sampling_options(self, max_time: Optional[float | str], backend: Any = None) -> SamplingOptions:
+        o = replace(self.ctx.options)
         # seconds, or a duration such as "500ms"; anything else is a ValueError naming it
         o.max_time = self.ctx.max_time if max_time is None else parse_time(max_time, "max_time")
         b = self.backend if backend is None else backend
@@ -130,6 +130,12 @@ class GpuBench:
         if self.ctx.lock is not None:
             return lambda: self.ctx.lock(info)  # type: ignore[misc]
         return lambda: gpu_lock(info.lock_key, timeout=self.ctx.lock_timeout)
+
+    def _result_context(self) -> ResultContext:
+        """What the results of this bench take from it (once the backend exists)."""
+        c = self.ctx
+        return ResultContext(c.nodeid, c.perf_mode, c.baselines, c.session.add, self.copy_bandwidth,
+                             getattr(self.backend, "monitor_note", None))
 
     def _name(self, fn: Any, name: Optional[str]) -> str:
         self._count += 1
@@ -149,10 +155,10 @@ class GpuBench:
         if self.ctx.clock is not None:
             kw["clock"] = self.ctx.clock
         b, why = self._timer(fns, timer)
-        s = Sampler(b, fns, mode=mode, options=self._options(max_time, b), monitor=self._monitor,
+        s = Sampler(b, fns, mode=mode, options=self._sampling_options(max_time, b), monitor=self._monitor,
                     lock=self._lock(), name=name, **kw)
         s.timer_note = why
-        s.records = getattr(b, "records", None)
+        s.cupti_records = getattr(b, "cupti_records", None)
         return s
 
     # ------------------------------------------------------------------ API
@@ -186,7 +192,7 @@ class GpuBench:
         with self._lock()():  # one hold from the timer's probe to the last sample (the lock is reentrant)
             s = self._sampler([fn], mode, max_time, label, timer)
             s.run()
-        m = Measurement(self, s, label, nbytes, nflops)
+        m = Measurement(self._result_context(), s, label, nbytes, nflops)
         m._emit_warnings()
         m._add("measure", verdict=None)
         return m
@@ -213,7 +219,7 @@ class GpuBench:
         ref_label = printable(str(getattr(reference_fn, "__name__", "reference")))
         with self._lock()():
             s = self._sampler([fast_fn, reference_fn], mode, max_time, label, timer)
-            c = Comparison(self, s, label, ref_label, limit)
+            c = Comparison(self._result_context(), s, label, ref_label, limit)
             decider = c.decider()
             s.run(lambda _s: decider() is not None or very_precise(s, s.ratios()))
         c._emit_warnings()
@@ -231,7 +237,7 @@ class GpuBench:
                 s = self._sampler([fn], "cold", None, f"copy {format_rate(nbytes, 'B')}", timer)
                 s.run()
             _COPY_CACHE[key] = nbytes / s.stats()[0]
-            m = Measurement(self, s, s.name, float(nbytes), None)
+            m = Measurement(self._result_context(), s, s.name, float(nbytes), None)
             m._add("copy", verdict=None)
         return _COPY_CACHE[key]
 

@@ -3,15 +3,12 @@ median per-pair ratio); the assertion modes are ``_results``' table."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from pytest_gpuenv.perf import _stats
 from pytest_gpuenv.perf._engine import Sampler
-from pytest_gpuenv.perf._results import _Result
+from pytest_gpuenv.perf._results import ResultContext, _Result
 from pytest_gpuenv.perf._units import format_time
-
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv.perf._bench import GpuBench
 
 
 class Comparison(_Result):
@@ -21,8 +18,8 @@ class Comparison(_Result):
 
     _unit = "x"
 
-    def __init__(self, bench: GpuBench, sampler: Sampler, name: str, ref_name: str, limit: float) -> None:
-        self._init(bench, sampler, name)
+    def __init__(self, ctx: ResultContext, sampler: Sampler, name: str, ref_name: str, limit: float) -> None:
+        self._init(ctx, sampler, name)
         self.ref_name = ref_name
         self.limit = limit
         self.verdict: Optional[str] = None
@@ -72,7 +69,7 @@ class Comparison(_Result):
         msg = (f"{self.name}: median ratio {r:.3f}x [{lo:.3f}, {hi:.3f}] of {self.ref_name} "
                f"({format_time(ta)} vs {format_time(tb)}) {sign} budget {self.limit:g}x on {self.device.name}")
         _a, a_lo, a_hi = self.sampler.stats(0)
-        self.bench.ctx.session.add(self._new_record(
+        self.ctx.add(self._new_entry(
             "ratio", statistic="median of per-pair ratios", unit="x", value=r, ci_low=lo, ci_high=hi,
             median_s=ta, ci_low_s=a_lo, ci_high_s=a_hi, reference=self.ref_name, reference_median_s=tb,
             samples_s=list(self.sampler.samples[0]), reference_samples_s=list(self.sampler.samples[1]),

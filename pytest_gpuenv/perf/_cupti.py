@@ -327,8 +327,8 @@ class CuptiBackend:
         self.offset_s = offsets[key]
 
     @property
-    def records(self) -> str:
-        """How kernels are recorded now, for the measurement's record: "concurrent" or "serialised, less
+    def cupti_records(self) -> str:
+        """How kernels are recorded now, for the measurement's entry: "concurrent" or "serialised, less
         1.79 us front-end time"."""
         if not self.act.serialised:
             return "concurrent"

@@ -80,7 +80,7 @@ def cache_facts(l2_bytes: Optional[int], arch: Optional[str], name: Optional[str
 
 @dataclass
 class DeviceInfo:
-    """What a backend knows about the device it times on (plain data, goes into records)."""
+    """What a backend knows about the device it times on (plain data, goes into the report's entries)."""
 
     name: str
     vendor: str  # "nvidia" | "amd" | "fake"

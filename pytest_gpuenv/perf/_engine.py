@@ -19,10 +19,11 @@ import contextlib
 import gc
 import math
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 from pytest_gpuenv.perf import _stats
-from pytest_gpuenv.perf._settings import Backend, Monitor, Options, Problems
+from pytest_gpuenv.perf._sampling import Backend, Monitor, Problems, SamplingOptions
 from pytest_gpuenv.perf._syncprobe import sync_warnings
 
 
@@ -39,7 +40,7 @@ class Sampler:
         fns: Sequence[Callable[[], Any]],
         *,
         mode: str = "cold",
-        options: Optional[Options] = None,
+        options: Optional[SamplingOptions] = None,
         monitor: Optional[Monitor] = None,
         lock: Optional[Callable[[], Any]] = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -54,7 +55,7 @@ class Sampler:
         self.fns = list(fns)
         self.requested_mode = mode
         self.mode = "cold" if mode == "auto" else mode
-        self.opts = options or Options()
+        self.opts = options or SamplingOptions()
         self.monitor = monitor
         self._lock = lock
         self._clock = clock
@@ -72,8 +73,8 @@ class Sampler:
         self.host_enqueue_s: Optional[float] = None
         #: why the event timer measures where a profiler timer could have (set by the bench)
         self.timer_note: Optional[str] = None
-        #: CUPTI timer only: how its kernels were recorded (set by the bench: ``CuptiBackend.records``)
-        self.records: Optional[str] = None
+        #: CUPTI timer only: how its kernels were recorded (set by the bench: ``CuptiBackend.cupti_records``)
+        self.cupti_records: Optional[str] = None
         #: profiler timers only: (operations per call, uncovered gap per call in s) of kept samples of fns[0]
         self.details: list[tuple[float, float]] = []
         self.warmup_medians: list[float] = []
@@ -140,13 +141,13 @@ class Sampler:
     def fresh(self, scale: float = 2.0) -> Sampler:
         """A new sampler of the same callables and settings with ``scale`` times the time cap and the
         minimum sample counts: a second attempt, with its own warm-up and flushes."""
-        o = Options(**{k: getattr(self.opts, k) for k in self.opts.__dataclass_fields__})
+        o = replace(self.opts)
         o.max_time *= scale
         o.min_samples = int(o.min_samples * scale)
         o.min_verdict_samples = int(o.min_verdict_samples * scale)
         s = Sampler(self.backend, self.fns, mode=self.requested_mode, options=o, monitor=self.monitor,
                     lock=self._lock, clock=self._clock, name=self.name)
-        s.timer_note, s.records = self.timer_note, self.records
+        s.timer_note, s.cupti_records = self.timer_note, self.cupti_records
         return s
 
     def precise(self, s: Sampler) -> bool:

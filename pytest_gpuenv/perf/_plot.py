@@ -13,7 +13,8 @@ import os
 import re
 from typing import Optional, Sequence
 
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv._paths import output_file_problem, write_atomically
+from pytest_gpuenv.perf._entries import PerfEntry
 
 INSTALL_HINT = "pip install 'pytest-gpuenv[plot]'"
 _TIME_BUDGET = re.compile(r"^\s*([0-9.]+(?:e-?\d+)?)\s*(ns|us|ms|s)\s*$")
@@ -22,29 +23,26 @@ _SCALE_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 def option_problem(path: str, invocation_dir: str) -> Optional[str]:
     """Why ``--gpuenv-perf-plot PATH`` cannot work, or None: matplotlib must be installed, and PATH must
-    be a regular file or a new one in a folder that exists or can be created."""
-    from pytest_gpuenv.perf.session import json_target_problem
-
+    be a regular file or a new one in a folder that exists or can be created, and writable."""
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):  # a broken or blocked package (sys.modules entry None)
         found = False
     if not found:
         return f"matplotlib is not installed ({INSTALL_HINT})"
-    problem = json_target_problem(os.path.join(invocation_dir, path))
-    return problem.replace("the report", "the plot") if problem else None
+    return output_file_problem(os.path.join(invocation_dir, path), what="the plot")
 
 
-def budget_us(r: PerfRecord) -> Optional[float]:
+def budget_us(r: PerfEntry) -> Optional[float]:
     """A time budget ("250 us") in microseconds; None for other budgets (bandwidth, ratio, baseline)."""
     m = _TIME_BUDGET.match(r.budget or "")
     return float(m.group(1)) * _SCALE_US[m.group(2)] if m else None
 
 
-def panels(records: Sequence[PerfRecord]) -> dict[str, list[PerfRecord]]:
-    """Per test, its records with samples: one per measurement name (the one with most samples)."""
-    out: dict[str, dict[str, PerfRecord]] = {}
-    for r in records:
+def panels(entries: Sequence[PerfEntry]) -> dict[str, list[PerfEntry]]:
+    """Per test, its entries with samples: one per measurement name (the one with most samples)."""
+    out: dict[str, dict[str, PerfEntry]] = {}
+    for r in entries:
         if not r.samples_s:
             continue
         per = out.setdefault(r.nodeid or r.name, {})
@@ -54,15 +52,15 @@ def panels(records: Sequence[PerfRecord]) -> dict[str, list[PerfRecord]]:
     return {k: list(v.values()) for k, v in out.items()}
 
 
-def write(records: Sequence[PerfRecord], path: str) -> None:
-    """Draw ``panels(records)`` into the PNG ``path`` (its folder created); nothing measured: one
+def write(entries: Sequence[PerfEntry], path: str) -> None:
+    """Draw ``panels(entries)`` into the PNG ``path`` (its folder created); nothing measured: one
     panel saying so. Written atomically, as the JSON report is."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = panels(records)
+    groups = panels(entries)
     fig, axes = plt.subplots(max(1, len(groups)), 1, figsize=(9, 2.6 * max(1, len(groups))), squeeze=False)
     if not groups:
         axes[0][0].text(0.5, 0.5, "no performance measurements in this run", ha="center", va="center")
@@ -81,8 +79,6 @@ def write(records: Sequence[PerfRecord], path: str) -> None:
         ax.legend(fontsize=7, loc="upper right")
     axes[-1][0].set_xlabel("sample")
     fig.tight_layout()
-    from pytest_gpuenv.perf.session import write_atomically
-
     try:
         write_atomically(os.path.abspath(path), lambda f: fig.savefig(f, format="png", dpi=100))
     finally:

@@ -2,7 +2,7 @@
 ``_comparison`` and shares ``_Result``.
 
 Each assertion is three-valued. It keeps sampling while the verdict is undecided and time is left
-(sequential stopping), adds a ``PerfRecord`` to the session, then acts on the verdict according to
+(sequential stopping), adds a ``PerfEntry`` to the session, then acts on the verdict according to
 ``--gpuenv-perf``:
 
 ============  ===========================  ==========================
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 import pytest
 
 from pytest_gpuenv.perf import _baseline, _retry, _stats
 from pytest_gpuenv.perf._device import DeviceInfo, peak_bandwidth
 from pytest_gpuenv.perf._engine import Sampler
-from pytest_gpuenv.perf._records import Clocks, PerfRecord
+from pytest_gpuenv.perf._entries import Clocks, PerfEntry
 from pytest_gpuenv.perf._retry import very_precise
 from pytest_gpuenv.perf._units import (
     check_unit_fraction,
@@ -38,9 +38,6 @@ from pytest_gpuenv.perf._units import (
     parse_time,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv.perf._bench import GpuBench
-
 
 class GpuPerfWarning(UserWarning):
     """An INCONCLUSIVE performance verdict, or a FAIL under ``--gpuenv-perf=warn``, or advice about
@@ -49,20 +46,37 @@ class GpuPerfWarning(UserWarning):
     __module__ = "pytest_gpuenv.perf"
 
 
-__all__ = ["GpuPerfWarning", "Measurement", "very_precise"]
+__all__ = ["GpuPerfWarning", "Measurement", "ResultContext", "very_precise"]
+
+
+class ResultContext(NamedTuple):
+    """What a result takes from the bench that made it (``GpuBench._result_context``): the test, how its
+    verdicts act, where its entries go, and the bench's copy reference."""
+
+    nodeid: str
+    #: ``--gpuenv-perf``: check, strict, warn, off or record
+    perf_mode: str
+    #: the baselines file (None: ``.gpuenv/baselines.json``)
+    baselines: Optional[str]
+    #: where each entry goes (the run's ``PerfSession.add``)
+    add: Callable[[PerfEntry], None]
+    #: bytes/s of an equal-bytes device copy of ``nbytes`` (``GpuBench.copy_bandwidth(nbytes, timer=)``)
+    copy_bandwidth: Callable[..., float]
+    #: the clock, throttle and process guards that were off, and why (the backend's ``monitor_note``)
+    monitor_note: Optional[str] = None
 
 
 class _Result:
     """Shared verdict handling for measurements and comparisons."""
 
-    bench: GpuBench
+    ctx: ResultContext
     sampler: Sampler
     name: str
     #: unit of the judged statistic ("s" for a measurement, "x" for a comparison)
     _unit = "s"
 
-    def _init(self, bench: GpuBench, sampler: Sampler, name: str) -> None:
-        self.bench = bench
+    def _init(self, ctx: ResultContext, sampler: Sampler, name: str) -> None:
+        self.ctx = ctx
         self.sampler = sampler
         self.name = name
         #: each attempt's summary when an INCONCLUSIVE verdict was measured again (``_retry.decide``)
@@ -101,26 +115,26 @@ class _Result:
                       sm_mhz_max=max(mhz) if mhz else None, max_sm_mhz=getattr(s.monitor, "max_mhz", None),
                       batches=s.batches, discarded_batches=s.discarded_batches)
 
-    def _new_record(self, kind: str, **fields: Any) -> PerfRecord:
-        """A record of this result: how and where it was measured, plus ``fields``."""
+    def _new_entry(self, kind: str, **fields: Any) -> PerfEntry:
+        """The entry of this result: how and where it was measured, plus ``fields``."""
         s = self.sampler
         info = self.device
         spent = s.spent_s + sum(a["spent_s"] for a in self.attempts[:-1])
         ops = _stats.median([d[0] for d in s.details]) if s.details else None
         gap = _stats.median([d[1] for d in s.details]) if s.details else None
-        return PerfRecord(
-            kind=kind, nodeid=self.bench.ctx.nodeid, name=self.name, device=info.name, arch=info.arch,
+        return PerfEntry(
+            kind=kind, nodeid=self.ctx.nodeid, name=self.name, device=info.name, arch=info.arch,
             device_key=info.key, uuid=info.uuid, timer=info.timer, mode=s.mode, repeat=s.repeat,
             flush_bytes=info.flush_bytes if s.mode == "cold" else 0, n=s.n, clocks=self._clocks(),
             foreign_processes=list(s.foreign), problems=self.problems, warnings=self.notes,
             stop_reason=s.stop_reason, spent_s=round(spent, 6), host_enqueue_s=s.host_enqueue_s,
-            timer_note=s.timer_note, monitor_note=getattr(self.bench.backend, "monitor_note", None),
-            ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, cupti_records=s.records, **fields,
+            timer_note=s.timer_note, monitor_note=self.ctx.monitor_note,
+            ops_per_call=ops, gap_s=gap, attempts=list(self.attempts) or None, cupti_records=s.cupti_records, **fields,
         )
 
     def _act(self, verdict: Optional[str], fail_msg: str, why: list[str]) -> None:
         __tracebackhide__ = True
-        mode = self.bench.ctx.perf_mode
+        mode = self.ctx.perf_mode
         if verdict == _stats.FAIL:
             if mode == "warn":
                 warnings.warn(GpuPerfWarning(f"FAIL (--gpuenv-perf=warn): {fail_msg}"), stacklevel=4)
@@ -153,9 +167,9 @@ class Measurement(_Result):
 
     __module__ = "pytest_gpuenv.perf"
 
-    def __init__(self, bench: GpuBench, sampler: Sampler, name: str, nbytes: Optional[float],
+    def __init__(self, ctx: ResultContext, sampler: Sampler, name: str, nbytes: Optional[float],
                  nflops: Optional[float]) -> None:
-        self._init(bench, sampler, name)
+        self._init(ctx, sampler, name)
         self.bytes = nbytes
         self.flops = nflops
 
@@ -197,11 +211,11 @@ class Measurement(_Result):
 
     @property
     def clocks(self) -> dict[str, Any]:
-        """SM clocks during sampling, as in the record's ``"clocks"``."""
+        """SM clocks during sampling, as in the entry's ``"clocks"``."""
         return self._clocks().to_dict()
 
-    def _record(self, kind: str, **fields: Any) -> PerfRecord:
-        """A time record (value = median time) of this measurement; ``fields`` override or add."""
+    def _entry(self, kind: str, **fields: Any) -> PerfEntry:
+        """A time entry (value = median time) of this measurement; ``fields`` override or add."""
         med, lo, hi = self.sampler.stats()
         timed: dict[str, Any] = {
             "statistic": "median", "unit": "s", "median_s": med, "ci_low_s": lo, "ci_high_s": hi,
@@ -209,10 +223,10 @@ class Measurement(_Result):
             "flops_count": self.flops, "bandwidth_Bps": self.bandwidth, "flops": self.flops_rate,
         }
         timed.update(fields)
-        return self._new_record(kind, **timed)
+        return self._new_entry(kind, **timed)
 
     def _add(self, kind: str, **fields: Any) -> None:
-        self.bench.ctx.session.add(self._record(kind, **fields))
+        self.ctx.add(self._entry(kind, **fields))
 
     def _xs(self) -> list[float]:
         return self.sampler.samples[0]
@@ -266,7 +280,7 @@ class Measurement(_Result):
         """(bytes/s, what) of the reference bandwidth ``of``; skips when a peak is unknown."""
         if of == "copy":
             timer = "events" if self.device.timer != "cupti" else None  # the copy timed like the kernel
-            return self.bench.copy_bandwidth(nbytes, timer=timer), "copy bandwidth"
+            return self.ctx.copy_bandwidth(nbytes, timer=timer), "copy bandwidth"
         if of == "peak":
             ref = peak_bandwidth(self.device.name)
             if ref is None:
@@ -304,7 +318,7 @@ class Measurement(_Result):
         """
         __tracebackhide__ = True
         thr = parse_fraction(at_most, "at_most")
-        ctx = self.bench.ctx
+        ctx = self.ctx
         path = ctx.baselines or os.path.join(".gpuenv", "baselines.json")
         dkey, tkey = self.device.key, f"{ctx.nodeid}::{self.name}"
         budget = f"<= baseline +{thr:.0%}"

@@ -50,7 +50,7 @@ def decide(result: Any, decider: Callable[[], Optional[str]]) -> tuple[str, list
 
 
 def summary(result: Any, k: int, verdict: Optional[str], why: list[str]) -> dict[str, Any]:
-    """One attempt as kept in a record's ``attempts``."""
+    """One attempt as kept in an entry's ``attempts``."""
     s = result.sampler
     value, lo, hi = result._judged()
     return {"attempt": k, "unit": result._unit, "value": value, "ci_low": lo, "ci_high": hi, "n": s.n,

@@ -1,4 +1,4 @@
-"""The terminal summary table of performance records (pure: ``PerfRecord`` objects in, lines out).
+"""The terminal summary table of the performance entries (pure: ``PerfEntry`` objects in, lines out).
 
 ``PerfSession.summary_lines`` is how the plugin gets it.
 """
@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.perf._units import format_rate, format_time, format_time_interval
 
 HEADERS = ["test", "device", "median", "interval", "n", "budget", "verdict"]
 
 
-def _value(r: PerfRecord) -> tuple[str, str]:
+def _value(r: PerfEntry) -> tuple[str, str]:
     v, lo, hi = r.value, r.ci_low, r.ci_high
     if v is None:
         return "-", "-"
@@ -25,15 +25,15 @@ def _value(r: PerfRecord) -> tuple[str, str]:
     return format_time(v), format_time_interval(lo, hi, like=v)
 
 
-def _test(r: PerfRecord) -> str:
+def _test(r: PerfEntry) -> str:
     short = r.nodeid.rsplit("::", 1)[-1] if r.nodeid else ""
     if not short:
         return r.name
     return short if r.name in ("", short) else f"{short}: {r.name}"
 
 
-def _timer(r: PerfRecord) -> str:
-    """"cupti" (kernel durations from CUPTI's records) or "<backend> events" (an event pair)."""
+def _timer(r: PerfEntry) -> str:
+    """"cupti" (kernel durations from CUPTI's activity records) or "<backend> events" (an event pair)."""
     if not r.timer:
         return "-"
     return r.timer if r.timer == "cupti" else f"{r.timer} events"
@@ -45,7 +45,7 @@ def _interval(unit: str, v: float, lo: float, hi: float) -> str:
     return f"{format_time(v)} {format_time_interval(lo, hi, like=v)}"
 
 
-def _attempts(r: PerfRecord) -> str:
+def _attempts(r: PerfEntry) -> str:
     """Both attempts of a re-measured INCONCLUSIVE verdict, on one line."""
     parts = []
     for a in r.attempts or []:
@@ -55,52 +55,55 @@ def _attempts(r: PerfRecord) -> str:
     return "; ".join(parts)
 
 
-def notes(records: Sequence[PerfRecord]) -> list[str]:
+def notes(entries: Sequence[PerfEntry]) -> list[str]:
     """Lines under the table: re-measured verdicts, operations and gaps a profiler timer saw, and why
     an event timer measured (once per reason), which clock/throttle/process guards were off (once per device)."""
     out: list[str] = []
-    for r in records:
+    for r in entries:
         if r.attempts:
             out.append(f"  {_test(r)}: re-measured: {_attempts(r)}")
         if r.ops_per_call is not None and r.ops_per_call > 1 and r.verdict:
             gap = format_time(r.gap_s) if r.gap_s is not None else "-"
             out.append(f"  {_test(r)}: cupti summed {r.ops_per_call:g} operations per call; gaps between them {gap}")
     seen = []
-    for r in records:
+    for r in entries:
         if r.timer_note and (r.timer, r.timer_note) not in seen:
             seen.append((r.timer, r.timer_note))
     out.extend(f"  timer {_timer_name}: {note}" for _timer_name, note in
-               ((_timer(PerfRecord(timer=t)), n) for t, n in seen))
-    guards = list(dict.fromkeys((r.device or "-", r.monitor_note) for r in records if r.monitor_note))
+               ((_timer(PerfEntry(timer=t)), n) for t, n in seen))
+    guards = list(dict.fromkeys((r.device or "-", r.monitor_note) for r in entries if r.monitor_note))
     out.extend(f"  guards off on {device}: {note}" for device, note in guards)
     return out
 
 
-def _key(r: PerfRecord) -> tuple[Any, ...]:
+def _key(r: PerfEntry) -> tuple[Any, ...]:
     return (r.nodeid, r.name, r.unit, r.value, r.median_s, r.ci_low_s, r.ci_high_s, r.n)
 
 
-def summary_lines(records: Sequence[PerfRecord]) -> list[str]:
-    """One table row per assertion (and per measurement nothing asserted on): test, device [timer],
-    median, interval, n, budget, verdict; then the problems of each INCONCLUSIVE row and ``notes``."""
+def summary_lines(entries: Sequence[PerfEntry]) -> list[str]:
+    """One table row per assertion (and per measurement nothing asserted on): test, device [timer], host
+    (when several hosts measured), median, interval, n, budget, verdict; then the problems of each
+    INCONCLUSIVE row and ``notes``."""
     from tabulate import tabulate
 
     # a measurement that an assertion row repeats (same numbers, with its budget and verdict) is shown once
-    judged = {_key(r) for r in records if r.verdict}
+    judged = {_key(r) for r in entries if r.verdict}
+    several = len({r.host for r in entries}) > 1  # a run over several hosts: a column says which measured it
     rows = []
-    for r in records:
+    for r in entries:
         if not r.verdict and r.kind != "regression" and _key(r) in judged:
             continue
         value, interval = _value(r)
         verdict = r.verdict or ("recorded" if r.kind == "regression" else "-")
         rows.append([
-            _test(r), f"{r.device or '-'} [{_timer(r)}]", value, interval, f"{r.n}{' hot' if r.mode == 'hot' else ''}",
-            r.budget or "-", verdict,
+            _test(r), f"{r.device or '-'} [{_timer(r)}]", *([r.host or "-"] if several else []), value, interval,
+            f"{r.n}{' hot' if r.mode == 'hot' else ''}", r.budget or "-", verdict,
         ])
     if not rows:
         return []
-    lines = tabulate(rows, headers=HEADERS, tablefmt="simple").splitlines()
-    for r in records:
+    headers = HEADERS[:2] + ["host"] + HEADERS[2:] if several else HEADERS
+    lines = tabulate(rows, headers=headers, tablefmt="simple").splitlines()
+    for r in entries:
         if r.verdict == "INCONCLUSIVE":
             lines.extend(f"  {_test(r)}: {p}" for p in r.problems)
-    return lines + notes(records)
+    return lines + notes(entries)

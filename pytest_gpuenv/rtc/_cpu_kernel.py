@@ -15,8 +15,9 @@ import struct
 from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc import _args, _cpu, _names
+from pytest_gpuenv.rtc._cache import shared as get_cache
+from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc._source import Param, Source
-from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds
 

@@ -33,6 +33,8 @@ class Source:
     path: Optional[str]
     #: display name handed to the compiler, so its log points at the real file
     display: str
+    #: "hip", or "cuda" for a CUDA-dialect source (``rtc._cuda``: by extension or ``dialect=``)
+    dialect: str = "hip"
 
     @property
     def data(self) -> bytes:

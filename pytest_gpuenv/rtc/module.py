@@ -163,6 +163,7 @@ def compile_module(
     warp_size: int = 64,
     check: bool = True,
     lockstep: bool = False,
+    dialect: Optional[str] = None,
 ) -> Module:
     """Compile the kernels ``names`` (name expressions: ``"vector_add"``, ``"transpose<16>"``,
     ``"ns::scale"``) of one HIP source once, into one code object; options as ``compile_kernel``."""
@@ -171,6 +172,6 @@ def compile_module(
     src = load_source(source_or_path, list(kernel_dirs or ()))
     ks = build_kernels(src, list(names), arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                        cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                       warp_size=warp_size, check=check, lockstep=lockstep)
+                       warp_size=warp_size, check=check, lockstep=lockstep, dialect=dialect)
     return Module(ks, src.text)
 

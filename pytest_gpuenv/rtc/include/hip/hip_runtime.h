@@ -11,6 +11,9 @@
  */
 #ifndef PYTEST_GPUENV_HIP_RUNTIME_H
 #define PYTEST_GPUENV_HIP_RUNTIME_H
+/* A CUDA-dialect source (.cu, dialect="cuda") compiles as CUDA, as written: this header, which the plugin
+   pre-includes, then maps nothing (pytest-gpuenv defines GPUENV_CUDA_DIALECT for it). */
+#ifndef GPUENV_CUDA_DIALECT
 
 #if !defined(__CUDACC__) && !defined(__CUDACC_RTC__)
 #error "pytest-gpuenv's hip/hip_runtime.h is the HIP-on-CUDA device header: compile with NVRTC or nvcc"
@@ -129,4 +132,5 @@ static __device__ __forceinline__ T safeAtomicAdd(T* addr, T value) { return ato
 #endif
 #endif
 
+#endif /* GPUENV_CUDA_DIALECT */
 #endif /* PYTEST_GPUENV_HIP_RUNTIME_H */

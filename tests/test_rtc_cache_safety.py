@@ -1,4 +1,4 @@
-"""Attacks on the compile cache and the compile path (issue 12 items 3-7, 10 and 11's pathological sources).
+"""Attacks on the compile cache and the compile path, pathological sources included.
 
 Each test reproduces the attack for real: real modes and owners (chown to another uid), checks that
 depend on the effective user in a child process that drops to an unprivileged uid, FIFOs, device links,
@@ -14,7 +14,7 @@ import time
 import warnings
 
 import pytest
-from _cache_attack import FOREIGN, KEY, PLANTS, as_user, build, child, mount_tmpfs, public_dir, stub_key, wedged_tool
+from _cache_hostile import FOREIGN, KEY, PLANTS, as_user, build, child, mount_tmpfs, public_dir, stub_key, wedged_tool
 
 from pytest_gpuenv.rtc import CacheDirError, KernelCompileError, _cache, _compilers, _run
 from pytest_gpuenv.rtc._cache import Cache, CacheWarning, encode_entry
@@ -395,7 +395,7 @@ def test_unclosed_extern_c_block_still_marks_its_kernels():
 def test_planted_header_does_not_hang_the_key(tmp_path, monkeypatch, kind):
     PLANTS[kind](str(tmp_path / "h.h"))
     (tmp_path / "k.hip").write_text('#include "h.h"\nextern "C" __global__ void k(int n) {}\n')
-    out = child(["-c", "from _cache_attack import stub_key\nfrom pytest_gpuenv.rtc._source import load_source\n"
+    out = child(["-c", "from _cache_hostile import stub_key\nfrom pytest_gpuenv.rtc._source import load_source\n"
                  f"print(len(stub_key(load_source({str(tmp_path / 'k.hip')!r}), [], [], {str(tmp_path)!r})))"],
                 limit_memory=True, timeout=60)
     assert out.stdout.strip() == "64", out.stderr  # a key, without blocking on the FIFO or reading /dev/zero

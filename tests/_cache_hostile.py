@@ -1,4 +1,4 @@
-"""Helpers of test_attack_cache: another user, a child process with limits, a tmpfs, a wedged tool."""
+"""Helpers of test_rtc_cache_safety: another user, a child process with limits, a tmpfs, a wedged tool."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 4: --gpuenv-require stops a run whose GPU is gone, before any test, with exit code 4."""
+"""--gpuenv-require stops a run whose GPU is gone, before any test, with exit code 4."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Issue 12 item 1: ``--gpuenv-json`` writes only regular files and never through a link.
+"""``--gpuenv-json`` writes only regular files and never through a link.
 
 Attacks: a character device as the target (``/dev/null`` as root), a directory, a FIFO, a target that is
 a symbolic link, a ``PATH.tmp`` symlink planted by someone else, and targets swapped between configure
@@ -14,7 +14,8 @@ import stat
 
 import pytest
 
-from pytest_gpuenv.perf.session import PerfSession, json_target_problem
+from pytest_gpuenv._paths import file_target_problem, output_file_problem
+from pytest_gpuenv.perf.session import PerfSession
 
 VICTIM_TEXT = "someone else's file\n"
 
@@ -45,14 +46,22 @@ def test_problem_names_the_kind_of_file(tmp_path, victim):
     os.mkfifo(fifo)
     link = tmp_path / "link.json"
     link.symlink_to(victim)
-    assert "is a character device" in json_target_problem("/dev/null")
-    assert "is a directory" in json_target_problem(str(tmp_path))
-    assert "is a FIFO" in json_target_problem(str(fifo))
-    assert "is a symbolic link" in json_target_problem(str(link))
-    assert json_target_problem(str(link), allow_link=True) is None
-    assert "not a directory" in json_target_problem(str(victim / "sub" / "report.json"))
-    assert json_target_problem(str(victim)) is None
-    assert json_target_problem(str(tmp_path / "new" / "dirs" / "report.json")) is None
+    assert "is a character device" in file_target_problem("/dev/null")
+    assert "is a directory" in file_target_problem(str(tmp_path))
+    assert "is a FIFO" in file_target_problem(str(fifo))
+    assert "is a symbolic link" in file_target_problem(str(link))
+    assert file_target_problem(str(link), allow_link=True) is None
+    assert "not a directory" in file_target_problem(str(victim / "sub" / "report.json"))
+    assert file_target_problem(str(victim)) is None
+    assert file_target_problem(str(tmp_path / "new" / "dirs" / "report.json")) is None
+
+
+def test_the_plot_target_is_checked_as_the_report_is(tmp_path, victim):
+    """``--gpuenv-perf-plot`` goes through the same check (``_paths.output_file_problem``), naming the plot."""
+    assert "is a directory; the plot is written only to a regular file" in output_file_problem(str(tmp_path),
+                                                                                             what="the plot")
+    assert "is a file, not a directory" in output_file_problem(str(victim / "sub" / "p.png"), what="the plot")
+    assert output_file_problem(str(tmp_path / "new" / "p.png"), what="the plot") is None
 
 
 def test_writer_refuses_a_non_regular_target(tmp_path):
@@ -126,7 +135,7 @@ def test_symlinked_target_is_refused_and_its_target_untouched(pytester, tmp_path
 def test_parent_that_is_a_file_is_a_usage_error(pytester, victim):
     result = _run(pytester, f"--gpuenv-json={victim}/out/report.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: gpuenv: --gpuenv-json * cannot be created: {victim} is not a directory"])
+    result.stderr.fnmatch_lines([f"ERROR: gpuenv: --gpuenv-json * cannot be created: {victim} is a file, not a directory"])
 
 
 # ------------------------------------------------------------------------------------------- the writer

@@ -1,4 +1,4 @@
-"""Issue 11 item 5: under --gpuenv-backend=cpu, GPU-only packages cannot be imported, as on a CPU runner."""
+"""Under --gpuenv-backend=cpu, GPU-only packages cannot be imported, as on a CPU runner."""
 
 import importlib
 import sys

@@ -1,4 +1,4 @@
-"""Issue 11 item 6, outputs: compile logs attributed to their kernel and shown once per (kernel, arch); the
+"""Compile logs attributed to their kernel and shown once per (kernel, arch); the
 ``requires_memory(16)`` warning; notes apart from problems in ``gpuenv info``; the JSON report's run fields;
 environment and perf verdicts as JUnit properties; no ``chmod 700`` advice for a shared folder.
 """
@@ -159,7 +159,7 @@ SUITE = """
 import pytest
 from pytest_gpuenv._outputs import mark_compile_only
 from pytest_gpuenv._session import get_session
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 
 def test_pass(): pass
 def test_fail(): assert False
@@ -179,7 +179,7 @@ def test_compile_only(request):
     pytest.skip("compiled only")
 
 def test_perf(request):
-    get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name="copy", median_s=1.25e-5,
+    get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name="copy", median_s=1.25e-5,
                                                     budget="<= 250 us", verdict="PASS"))
 """
 
@@ -224,7 +224,7 @@ def test_no_perf_properties_without_junitxml(pytester):
 
 
 # a shared or team (setgid) cache folder is never told to chmod 700: that case is
-# tests/test_attack_cache.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
+# tests/test_rtc_cache_safety.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
 
 
 def test_help_texts_say_what_the_options_do(pytester):
@@ -249,10 +249,10 @@ def test_control_characters_in_a_measurement_name_are_escaped(pytester):
     """The JUnit XML stays well-formed and the terminal gets no raw control character."""
     pytester.makepyfile(f"""
         from pytest_gpuenv._session import get_session
-        from pytest_gpuenv.perf._records import PerfRecord
+        from pytest_gpuenv.perf._entries import PerfEntry
 
         def test_perf(request):
-            get_session(request.config).perf.add(PerfRecord(nodeid=request.node.nodeid, name={CONTROL_NAME!r},
+            get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name={CONTROL_NAME!r},
                                                             median_s=1.25e-5, verdict="PASS"))
     """)
     result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", "--junitxml=j.xml", "--gpuenv-json=r.json")

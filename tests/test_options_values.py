@@ -1,4 +1,4 @@
-"""Issue 12 items 8, 9 and 11: hostile values in every option layer and in marker arguments.
+"""Hostile values in every option layer and in marker arguments.
 
 Every numeric or path option is fed numbers too big for a float (``inf``, ``1e400``, 400 nines), NaN
 and negatives from the command line, the environment and the ini file: each is a usage error naming

@@ -1,5 +1,5 @@
 """What the measurement loop (``_engine.Sampler``) works with: the backend and monitor it drives, the
-knobs of one measurement (``Options``) and why a measurement cannot give a verdict (``Problems``)."""
+knobs of one measurement (``SamplingOptions``) and why a measurement cannot give a verdict (``Problems``)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class Monitor(Protocol):
 
 
 @dataclass
-class Options:
+class SamplingOptions:
     """Knobs of one measurement. Defaults are what the fixture uses."""
 
     max_time: float = 2.0

@@ -1,8 +1,8 @@
-"""Issue 11 item 2: marker names a suite already owns are left to it; the gpuenv_ aliases always work."""
+"""Marker names a suite already owns are left to it; the gpuenv_ aliases always work."""
 
 import pytest
 
-from pytest_gpuenv import _marknames
+from pytest_gpuenv import markers
 from pytest_gpuenv.markers import MARKER_NAMES
 
 #: a suite written before it met the plugin: its own `perf` means "slow" (ini), its own `requires_gpu`
@@ -229,5 +229,5 @@ def test_plugin_marks_strip_the_prefix(pytester):
         """
     )
     items, _rec = pytester.inline_genitems()
-    marks = _marknames.plugin_marks(items[0])
+    marks = markers.plugin_marks(items[0])
     assert [(m.name, m.args) for m in marks] == [("requires_arch", ("sm_90",)), ("requires_devices", (2,))]

@@ -1,8 +1,8 @@
-"""Issue 11 item 6, settings: TOML lists for list-valued ini options, and path options checked at configure
+"""TOML lists for list-valued ini options, and path options checked at configure
 time (a usage error naming the value and its source before any test, never a traceback after them).
 
 The outputs of item 6 (JSON report fields, JUnit properties, compile logs, notes) are in
-``test_settings_reports.py``.
+``test_report_outputs.py``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def test_json_target_in_a_missing_folder_under_a_file(pytester, tmp_path):
     (tmp_path / "afile").write_text("")
     err = _usage_error(pytester, f"--gpuenv-json={tmp_path}/afile/sub/report.json")
     assert f"--gpuenv-json '{tmp_path}/afile/sub/report.json' from command line (--gpuenv-json): cannot be " \
-           f"created: {tmp_path}/afile is not a directory" in err
+           f"created: {tmp_path}/afile is a file, not a directory" in err
 
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])

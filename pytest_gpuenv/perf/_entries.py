@@ -1,8 +1,9 @@
-"""One performance record per measurement or assertion: the typed ``PerfRecord`` and its JSON form.
+"""One entry of the performance report per measurement or assertion: the typed ``PerfEntry`` and its
+JSON form.
 
-Records are made by ``_results`` (``Measurement``, ``Comparison``), kept by a ``PerfSession``, sent
+Entries are made by ``_results`` (``Measurement``, ``Comparison``), kept by a ``PerfSession``, sent
 as JSON from an xdist worker to the controller, and end up in the terminal table (``report``) and in
-the ``"measurements"`` of ``--gpuenv-json``. ``to_dict`` gives those JSON entries; ``from_dict`` reads
+the ``"measurements"`` of ``--gpuenv-json``. ``to_dict`` gives those JSON objects; ``from_dict`` reads
 them back, ignoring unknown keys and defaulting missing ones (a worker of another version), and
 raises ``ValueError`` naming the key when a known key holds the wrong type.
 
@@ -12,14 +13,18 @@ Two triples, each with one meaning:
   is decided on, with its confidence interval: a time (``"s"``), a bandwidth (``"B/s"``) or a ratio
   (``"x"``).
 - ``median_s``/``ci_low_s``/``ci_high_s``: the median device time per call and its interval (for a
-  ratio record, of the first callable).
+  ratio entry, of the first callable).
 
-For time records (kinds ``measure``, ``copy``, ``time``, ``regression``) both triples hold the same
+For time entries (kinds ``measure``, ``copy``, ``time``, ``regression``) both triples hold the same
 numbers: both are present by design, so a reader always finds the time in ``*_s`` and the judged
-number in ``value``. They differ for ``bandwidth`` and ``ratio`` records.
+number in ``value``. They differ for ``bandwidth`` and ``ratio`` entries.
 
 JSON keys: every field, except the optional ones of ``OPTIONAL`` (left out while ``None``: each belongs
-to some kinds only, and ``host`` is named when the run ends) and ``bytes``/``flops_count``, which a ``ratio`` record (two callables) has not.
+to some kinds only, and ``host`` is named when the run ends) and ``bytes``/``flops_count``, which a
+``ratio`` entry (two callables) has not.
+
+Words: an *entry* is one of these; *record* is left to ``--gpuenv-perf=record`` (store baselines) and to
+CUPTI's activity records (``cupti_records``: how the profiler timer recorded kernels).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any, Callable, Optional
 
 from pytest_gpuenv.perf._units import printable
 
-#: what a record is: a plain measurement, the copy reference of assert_bandwidth, or an assertion
+#: what an entry is: a plain measurement, the copy reference of assert_bandwidth, or an assertion
 KINDS = ("measure", "copy", "time", "bandwidth", "regression", "ratio")
 
 #: fields written only when set (each belongs to some kinds only; ``host`` is set when the run ends)
@@ -38,7 +43,7 @@ OPTIONAL = frozenset({
     "ratio_ci", "reference_median_s", "reference_samples_s", "timer_note", "ops_per_call", "gap_s", "attempts",
     "monitor_note", "cupti_records",
 })
-#: fields of one measured callable, absent from ratio records
+#: fields of one measured callable, absent from ratio entries
 PER_CALLABLE = frozenset({"bytes", "flops_count"})
 
 
@@ -66,7 +71,7 @@ class Clocks:
 
 
 @dataclass
-class PerfRecord:
+class PerfEntry:
     """One measurement or assertion, plain data (see the module docstring for the two triples)."""
 
     #: pytest node id of the test, and the measurement's name (callable name, ``name=``, or test#k)
@@ -175,8 +180,8 @@ class PerfRecord:
         return out
 
     @classmethod
-    def from_dict(cls, data: Any) -> PerfRecord:
-        """A record from ``to_dict``'s JSON; unknown keys are ignored, missing ones take defaults."""
+    def from_dict(cls, data: Any) -> PerfEntry:
+        """An entry from ``to_dict``'s JSON; unknown keys are ignored, missing ones take defaults."""
         values = _checked(cls, data)
         if "clocks" in values:
             values["clocks"] = Clocks.from_dict(values["clocks"])

@@ -1,4 +1,4 @@
-"""Issue 11 item 3: GPU skips a suite wrote itself are counted as hardware skips (category "suite")."""
+"""GPU skips a suite wrote itself are counted as hardware skips (category "suite")."""
 
 import json
 

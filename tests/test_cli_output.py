@@ -1,4 +1,4 @@
-"""Issue 12 items 9 and 11: the ``gpuenv`` command under hostile output, encodings and values.
+"""The ``gpuenv`` command under hostile output, encodings and values.
 
 ``gpuenv info > /dev/full`` ends with one line, not a traceback; device names holding any bytes print
 under a strict ASCII or UTF-8 stdout (with replacement characters); ``--probe-timeout`` has the plugin

@@ -1,4 +1,4 @@
-"""Issue 12, items 2 and 8 (root trees) and 11 (override digits): each attack on ``--gpuenv-root`` trees,
+"""Each attack on ``--gpuenv-root`` trees,
 reproduced. A root is read as after ``chroot``: links and ``..`` never lead out of it; FIFOs, device
 nodes, link loops and huge sparse files never hang or fill memory; a number that is not a u64 loses its
 node only; HSA_OVERRIDE_GFX_VERSION takes what libhsakmt's ``%u.%u.%u`` takes, in ASCII digits."""
@@ -17,6 +17,7 @@ import pytest
 
 from pytest_gpuenv.cli import main as gpuenv_main
 from pytest_gpuenv.detect import detect
+from pytest_gpuenv.model import Usability
 
 REPO = Path(__file__).resolve().parent.parent
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
@@ -278,7 +279,7 @@ def test_override_takes_ascii_digits_in_rocm_range_only(root, value):
     env = detect(root=str(root), environ={"HSA_OVERRIDE_GFX_VERSION": value})
     p = env.problem("hsa-override-invalid")
     assert p is not None and p.severity == "error"
-    assert env.devices[0].arch == "gfx1031" and env.usable is False
+    assert env.devices[0].arch == "gfx1031" and env.usable is Usability.UNUSABLE
     assert len(p.message) < 400
 
 

@@ -1,6 +1,6 @@
 """``gpuenv perf compare BASE.json NEW.json``: two ``--gpuenv-json`` reports side by side.
 
-One row per measured test (``nodeid`` and measurement name; the record with the most samples, i.e. an
+One row per measured test (``nodeid`` and measurement name; the entry with the most samples, i.e. an
 assertion's last attempt): both medians with their intervals, the change NEW/BASE - 1 with a
 conservative interval [new low / base high, new high / base low] - 1 (as ``assert_no_regression``
 decides), and a verdict at the threshold t: ``slower`` when the whole interval is above +t,
@@ -9,7 +9,7 @@ when either measurement says why it cannot give a verdict (its ``problems``: the
 nothing, clocks dropped, another process used the GPU), with the reason below the table: such a change
 is not the kernel's. Tests found in one file only are listed as such. Exit status: 0, or 1 with
 ``--fail-on-regression T`` when a test is ``slower`` by more than T; 2 for a usage error or a file that
-is not a report (not a regular file of at most 128 MiB, not JSON, or a timed record whose interval is not
+is not a report (not a regular file of at most 128 MiB, not JSON, or a timed entry whose interval is not
 positive, finite seconds with low <= high): one line naming the file and the field, never a traceback.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 
 from pytest_gpuenv.model import safe_repr
 from pytest_gpuenv.perf._baseline import positive_seconds, read_json
-from pytest_gpuenv.perf._records import PerfRecord
+from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.perf._units import format_time, format_time_interval, parse_fraction, printable
 
 SLOWER, FASTER, SAME, UNCLEAR, INCONCLUSIVE = "slower", "faster", "same", "unclear", "inconclusive"
@@ -35,18 +35,18 @@ class CompareError(Exception):
 @dataclass
 class Row:
     test: str
-    base: Optional[PerfRecord]
-    new: Optional[PerfRecord]
+    base: Optional[PerfEntry]
+    new: Optional[PerfEntry]
     change: Optional[float] = None
     change_lo: Optional[float] = None
     change_hi: Optional[float] = None
     verdict: str = "-"
 
 
-def load(path: str) -> dict[str, PerfRecord]:
-    """The timed records of a ``--gpuenv-json`` report (or a bare list of its measurements), one per
+def load(path: str) -> dict[str, PerfEntry]:
+    """The timed entries of a ``--gpuenv-json`` report (or a bare list of its measurements), one per
     test: the one with the most samples. Raises ``CompareError`` naming the file and the problem: a file
-    that is not a regular one of at most ``MAX_JSON`` bytes, or a timed record whose interval cannot be
+    that is not a regular one of at most ``MAX_JSON`` bytes, or a timed entry whose interval cannot be
     divided by (not positive, not finite, or inverted)."""
     try:
         data = read_json(path)
@@ -57,10 +57,10 @@ def load(path: str) -> dict[str, PerfRecord]:
     entries = data.get("measurements") if isinstance(data, dict) else data
     if not isinstance(entries, list):
         raise CompareError(f'{path}: not a --gpuenv-json report (no "measurements" list)')
-    out: dict[str, PerfRecord] = {}
+    out: dict[str, PerfEntry] = {}
     for i, entry in enumerate(entries):
         try:
-            r = PerfRecord.from_dict(entry)
+            r = PerfEntry.from_dict(entry)
         except ValueError as exc:
             raise CompareError(f"{path}: measurement {i}: {exc}") from None
         if r.median_s is None or r.ci_low_s is None or r.ci_high_s is None:
@@ -80,7 +80,7 @@ def _check_interval(where: str, median: float, lo: float, hi: float) -> None:
         raise CompareError(f"{where}: ci_low_s {lo!r} is above ci_high_s {hi!r}")
 
 
-def compare(base: dict[str, PerfRecord], new: dict[str, PerfRecord], threshold: float) -> list[Row]:
+def compare(base: dict[str, PerfEntry], new: dict[str, PerfEntry], threshold: float) -> list[Row]:
     """Rows in BASE's order, then the tests only NEW has."""
     rows = []
     for key in list(base) + [k for k in new if k not in base]:
@@ -108,7 +108,7 @@ def verdict(lo: float, hi: float, threshold: float) -> str:
     return UNCLEAR
 
 
-def _time(r: Optional[PerfRecord]) -> list[str]:
+def _time(r: Optional[PerfEntry]) -> list[str]:
     if r is None or r.median_s is None:
         return ["-", "-"]
     return [format_time(r.median_s), format_time_interval(r.ci_low_s, r.ci_high_s, like=r.median_s)]

@@ -1,4 +1,4 @@
-"""Issue 12 item 11: baselines files that are valid JSON but not what ``--gpuenv-perf=record`` writes.
+"""Baselines files that are valid JSON but not what ``--gpuenv-perf=record`` writes.
 
 A missing key, a zero or non-finite baseline, a list where an object belongs: ``assert_no_regression``
 raises ``ValueError`` naming the file, the entry and the problem (never KeyError, ZeroDivisionError or
@@ -130,3 +130,21 @@ def test_a_baselines_file_that_cannot_be_read_is_named_unread(tmp_path, fifo, pl
     with pytest.raises(ValueError) as e:
         bench(path)(lambda: None, name="k").assert_no_regression()
     assert f"cannot read performance baselines {path}: {problem}" in str(e.value)
+
+
+def test_recording_never_writes_through_a_planted_link(tmp_path):
+    """The file is written by ``_paths.write_atomically`` (a new temporary file with a random name, renamed
+    over it): a symbolic link planted where a predictable temporary name would be (``baselines.json.<pid>.tmp``,
+    the old writer's) is never written through, and stays a link."""
+    import os
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("someone else's file\n")
+    path = tmp_path / "baselines.json"
+    planted = tmp_path / f"baselines.json.{os.getpid()}.tmp"
+    planted.symlink_to(victim)
+    assert bench(path, "record")(lambda: None, name="k").assert_no_regression() == "RECORDED"
+    assert victim.read_text() == "someone else's file\n" and planted.is_symlink() and not path.is_symlink()
+    assert TEST_KEY in next(iter(json.loads(path.read_text())["devices"].values()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["baselines.json", "baselines.json.lock",
+                                                                 planted.name, "victim.txt"])
