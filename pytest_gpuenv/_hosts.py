@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import pytest
 
+from pytest_gpuenv.detect._visible import MASK_VARS, amd_worker_masks
 from pytest_gpuenv.model import Device, GpuEnv
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,8 +86,6 @@ class Host(NamedTuple):
 
 def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Host:
     """The host of this process as its environment stands now (call it before pinning GPUs)."""
-    from pytest_gpuenv.detect._visible import MASK_VARS
-
     hostname = socket.gethostname() or "localhost"
     root = root or "/"
     masks = {k: os.environ[k] for k in MASK_VARS if k in os.environ}
@@ -236,8 +235,6 @@ def visible_value(env: GpuEnv, positions: list[int]) -> dict[str, str]:
             picked = [str(d.physical_index if d.physical_index is not None else d.index) for d in devs]
         return {"CUDA_VISIBLE_DEVICES": ",".join(picked)}
     # AMD: composed with the masks in force, as ROCr and HIP read them
-    from pytest_gpuenv.detect._visible import amd_worker_masks
-
     return amd_worker_masks([*env.devices, *env.hidden_devices], vis, env.platform, devs,
                             env.rocm.get("rocr_dropped") or ())
 

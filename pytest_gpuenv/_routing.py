@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
-from pytest_gpuenv import markers
+from pytest_gpuenv import _skipping, markers
+from pytest_gpuenv._skipping import Skip
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pytest_gpuenv._skipping import Skip
     from pytest_gpuenv.model import GpuEnv
 
 #: the ``--dist`` value
@@ -54,8 +54,6 @@ def wanted(config: pytest.Config) -> bool:
 def blocker(item: pytest.Item, env: GpuEnv, parents: Optional[dict[Any, Any]] = None) -> Optional[Skip]:
     """Why a host with model ``env`` cannot run ``item`` (the skip its setup would raise), or None.
     ``parents``: as for ``markers.plugin_marks``, over one pass of the collection."""
-    from pytest_gpuenv import _skipping
-
     marks = markers.plugin_marks(item, parents)
     if marks and not markers.check_marks(marks):  # (a bad marker argument fails the test on any host)
         skip = _skipping.evaluate(marks, env)

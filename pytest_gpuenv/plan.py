@@ -16,6 +16,8 @@ from typing import Any, Iterable, Optional
 import pytest
 
 from pytest_gpuenv import _skipping, markers
+from pytest_gpuenv._routing import plan_lines as routing_lines
+from pytest_gpuenv.detect import detect
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, Device, GpuEnv, default_warp_size, parse_size, safe_repr
 
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
@@ -27,8 +29,6 @@ def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
     if spec.startswith("@"):
         return profile_from_file(spec)
     if os.path.isdir(spec):
-        from pytest_gpuenv.detect import detect
-
         env = detect(root=os.path.abspath(spec), probe="never")
         return os.path.basename(os.path.normpath(spec)), env
     m = _SPEC.match(spec.strip())
@@ -142,8 +142,6 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given:
     """The table; with ``given`` (the profiles the user gave, last in ``profs``) of two or more, the routing
     ``--dist gpu`` over hosts like them would make (``_routing.plan_lines``)."""
     from tabulate import tabulate
-
-    from pytest_gpuenv._routing import plan_lines as routing_lines
 
     gpu_items = [i for i in items if markers.plugin_marks(i)]
     if not gpu_items:
