@@ -83,8 +83,15 @@ gpuenv_switch:
 .size gpuenv_switch,.-gpuenv_switch
 )");
 
+// Stack colouring: the stacks are kStack + a page apart, so their tops would all fall on the same L1
+// cache sets and the few lines a waiting thread keeps hot (saved registers, the kernel's frame) would
+// evict each other at every switch; each fiber's stack starts a different number of cache lines down.
+static inline uintptr_t stack_top(const Fiber* f) {
+    return ((uintptr_t)(f->lo + kStack) - f->color) & ~(uintptr_t)63;
+}
+
 static void ctx_init(Fiber* f) {
-    uintptr_t top = ((uintptr_t)(f->lo + kStack)) & ~(uintptr_t)15;
+    uintptr_t top = stack_top(f);
     void** sp = (void**)top;
     *--sp = nullptr;              // fake return address of fiber_main
     *--sp = (void*)&fiber_main;   // gpuenv_switch returns here
@@ -121,6 +128,7 @@ static Fiber* new_fiber() {
     f->map = m;
     f->lo = m + page;
     f->fresh = true;
+    f->color = (size_t)(npool % 61) * 5 * 64;  // 61 prime, 5 lines apart: 305 lines before a repeat
     pool[npool++] = f;
     return f;
 }
@@ -141,40 +149,54 @@ static inline void set_current(int t) {
     gpuenv_state.lin = t;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else a fresh
-// fiber for the next thread not started yet; nullptr when the scheduler must decide (warp operations,
-// barriers, the end of the block). The order is the scheduler's, so runs stay deterministic.
-static Fiber* next_fiber() {
-    if (L.aborted) return nullptr;
-    if (L.rq_head < L.rq_tail) {
-        int t = L.runq[L.rq_head++];
-        Thread& th = L.threads[t];
-        th.state = T_RUN;
-        set_current(t);
-        return L.cur_fiber = th.fiber;
-    }
-    if (L.next_new < L.nthreads) {
+// The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
+// the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
+// of 256 waiting threads keeps more stack lines than L1 holds).
+static inline void prefetch_stack(const Fiber* f) {
+    const char* sp = (const char*)f->sp;
+    for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
+}
+
+// The fiber to run next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
+// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// so runs stay deterministic.
+static inline Fiber* next_fiber() {
+    if (__builtin_expect(L.aborted, 0)) return nullptr;
+    int t;
+    if (L.rq_head < L.rq_tail) t = L.runq[L.rq_head++];
+    else if (L.seq_next < L.seq_end) {
+        t = L.seq_next++;
+        if (L.seq_next + 1 < L.seq_end) prefetch_stack(L.threads[L.seq_next + 1].fiber);
+    } else if (L.next_new < L.nthreads) {
         Fiber* f = acquire();
         if (f) L.cur_fiber = f;
         return f;
-    }
-    return nullptr;
+    } else return nullptr;
+    Thread& th = L.threads[t];
+    th.state = T_RUN;
+    set_current(t);
+    return L.cur_fiber = th.fiber;
 }
 
+// Starts the next thread not started yet on the current fiber; false when none is left.
+static inline bool start_new() {
+    if (L.next_new >= L.nthreads || L.aborted) return false;
+    int t = L.next_new++;
+    L.threads[t].fiber = L.cur_fiber;
+    L.threads[t].state = T_RUN;
+    set_current(t);
+    return true;
+}
+
+// A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
+// the next ones through gpuenv_next_thread, so a block without barriers is one loop on one fiber.
 static void fiber_main() {
     for (;;) {
         Fiber* f = L.cur_fiber;
-        while (L.next_new < L.nthreads && !L.aborted) {
-            int t = L.next_new++;
-            L.threads[t].fiber = f;
-            L.threads[t].state = T_RUN;
-            set_current(t);
-            L.d->entry(L.d->args);
-            L.threads[t].state = T_EXIT;
-            L.nlive--;
-        }
+        if (start_new()) L.d->entry(L.d->args);
         freelist[nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
-        Fiber* n = L.rq_head < L.rq_tail ? next_fiber() : nullptr;
+        Fiber* n = L.rq_head < L.rq_tail || L.seq_next < L.seq_end ? next_fiber() : nullptr;
         if (n) fiber_to_fiber(f, n);
         else to_sched(f);
     }
@@ -197,7 +219,7 @@ void fail_in_fiber() {
 
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
-void block_here(uint8_t st, void* site) {
+static inline void wait_here(uint8_t st, void* site) {
     Thread& th = L.threads[L.cur];
     th.state = st;
     th.site = site;
@@ -207,23 +229,48 @@ void block_here(uint8_t st, void* site) {
     else to_sched(me);
 }
 
+void block_here(uint8_t st, void* site) {
+    if (st != T_BAR) L.nwait++;
+    wait_here(st, site);
+}
+
+static inline void watchdog_poll() {
+    if (__builtin_expect(L.wd_pending, 0)) check_watchdog_pending();
+}
+
 }  // namespace gx
 
 using namespace gx;
 
+// The current thread is done: start the next one on this fiber (1), or 0 when none is left.
+extern "C" int gpuenv_next_thread() {
+    L.threads[L.cur].state = T_EXIT;
+    L.nlive--;
+    return start_new();
+}
+
 extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
-    check_watchdog_pending();
+    watchdog_poll();
     Thread& th = L.threads[L.cur];
     th.file = file;
     th.where = where;
     th.op = kind;
     th.val = value != 0;
-    block_here(T_BAR, __builtin_return_address(0));
-    return (int)L.threads[L.cur].res;
+    if (L.nbar++ == 0) {
+        L.bar_file = file;
+        L.bar_where = where;
+        L.bar_op = kind;
+        L.bar_count = 0;
+    } else if (where != L.bar_where || kind != L.bar_op || (file != L.bar_file && strcmp(file, L.bar_file))) {
+        L.bar_div = true;
+    }
+    L.bar_count += value != 0;
+    wait_here(T_BAR, __builtin_return_address(0));
+    return (int)L.bar_res;
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
-    check_watchdog_pending();
+    watchdog_poll();
     Thread& th = L.threads[L.cur];
     th.op = op;
     th.val = value;
@@ -231,7 +278,8 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
     th.width = width;
     th.file = file;
     th.where = where;
-    block_here(T_WARP, __builtin_return_address(0));
+    L.nwait++;
+    wait_here(T_WARP, __builtin_return_address(0));
     return L.threads[L.cur].res;
 }
 
@@ -251,6 +299,9 @@ static bool run_block() {
     L.next_new = 0;
     L.nlive = L.nthreads;
     L.rq_head = L.rq_tail = 0;
+    L.seq_next = L.seq_end = 0;
+    L.nwait = L.nbar = 0;
+    L.bar_div = false;
     L.epoch = 1;
     L.pend.kind = 0;
     L.pend_ws.kind = 0;
@@ -259,6 +310,8 @@ static bool run_block() {
         for (;;) {
             if (L.rq_head < L.rq_tail) {
                 resume(L.runq[L.rq_head++]);
+            } else if (L.seq_next < L.seq_end) {
+                resume(L.seq_next++);
             } else if (L.next_new < L.nthreads) {
                 Fiber* f = acquire();
                 if (!f) {
@@ -274,7 +327,7 @@ static bool run_block() {
             if (L.aborted) return false;
         }
         L.rq_head = L.rq_tail = 0;
-        int n = L.nlive ? resolve_warps() : 0;
+        int n = L.nlive && L.nwait ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
         if (L.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval

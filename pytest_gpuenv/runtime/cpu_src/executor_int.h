@@ -24,6 +24,7 @@ struct Fiber {
     char* map;
     char* lo;  // usable stack [lo, lo + kStack); the guard page is below lo
     void* sp;
+    size_t color;  // bytes left unused at the stack's top (stack colouring, executor.cpp)
     bool fresh;
 #ifdef GPUENV_UCONTEXT
     void* uc;
@@ -72,6 +73,14 @@ struct Launch {
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     int runq[kMaxThreads];
     int rq_head, rq_tail;
+    int seq_next, seq_end;  // after a barrier released every thread: threads [seq_next, seq_end) run next, in order
+    int nwait;              // threads waiting at a warp operation or in lockstep (resolve_warps has work)
+    // the barrier interval's arrivals, counted as they come (a release needs no scan of the block):
+    // how many, the first one's site and kind, whether any other differed, the sum of their predicates
+    int nbar, bar_where, bar_op, bar_count;
+    const char* bar_file;
+    bool bar_div;
+    uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
     int cur;
     Fiber* cur_fiber;
     void* sched_sp;

@@ -144,6 +144,7 @@ int resolve_warps() {
             released += __builtin_popcountll(mask);
         }
     }
+    L.nwait -= released;
     return released;
 }
 
@@ -166,32 +167,28 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
     }
 }
 
-// Releases the barrier every live thread waits at; false (with a report) when it cannot.
+// Releases the barrier every live thread waits at; false (with a report) when it cannot. The arrivals
+// were counted as they came (gpuenv_barrier): when every thread of the block waits at one site, the
+// release is O(1) (the threads run next in order, next_fiber); otherwise the scan below says why not.
 bool release_barrier() {
     int n = L.nthreads;
-    const Thread* f = nullptr;
-    bool divergent = false;
-    int nbar = 0, first = -1, count = 0;
-    for (int t = 0; t < n; t++) {
-        Thread& th = L.threads[t];
-        if (th.state != T_BAR) continue;
-        if (!f) { f = &th; first = t; }
-        if (!same_site(th, f->file, f->where) || th.op != f->op) divergent = true;
-        count += (int)th.val;
-        nbar++;
-    }
-    if (!divergent && nbar == n) {
-        int res = f->op == GPUENV_BAR_COUNT ? count : f->op == GPUENV_BAR_AND ? count == n
-                : f->op == GPUENV_BAR_OR ? count > 0 : 0;
+    if (L.nbar == n && !L.bar_div) {
+        int op = L.bar_op, count = L.bar_count;
+        L.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
         if (L.check) shadow_new_epoch();
         else L.epoch++;
-        for (int t = 0; t < n; t++) {
-            L.threads[t].state = T_RUN;
-            L.threads[t].res = (uint64_t)res;
-            enqueue(t);
-        }
+        L.nbar = 0;
+        L.seq_next = 0;
+        L.seq_end = n;
         return true;
     }
+    const Thread* f = nullptr;
+    int first = -1;
+    for (int t = 0; t < n && !f; t++)
+        if (L.threads[t].state == T_BAR) {
+            f = &L.threads[t];
+            first = t;
+        }
     void* site = f->site;
     gpuenv_report_t* r = L.r;
     r->kind = GPUENV_BARRIER;

@@ -75,6 +75,9 @@ int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // A barrier or warp operation is identified by its source position (file, line * 1024 + column), as the
 // header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
 int gpuenv_barrier(const char* file, int where, int kind, int value);
+// The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
+// another thread on this fiber (run the kernel again), 0 when none is left.
+int gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
 __attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
 void gpuenv_atomic_check(void* p, int size, void* pc);

@@ -319,10 +319,16 @@ template <class... A>
 __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a) {
     call(f, a, std::index_sequence_for<A...>{});
 }
+// every thread the executor starts on this fiber, one after another (a block without barriers is one loop)
+template <class F>
+__attribute__((no_sanitize("thread"))) inline void run(F f, void** a) {
+    do call(f, a);
+    while (gpuenv_next_thread());
+}
 }  // namespace gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
-        gpuenv::call(name, a);                                                                               \
+        gpuenv::run(name, a);                                                                                \
     }                                                                                                        \
     /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */ \
     extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
