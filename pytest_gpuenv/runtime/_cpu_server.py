@@ -78,6 +78,19 @@ def _dladdr(addr: int, info: Dlinfo) -> int:
     return int(_LIBC.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)))
 
 
+#: the ctypes copies of the ABI structs, in the order of server.cpp's gpuenv_abi_sizes
+ABI_STRUCTS = (P.LaunchDesc, P.Report, P.Region, P.Note)
+
+
+def check_abi(exe: ctypes.CDLL) -> None:
+    """Compare each ctypes copy's size with the C struct's (the executor exports them); ValueError on a mismatch."""
+    sizes = (ctypes.c_uint64 * (len(ABI_STRUCTS) + 1)).in_dll(exe, "gpuenv_abi_sizes")
+    bad = [f"{cls.__name__}: ctypes {ctypes.sizeof(cls)} bytes, C {sizes[i]}" for i, cls in enumerate(ABI_STRUCTS)
+           if ctypes.sizeof(cls) != sizes[i]]
+    if bad:
+        raise ValueError("the executor's ABI structs differ from runtime/_cpu_proto.py's copies: " + "; ".join(bad))
+
+
 _LIBC = ctypes.CDLL(None)
 _LIBC.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo)]
 _LIBC.dladdr1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
@@ -140,6 +153,7 @@ class Server:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one memfd per kernel module lives here
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
+        check_abi(self.exe)
         self.exe.gpuenv_launch.argtypes = [ctypes.POINTER(P.LaunchDesc), ctypes.c_void_p]
         self.exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
         self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))

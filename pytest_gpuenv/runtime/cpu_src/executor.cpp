@@ -133,8 +133,17 @@ static Fiber* new_fiber() {
     return f;
 }
 
+// The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
+// the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
+// of 256 waiting threads keeps more stack lines than L1 holds).
+static inline void prefetch_stack(const Fiber* f) {
+    const char* sp = (const char*)f->sp;
+    for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
+}
+
 static Fiber* acquire() {
     Fiber* f = nfree ? freelist[--nfree] : new_fiber();
+    if (nfree) prefetch_stack(freelist[nfree - 1]);  // the next block's next thread
     if (f && f->fresh) {
         ctx_init(f);
         f->fresh = false;
@@ -147,14 +156,6 @@ static inline void set_current(int t) {
     L.cur = t;
     gpuenv_state.tid = L.threads[t].tid;
     gpuenv_state.lin = t;
-}
-
-// The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
-// the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
-// of 256 waiting threads keeps more stack lines than L1 holds).
-static inline void prefetch_stack(const Fiber* f) {
-    const char* sp = (const char*)f->sp;
-    for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
 }
 
 // The fiber to run next without going through the scheduler: the first queued thread, else the next

@@ -120,12 +120,15 @@ double now();
 
 // signals.cpp
 extern char* dyn_buf;
-bool fiber_guard_hit(uintptr_t a);  // executor.cpp: a is in a fiber's guard page
+bool fiber_guard_hit(uintptr_t a);  // (executor.cpp) a is in a fiber's guard page
 void find_module(void* entry);
 void install_signals();
 void uninstall_signals();
 void check_watchdog_pending();
 uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
+
+// server.cpp
+uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
 
 // warps.cpp
 int resolve_warps();

@@ -101,6 +101,11 @@ uint64_t caller_in_kernel() {
 }
 }  // namespace gx
 
+// The sizes of the ABI structs, in the order _cpu_server.py checks its ctypes copies against them at load
+// (a copy that drifted from the C struct is a clear error there, not a corrupt launch).
+extern "C" __attribute__((visibility("default"))) const uint64_t gpuenv_abi_sizes[] = {
+    sizeof(gpuenv_launch_t), sizeof(gpuenv_report_t), sizeof(gpuenv_region_t), sizeof(gpuenv_note_t), 0};
+
 // Called once by the child before anything else is loaded; `area` is the note in the shared arena.
 extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* area) {
     note = (gpuenv_note_t*)area;

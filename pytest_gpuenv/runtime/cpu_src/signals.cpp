@@ -73,8 +73,6 @@ uintptr_t sig_pc(void* uc) {
 #endif
 }
 
-uint64_t caller_in_kernel();  // server.cpp
-
 static void on_fault(int sig, siginfo_t* si, void* uc) {
     if (!L.active) {
         for (int i = 0; i < 4; i++)
