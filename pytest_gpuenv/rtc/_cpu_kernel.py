@@ -18,7 +18,8 @@ from pytest_gpuenv.rtc import _args, _cpu, _names
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.rtc.kernel import Kernel, get_cache
 from pytest_gpuenv.runtime import _cpu_report
-from pytest_gpuenv.runtime.cpu import watchdog_seconds
+from pytest_gpuenv.runtime._cpu_proto import PARALLEL
+from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
 
 SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
@@ -137,6 +138,11 @@ class CpuKernel(Kernel):
         where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
                        + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
         mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
+        # several worker threads, each on its own copy of the module: never for modules (their globals and
+        # kernel index are written to the first copy before a launch)
+        workers = worker_limit()
+        if not mode and self._meta.get("parallel") and self.module is None and self.index is None and workers != 1:
+            mode = PARALLEL | workers << 8  # 0: one per core
         static = sum(s for _, _, s in shared)
         if static + shared_mem > SHARED_LIMIT:
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)

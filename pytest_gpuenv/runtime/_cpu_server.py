@@ -59,8 +59,12 @@ def read_exact(fd: int, n: int) -> bytes:
 
 
 class Module:
-    def __init__(self, lib: ctypes.CDLL) -> None:
+    """A kernel module loaded in this process, and its further copies for worker threads (``copies``)."""
+
+    def __init__(self, lib: ctypes.CDLL, binary: bytes = b"", name: str = "") -> None:
         self.lib = lib
+        self.binary, self.name = binary, name
+        self.copies: list[ctypes.CDLL] = []  # each with its own globals, static __shared__ and gpuenv_state
         lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
         lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
         self.lo, self.hi = lo.value or 0, hi.value or 0
@@ -73,13 +77,28 @@ class Module:
         info = Dlinfo()
         self.base = (info.fbase or 0) if _dladdr(self.entry, info) else 0
 
+    def libs(self, n: int) -> list[ctypes.CDLL]:
+        """This module and copies of it, ``n`` in all (a copy is a second load from its own memfd)."""
+        while len(self.copies) < n - 1:
+            self.copies.append(load_bytes(self.binary, f"{self.name}-copy{len(self.copies) + 1}"))
+        return [self.lib, *self.copies[:n - 1]]
+
+    def workers(self, n: int) -> ctypes.Array[P.Worker]:
+        """Entry and ``gpuenv_state`` of this module and its copies, ``n`` in all."""
+        out = (P.Worker * n)()
+        for i, lib in enumerate(self.libs(n)):
+            state = lib["__gpuenv_state_ptr"]
+            state.restype = ctypes.c_void_p
+            out[i] = P.Worker(ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value, state())
+        return out
+
 
 def _dladdr(addr: int, info: Dlinfo) -> int:
     return int(_LIBC.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)))
 
 
 #: the ctypes copies of the ABI structs, in the order of server.cpp's gpuenv_abi_sizes
-ABI_STRUCTS = (P.LaunchDesc, P.Report, P.Region, P.Note)
+ABI_STRUCTS = (P.LaunchDesc, P.Report, P.Region, P.Note, P.Worker)
 
 
 def check_abi(exe: ctypes.CDLL) -> None:
@@ -140,7 +159,8 @@ class Server:
         if op == P.OP_INIT:
             self.init(payload)
         elif op == P.OP_LOAD:
-            mod = self.modules[handle] = Module(load_bytes(payload, f"gpuenv-kernel-{handle}"))
+            name = f"gpuenv-kernel-{handle}"
+            mod = self.modules[handle] = Module(load_bytes(payload, name), payload, name)
             self.after(P.ST_OK, mod.base)
         elif handle not in self.modules:
             self.send(P.ST_MISSING)
@@ -222,11 +242,16 @@ class Server:
         # read-only and registered: a struct passed by value may be copied from here with memcpy
         regs[nregions] = P.Region(start, len(blob), 1, P.ARGS_INDEX)
         nregions += 1
+        nworkers = 1
+        if check & P.PARALLEL:  # one worker per core this process may use, at most one per block, at most the cap
+            nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, (check >> 8) or P.MAX_WORKERS))
+        check &= 0xFF
+        workers = mod.workers(nworkers)
         d = P.LaunchDesc(entry=mod.entry, args=ctypes.addressof(argv), grid=P.c_u32x3(gx, gy, gz),
                          block=P.c_u32x3(bx, by, bz), shared_bytes=shared_bytes, warp_size=warp, check=check,
                          shared_lo=mod.lo, shared_hi=mod.hi, regions=regs, nregions=nregions, nvars=nvars,
                          vars=var_arr, watchdog_s=watchdog, out=self.base + P.OUT_OFF,
-                         out_cap=P.PRINTF_CAPACITY, out_len=0)
+                         out_cap=P.PRINTF_CAPACITY, out_len=0, nworkers=nworkers, workers=workers)
         self.exe.gpuenv_launch(ctypes.byref(d), self.base + P.REPORT_OFF)
         self.after(P.ST_OK, d.out_len)
 
@@ -254,6 +279,8 @@ class Server:
             self.send(P.ST_ERROR, size, f"{name!r} has {size} bytes; {len(data)} given".encode())
         else:
             ctypes.memmove(addr, data, len(data))
+            for copy in mod.copies:  # the workers' copies see what the kernel's first copy sees
+                ctypes.memmove(ctypes.addressof(ctypes.c_char.in_dll(copy, name)), data, len(data))
             self.after(P.ST_OK, size)
 
 

@@ -28,13 +28,14 @@ from pytest_gpuenv.runtime._cpu_child import Arena, Child, Death, Gone
 from pytest_gpuenv.runtime._cpu_proto import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
 
 __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
-           "c_u32x3", "get", "watchdog_seconds"]
+           "c_u32x3", "get", "watchdog_seconds", "worker_limit"]
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", os.path.join("include", "gpuenv_cpu.h"))
 WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
+WORKERS_ENV = "GPUENV_CPU_WORKERS"
 WATCHDOG_MAX = 86400.0
 NO_THREAD = -4  # Report.other_thread of a report that belongs to no GPU thread (the process ended)
 _SIGNAL_TEXT = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGILL: "illegal instruction",
@@ -53,6 +54,16 @@ def watchdog_seconds(environ: Any = os.environ) -> float:
         raise ValueError(f"{WATCHDOG_ENV}={raw!r} is not a number of seconds: give a finite number above 0 and "
                          f"at most {WATCHDOG_MAX:g} (the wall-clock limit of one CPU kernel launch)")
     return value
+
+
+def worker_limit(environ: Any = os.environ) -> int:
+    """``GPUENV_CPU_WORKERS``: at most this many threads run the blocks of one unchecked launch (default 0:
+    one per core this process may use); ValueError naming it if bad."""
+    raw = environ.get(WORKERS_ENV, "0")
+    if not raw.strip().isdigit() or int(raw) > P.MAX_WORKERS:
+        raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
+                         "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
+    return int(raw)
 
 
 def executor_sources() -> list[tuple[str, bytes]]:

@@ -44,9 +44,9 @@ static int src_lane(int op, int l, int arg, int width) {
 
 void set_thread(gpuenv_report_t* r, int t) {
     gpuenv_launch_t* d = L.d;
-    r->block[0] = gpuenv_state.bid.x;
-    r->block[1] = gpuenv_state.bid.y;
-    r->block[2] = gpuenv_state.bid.z;
+    r->block[0] = L.st->bid.x;
+    r->block[1] = L.st->bid.y;
+    r->block[2] = L.st->bid.z;
     r->thread[0] = t % d->block[0];
     r->thread[1] = (t / d->block[0]) % d->block[1];
     r->thread[2] = t / (d->block[0] * d->block[1]);
@@ -196,8 +196,8 @@ bool release_barrier() {
     r->pc = pc_rel(site);
     static uint8_t sel[kMaxThreads];
     const char* lin = (L.d->block[1] > 1 || L.d->block[2] > 1) ? " (linear thread ids)" : "";
-    textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", gpuenv_state.bid.x,
-          gpuenv_state.bid.y, gpuenv_state.bid.z, lin);
+    textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", L.st->bid.x,
+          L.st->bid.y, L.st->bid.z, lin);
     for (;;) {  // each waiting site with its threads
         const Thread* s = nullptr;
         for (int t = 0; t < n && !s; t++)
