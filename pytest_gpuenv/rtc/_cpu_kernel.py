@@ -149,16 +149,14 @@ class CpuKernel(Kernel):
             raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
                             f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
         dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
-        if self.index is not None:
-            rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
-        if self.module is not None:
-            self.module._to_device(rt, mod)
-        try:
-            res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
-                            [(o, s) for _, o, s in dev_globals])
-        finally:
-            if self.module is not None:
-                self.module._from_device(rt, mod)
+        # the kernel index and the module's globals travel in the launch request, and come back in its reply
+        writes = [] if self.index is None else [("__gpuenv_kernel_index", struct.pack("<i", self.index))]
+        mirrors = [] if self.module is None else self.module._mirror_list()
+        writes += [(sym, arr.tobytes()) for sym, arr in mirrors]
+        res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
+                        [(o, s) for _, o, s in dev_globals], writes, [sym for sym, _ in mirrors])
+        for (_, arr), data in zip(mirrors, res.symbols):  # none when the executor process did not survive
+            memoryview(arr.view("u1"))[:] = data
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
             _cpu.emit_output(res.output, ())
             return

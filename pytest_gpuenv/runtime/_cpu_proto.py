@@ -34,8 +34,13 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
 # launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
-# nglobals; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes
-LAUNCH = struct.Struct("<6IQQdiiiiii")
+# nglobals, nwrites, nreads; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes,
+# nwrites SYM_WRITE with name and bytes (module globals set before the launch), nreads SYM_READ with name
+# (read after it: the reply's payload is each one's bytes after a SYM_SIZE)
+LAUNCH = struct.Struct("<6IQQdiiiiiiii")
+SYM_WRITE = struct.Struct("<HI")  # name bytes, data bytes
+SYM_READ = struct.Struct("<H")
+SYM_SIZE = struct.Struct("<I")
 VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
 # a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
 # number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep

@@ -199,7 +199,7 @@ class Server:
     def launch(self, mod: Module, payload: bytes) -> None:
         assert self.exe is not None
         (gx, gy, gz, bx, by, bz, shared_bytes, arena_bytes, watchdog, warp, check, nvars, nregions,
-         nvalues, nglobals) = P.LAUNCH.unpack_from(payload)
+         nvalues, nglobals, nwrites, nreads) = P.LAUNCH.unpack_from(payload)
         self.remap(arena_bytes)
         pos = P.LAUNCH.size
         var_arr = (P.Region * max(1, nvars))()
@@ -236,6 +236,22 @@ class Server:
             offsets.append(len(blob))
             blob += data
         blob += b"\0"
+        reads = []
+        try:
+            for _ in range(nwrites):
+                n, size = P.SYM_WRITE.unpack_from(payload, pos)
+                pos += P.SYM_WRITE.size
+                write_symbol(mod, payload[pos:pos + n].decode(), payload[pos + n:pos + n + size])
+                pos += n + size
+            for _ in range(nreads):
+                (n,) = P.SYM_READ.unpack_from(payload, pos)
+                pos += P.SYM_READ.size
+                reads.append(payload[pos:pos + n].decode())
+                pos += n
+                symbol_at(mod, reads[-1])
+        except SymbolError as e:
+            self.send(P.ST_ERROR, 0, str(e).encode())
+            return
         storage = (ctypes.c_char * len(blob)).from_buffer(blob)
         start = ctypes.addressof(storage)
         argv = (ctypes.c_void_p * max(1, nvalues))(*[start + o for o in offsets])
@@ -253,7 +269,8 @@ class Server:
                          vars=var_arr, watchdog_s=watchdog, out=self.base + P.OUT_OFF,
                          out_cap=P.PRINTF_CAPACITY, out_len=0, nworkers=nworkers, workers=workers)
         self.exe.gpuenv_launch(ctypes.byref(d), self.base + P.REPORT_OFF)
-        self.after(P.ST_OK, d.out_len)
+        back = b"".join(P.SYM_SIZE.pack(len(b)) + b for b in (read_symbol(mod, name) for name in reads))
+        self.after(P.ST_OK, d.out_len, back)
 
     def symbol(self, mod: Module, op: int, payload: bytes) -> None:
         """OP_READ: payload is the name; OP_WRITE: 2-byte name length, name, data."""
@@ -263,26 +280,48 @@ class Server:
         else:
             name, data = payload.decode(), b""
         try:
-            addr = ctypes.addressof(ctypes.c_char.in_dll(mod.lib, name))
-        except ValueError:
-            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
-            return
-        info, sym = Dlinfo(), ctypes.c_void_p()
-        if not _LIBC.dladdr1(ctypes.c_void_p(addr), ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
-                or (info.fbase or 0) != mod.base or not sym.value:
-            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
-            return
-        size = Elf64Sym.from_address(sym.value).size
-        if op == P.OP_READ:
-            self.after(P.ST_OK, size, ctypes.string_at(addr, size))
-        elif len(data) > size:
-            self.send(P.ST_ERROR, size, f"{name!r} has {size} bytes; {len(data)} given".encode())
-        else:
-            ctypes.memmove(addr, data, len(data))
-            for copy in mod.copies:  # the workers' copies see what the kernel's first copy sees
-                ctypes.memmove(ctypes.addressof(ctypes.c_char.in_dll(copy, name)), data, len(data))
-            self.after(P.ST_OK, size)
+            if op == P.OP_READ:
+                data = read_symbol(mod, name)
+                self.after(P.ST_OK, len(data), data)
+            else:
+                self.after(P.ST_OK, write_symbol(mod, name, data))
+        except SymbolError as e:
+            self.send(P.ST_ERROR, e.size, str(e).encode())
 
+
+class SymbolError(Exception):
+    def __init__(self, text: str, size: int = 0) -> None:
+        super().__init__(text)
+        self.size = size
+
+
+def symbol_at(mod: Module, name: str) -> tuple[int, int]:
+    """(address, bytes) of global ``name`` of ``mod``; SymbolError when it has none."""
+    try:
+        addr = ctypes.addressof(ctypes.c_char.in_dll(mod.lib, name))
+    except ValueError:
+        raise SymbolError(f"no symbol {name!r} in the kernel module") from None
+    info, sym = Dlinfo(), ctypes.c_void_p()
+    if not _LIBC.dladdr1(ctypes.c_void_p(addr), ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
+            or (info.fbase or 0) != mod.base or not sym.value:
+        raise SymbolError(f"no symbol {name!r} in the kernel module")
+    return addr, Elf64Sym.from_address(sym.value).size
+
+
+def read_symbol(mod: Module, name: str) -> bytes:
+    addr, size = symbol_at(mod, name)
+    return ctypes.string_at(addr, size)
+
+
+def write_symbol(mod: Module, name: str, data: bytes) -> int:
+    """Overwrite the start of ``name`` in the module and its copies; the symbol's size."""
+    addr, size = symbol_at(mod, name)
+    if len(data) > size:
+        raise SymbolError(f"{name!r} has {size} bytes; {len(data)} given", size)
+    ctypes.memmove(addr, data, len(data))
+    for copy in mod.copies:  # the workers' copies see what the kernel's first copy sees
+        ctypes.memmove(ctypes.addressof(ctypes.c_char.in_dll(copy, name)), data, len(data))
+    return size
 
 if __name__ == "__main__":
     Server(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])).serve()

@@ -19,7 +19,7 @@ import hashlib
 import os
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.runtime import _cpu_errors as E
@@ -88,6 +88,7 @@ class CpuModule:
 class LaunchResult:
     report: Report
     output: str
+    symbols: list[bytes] = field(default_factory=list)  # the globals ``reads`` named, after the launch
 
 
 def _grace(watchdog_s: float) -> float:
@@ -236,8 +237,12 @@ class CpuRuntime:
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
                shared_mem: int, warp_size: int, check: int, watchdog_s: float,
-               device_globals: Sequence[tuple[int, int]] = ()) -> LaunchResult:
+               device_globals: Sequence[tuple[int, int]] = (), writes: Sequence[tuple[str, bytes]] = (),
+               reads: Sequence[str] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
+
+        ``writes``: (symbol, bytes) of module globals set just before it, ``reads``: symbols whose bytes
+        come back in ``symbols`` (in the launch's own request: no round trips of their own).
 
         ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
         argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
@@ -251,10 +256,12 @@ class CpuRuntime:
             for base, length, off, _ in spans:
                 ctypes.memmove(a.base + P.DATA_OFF + off, base, length)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
-                                      regions, where, values, device_globals)
+                                      regions, where, values, device_globals, writes, reads)
             res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
+            if res[0] == P.ST_ERROR:
+                raise KeyError(f"kernel module {mod.name!r}: {res[2].decode('utf-8', 'replace')}")
             rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
             for base, length, off, writable in spans:
                 if writable:
@@ -265,7 +272,7 @@ class CpuRuntime:
                 output += self._child.new_output()
         if out_len >= PRINTF_CAPACITY - 1:
             output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
-        return LaunchResult(rep, output)
+        return LaunchResult(rep, output, _symbols(res[2]))
 
     def read_symbol(self, mod: CpuModule, name: str) -> bytes:
         """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
@@ -320,12 +327,23 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
     return spans, where, used
 
 
+def _symbols(data: bytes) -> list[bytes]:
+    """The reply's SYM_SIZE-prefixed symbol bytes."""
+    out, pos = [], 0
+    while pos < len(data):
+        (n,) = P.SYM_SIZE.unpack_from(data, pos)
+        out.append(data[pos + P.SYM_SIZE.size:pos + P.SYM_SIZE.size + n])
+        pos += P.SYM_SIZE.size + n
+    return out
+
+
 def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
                     warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
                     regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
-                    device_globals: Sequence[tuple[int, int]]) -> bytes:
+                    device_globals: Sequence[tuple[int, int]], writes: Sequence[tuple[str, bytes]] = (),
+                    reads: Sequence[str] = ()) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
-                           len(shared_vars), len(regions), len(values), len(device_globals))]
+                           len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
     parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
     parts += [P.VAR.pack(o, s) for o, s in device_globals]
     parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
@@ -336,6 +354,12 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
         else:
             raw = bytes(v)  # type: ignore[call-overload]
             parts += [P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw]
+    for name, data in writes:
+        raw = name.encode()
+        parts += [P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data)]
+    for name in reads:
+        raw = name.encode()
+        parts += [P.SYM_READ.pack(len(raw)), raw]
     return b"".join(parts)
 
 

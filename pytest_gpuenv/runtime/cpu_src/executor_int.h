@@ -87,6 +87,9 @@ struct Launch {
     uint64_t out_cap, out_len;
     uint64_t* segs;           // with several workers: (block, start in out) of each block's printf output
     int nsegs, segs_cap;
+    char* own_out;            // this worker's printf buffer and segments, kept from launch to launch
+    uint64_t own_cap;
+    uint64_t* own_segs;
     gpuenv_report_t rep;
     Thread threads[kMaxThreads];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift

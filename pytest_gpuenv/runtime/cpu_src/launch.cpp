@@ -159,7 +159,7 @@ extern "C" int gpuenv_printf(const char* fmt, ...) {
     if (L.segs && (L.nsegs == 0 || L.segs[2 * L.nsegs - 2] != L.block)) {  // several workers: a new block's output
         if (L.nsegs == L.segs_cap) {
             L.segs_cap *= 2;
-            L.segs = (uint64_t*)realloc(L.segs, sizeof(uint64_t) * 2 * L.segs_cap);
+            L.segs = L.own_segs = (uint64_t*)realloc(L.segs, sizeof(uint64_t) * 2 * L.segs_cap);
         }
         L.segs[2 * L.nsegs] = L.block;
         L.segs[2 * L.nsegs++ + 1] = L.out_len;
@@ -199,12 +199,15 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
             w.out = d->out;
             w.out_cap = d->out_cap;
             w.out_len = d->out_len;
+            w.segs = nullptr;
         } else {
-            if (!w.segs) w.segs = (uint64_t*)malloc(sizeof(uint64_t) * 2 * (w.segs_cap = 64));
-            if (w.out_cap != d->out_cap) w.out = (char*)realloc(w.out, w.out_cap = d->out_cap);
+            if (!w.own_segs) w.own_segs = (uint64_t*)malloc(sizeof(uint64_t) * 2 * (w.segs_cap = 64));
+            if (w.own_cap != d->out_cap) w.own_out = (char*)realloc(w.own_out, w.own_cap = d->out_cap);
+            w.segs = w.own_segs;
+            w.out = w.own_out;
+            w.out_cap = w.own_cap;
         }
     }
-    if (nw == 1) main_launch.segs = nullptr;  // (a buffer of an earlier launch stays with its owner below)
     fail_block = UINT64_MAX;
     next_block = 0;
     install_signals();

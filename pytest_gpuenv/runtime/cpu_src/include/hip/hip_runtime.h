@@ -319,16 +319,12 @@ template <class... A>
 __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a) {
     call(f, a, std::index_sequence_for<A...>{});
 }
-// every thread the executor starts on this fiber, one after another (a block without barriers is one loop)
-template <class F>
-__attribute__((no_sanitize("thread"))) inline void run(F f, void** a) {
-    do call(f, a);
-    while (gpuenv_next_thread());
-}
 }  // namespace gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
-        gpuenv::run(name, a);                                                                                \
+        /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
+        do gpuenv::call(name, a);                                                                            \
+        while (gpuenv_next_thread());                                                                        \
     }                                                                                                        \
     extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
     extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
