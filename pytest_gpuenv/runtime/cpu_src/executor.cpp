@@ -181,10 +181,7 @@ static inline Fiber* next_fiber() {
 static inline bool start_new() {
     Launch& l = L;
     if (l.next_new >= l.nthreads || l.aborted) return false;
-    int t = l.next_new++;
-    l.threads[t].fiber = l.cur_fiber;
-    l.threads[t].state = T_RUN;
-    set_current(t);
+    set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
     return true;
 }
 
@@ -224,7 +221,7 @@ static inline void wait_here(uint8_t st, void* site) {
     Thread& th = l.threads[l.cur];
     th.state = st;
     th.site = site;
-    Fiber* me = l.cur_fiber;
+    Fiber* me = th.fiber = l.cur_fiber;
     Fiber* n = next_fiber();
     if (n) fiber_to_fiber(me, n);
     else to_sched(me);
@@ -245,9 +242,7 @@ using namespace gx;
 
 // The current thread is done: start the next one on this fiber (1), or 0 when none is left.
 extern "C" int gpuenv_next_thread() {
-    Launch& l = L;
-    l.threads[l.cur].state = T_EXIT;
-    l.nlive--;
+    L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     return start_new();
 }
 

@@ -19,6 +19,8 @@ constexpr int kMaxVars = 1024;              // static __shared__ variables and r
 constexpr uint16_t kMany = 0xFFFF;
 
 // T_LOCK: in lockstep mode, waiting before a shared-memory access until every lane of its wave is there
+// (a thread that returned keeps T_NEW or T_RUN: when no thread can run, those are the ones that returned;
+// T_EXIT + 1 marks threads already listed in a barrier report)
 enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_LOCK, T_EXIT };
 
 struct Fiber {

@@ -76,6 +76,7 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     for (unsigned t = 0; t < n; t++) {
         unsigned bx = d->block[0], by = d->block[1];
         w.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
+        w.threads[t].state = T_NEW;  // (an aborted launch may have left waiting states)
     }
     w.aborted = false;
     w.wd_pending = 0;

@@ -194,7 +194,7 @@ bool release_barrier() {
     r->kind = GPUENV_BARRIER;
     set_thread(r, first);
     r->pc = pc_rel(site);
-    static uint8_t sel[kMaxThreads];
+    uint8_t sel[kMaxThreads];  // (on the stack: workers may report at once)
     const char* lin = (L.d->block[1] > 1 || L.d->block[2] > 1) ? " (linear thread ids)" : "";
     textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", L.st->bid.x,
           L.st->bid.y, L.st->bid.z, lin);
@@ -215,7 +215,7 @@ bool release_barrier() {
         textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
     }
     int nexit = 0;
-    for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state == T_EXIT);
+    for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state <= T_RUN);  // no longer waiting: returned
     if (nexit) {
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);
