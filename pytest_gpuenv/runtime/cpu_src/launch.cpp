@@ -43,12 +43,19 @@ static void poison_block() {
 static bool run_blocks() {
     gpuenv_launch_t* d = L.d;
     uint64_t gx = d->grid[0], gxy = gx * d->grid[1], total = gxy * d->grid[2];
+    // blocks are claimed a run at a time (a counter shared by every block would bounce between the cores),
+    // in order, about 16 runs per worker
+    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = 0, end = 0;
     for (;;) {
-        uint64_t b = __atomic_fetch_add(&next_block, 1, __ATOMIC_RELAXED);
+        if (b == end) {
+            b = __atomic_fetch_add(&next_block, run, __ATOMIC_RELAXED);
+            end = b + run < total ? b + run : total;
+        }
         if (b >= total || b > __atomic_load_n(&fail_block, __ATOMIC_RELAXED)) return true;
         L.block = b;
         L.st->bid = {(unsigned)(b % gx), (unsigned)(b % gxy / gx), (unsigned)(b / gxy)};
         poison_block();
+        b++;
         if (!run_block()) return false;
         if (L.wd_pending) {
             L.r->kind = GPUENV_WATCHDOG;
