@@ -290,7 +290,10 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
     check_shared_limit(shared.vars, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
             "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
-            "globals": device_globals if red_zones else []}
+            "globals": device_globals if red_zones else [],
+            # blocks may run on several threads, each on its own copy of the module: not when kernels
+            # could share __device__ variables across blocks
+            "parallel": red_zones and not device_globals}
     return meta, binary
 
 

@@ -19,7 +19,8 @@ from pytest_gpuenv.rtc._cache import shared as get_cache
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.runtime import _cpu_report
-from pytest_gpuenv.runtime.cpu import watchdog_seconds
+from pytest_gpuenv.runtime._cpu_proto import PARALLEL
+from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
 
 SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
@@ -138,22 +139,25 @@ class CpuKernel(Kernel):
         where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
                        + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
         mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
+        # several worker threads, each on its own copy of the module: never for modules (their globals and
+        # kernel index are written to the first copy before a launch)
+        workers = worker_limit()
+        if not mode and self._meta.get("parallel") and self.module is None and self.index is None and workers != 1:
+            mode = PARALLEL | workers << 8  # 0: one per core
         static = sum(s for _, _, s in shared)
         if static + shared_mem > SHARED_LIMIT:
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
             raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
                             f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
         dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
-        if self.index is not None:
-            rt.write_symbol(mod, "__gpuenv_kernel_index", struct.pack("<i", self.index))
-        if self.module is not None:
-            self.module._to_device(rt, mod)
-        try:
-            res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
-                            [(o, s) for _, o, s in dev_globals])
-        finally:
-            if self.module is not None:
-                self.module._from_device(rt, mod)
+        # the kernel index and the module's globals travel in the launch request, and come back in its reply
+        writes = [] if self.index is None else [("__gpuenv_kernel_index", struct.pack("<i", self.index))]
+        mirrors = [] if self.module is None else self.module._mirror_list()
+        writes += [(sym, arr.tobytes()) for sym, arr in mirrors]
+        res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
+                        [(o, s) for _, o, s in dev_globals], writes, [sym for sym, _ in mirrors])
+        for (_, arr), data in zip(mirrors, res.symbols):  # none when the executor process did not survive
+            memoryview(arr.view("u1"))[:] = data
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
             _cpu.emit_output(res.output, ())
             return

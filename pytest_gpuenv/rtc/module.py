@@ -127,15 +127,9 @@ class Module:
         view = self._views[name] = torch.as_tensor(holder, device=f"cuda:{dev}")
         return view
 
-    def _to_device(self, rt: Any, mod: Any) -> None:
-        for sym, arr in self._mirrors.values():
-            rt.write_symbol(mod, sym, arr.tobytes())
-
-    def _from_device(self, rt: Any, mod: Any) -> None:
-        import numpy as np
-
-        for sym, arr in self._mirrors.values():
-            arr.view(np.uint8)[:] = np.frombuffer(rt.read_symbol(mod, sym), dtype=np.uint8)
+    def _mirror_list(self) -> list[tuple[str, Any]]:
+        """(symbol, numpy array) of each global a CPU launch writes before it runs and reads back after."""
+        return list(self._mirrors.values())
 
 
 class _DeviceArray:

@@ -34,12 +34,19 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
 # launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
-# nglobals; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes
-LAUNCH = struct.Struct("<6IQQdiiiiii")
+# nglobals, nwrites, nreads; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes,
+# nwrites SYM_WRITE with name and bytes (module globals set before the launch), nreads SYM_READ with name
+# (read after it: the reply's payload is each one's bytes after a SYM_SIZE)
+LAUNCH = struct.Struct("<6IQQdiiiiiiii")
+SYM_WRITE = struct.Struct("<HI")  # name bytes, data bytes
+SYM_READ = struct.Struct("<H")
+SYM_SIZE = struct.Struct("<I")
 VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
 # a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
 # number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
 SVAR = struct.Struct("<QQi4x")
+PARALLEL = 4
+MAX_WORKERS = 64  # kMaxWorkers in cpu_src/executor_int.h
 ARGS_INDEX = -(1 << 20)  # Region.index of the argument values' own storage
 RO_REDZONE = 2  # Region.readonly of the globals section: an access there outside every variable is out of bounds
 REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
@@ -63,13 +70,20 @@ class Report(ctypes.Structure):
                 ("warnings", ctypes.c_char * 2048)]
 
 
+class Worker(ctypes.Structure):
+    """A worker thread's copy of the kernel module: its entry and its ``gpuenv_state``."""
+
+    _fields_ = [("entry", ctypes.c_void_p), ("state", ctypes.c_void_p)]
+
+
 class LaunchDesc(ctypes.Structure):
     _fields_ = [("entry", ctypes.c_void_p), ("args", ctypes.c_void_p), ("grid", c_u32x3), ("block", c_u32x3),
                 ("shared_bytes", ctypes.c_uint64), ("warp_size", ctypes.c_int32), ("check", ctypes.c_int32),
                 ("shared_lo", ctypes.c_void_p), ("shared_hi", ctypes.c_void_p),
                 ("regions", ctypes.POINTER(Region)), ("nregions", ctypes.c_int32), ("nvars", ctypes.c_int32),
                 ("vars", ctypes.POINTER(Region)), ("watchdog_s", ctypes.c_double), ("out", ctypes.c_void_p),
-                ("out_cap", ctypes.c_uint64), ("out_len", ctypes.c_uint64)]
+                ("out_cap", ctypes.c_uint64), ("out_len", ctypes.c_uint64), ("nworkers", ctypes.c_int32),
+                ("pad", ctypes.c_int32), ("workers", ctypes.POINTER(Worker))]
 
 
 NOTE_EXIT, NOTE_QUICK_EXIT, NOTE_SIGNAL, NOTE_STUCK = 1, 2, 3, 4  # NOTE_STUCK: where SIGUSR2 found it

@@ -59,8 +59,12 @@ def read_exact(fd: int, n: int) -> bytes:
 
 
 class Module:
-    def __init__(self, lib: ctypes.CDLL) -> None:
+    """A kernel module loaded in this process, and its further copies for worker threads (``copies``)."""
+
+    def __init__(self, lib: ctypes.CDLL, binary: bytes = b"", name: str = "") -> None:
         self.lib = lib
+        self.binary, self.name = binary, name
+        self.copies: list[ctypes.CDLL] = []  # each with its own globals, static __shared__ and gpuenv_state
         lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
         lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
         self.lo, self.hi = lo.value or 0, hi.value or 0
@@ -73,9 +77,37 @@ class Module:
         info = Dlinfo()
         self.base = (info.fbase or 0) if _dladdr(self.entry, info) else 0
 
+    def libs(self, n: int) -> list[ctypes.CDLL]:
+        """This module and copies of it, ``n`` in all (a copy is a second load from its own memfd)."""
+        while len(self.copies) < n - 1:
+            self.copies.append(load_bytes(self.binary, f"{self.name}-copy{len(self.copies) + 1}"))
+        return [self.lib, *self.copies[:n - 1]]
+
+    def workers(self, n: int) -> ctypes.Array[P.Worker]:
+        """Entry and ``gpuenv_state`` of this module and its copies, ``n`` in all."""
+        out = (P.Worker * n)()
+        for i, lib in enumerate(self.libs(n)):
+            state = lib["__gpuenv_state_ptr"]
+            state.restype = ctypes.c_void_p
+            out[i] = P.Worker(ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value, state())
+        return out
+
 
 def _dladdr(addr: int, info: Dlinfo) -> int:
     return int(_LIBC.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)))
+
+
+#: the ctypes copies of the ABI structs, in the order of server.cpp's gpuenv_abi_sizes
+ABI_STRUCTS = (P.LaunchDesc, P.Report, P.Region, P.Note, P.Worker)
+
+
+def check_abi(exe: ctypes.CDLL) -> None:
+    """Compare each ctypes copy's size with the C struct's (the executor exports them); ValueError on a mismatch."""
+    sizes = (ctypes.c_uint64 * (len(ABI_STRUCTS) + 1)).in_dll(exe, "gpuenv_abi_sizes")
+    bad = [f"{cls.__name__}: ctypes {ctypes.sizeof(cls)} bytes, C {sizes[i]}" for i, cls in enumerate(ABI_STRUCTS)
+           if ctypes.sizeof(cls) != sizes[i]]
+    if bad:
+        raise ValueError("the executor's ABI structs differ from runtime/_cpu_proto.py's copies: " + "; ".join(bad))
 
 
 _LIBC = ctypes.CDLL(None)
@@ -127,7 +159,8 @@ class Server:
         if op == P.OP_INIT:
             self.init(payload)
         elif op == P.OP_LOAD:
-            mod = self.modules[handle] = Module(load_bytes(payload, f"gpuenv-kernel-{handle}"))
+            name = f"gpuenv-kernel-{handle}"
+            mod = self.modules[handle] = Module(load_bytes(payload, name), payload, name)
             self.after(P.ST_OK, mod.base)
         elif handle not in self.modules:
             self.send(P.ST_MISSING)
@@ -140,6 +173,7 @@ class Server:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one memfd per kernel module lives here
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
+        check_abi(self.exe)
         self.exe.gpuenv_launch.argtypes = [ctypes.POINTER(P.LaunchDesc), ctypes.c_void_p]
         self.exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
         self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
@@ -165,7 +199,7 @@ class Server:
     def launch(self, mod: Module, payload: bytes) -> None:
         assert self.exe is not None
         (gx, gy, gz, bx, by, bz, shared_bytes, arena_bytes, watchdog, warp, check, nvars, nregions,
-         nvalues, nglobals) = P.LAUNCH.unpack_from(payload)
+         nvalues, nglobals, nwrites, nreads) = P.LAUNCH.unpack_from(payload)
         self.remap(arena_bytes)
         pos = P.LAUNCH.size
         var_arr = (P.Region * max(1, nvars))()
@@ -202,19 +236,41 @@ class Server:
             offsets.append(len(blob))
             blob += data
         blob += b"\0"
+        reads = []
+        try:
+            for _ in range(nwrites):
+                n, size = P.SYM_WRITE.unpack_from(payload, pos)
+                pos += P.SYM_WRITE.size
+                write_symbol(mod, payload[pos:pos + n].decode(), payload[pos + n:pos + n + size])
+                pos += n + size
+            for _ in range(nreads):
+                (n,) = P.SYM_READ.unpack_from(payload, pos)
+                pos += P.SYM_READ.size
+                reads.append(payload[pos:pos + n].decode())
+                pos += n
+                symbol_at(mod, reads[-1])
+        except SymbolError as e:
+            self.send(P.ST_ERROR, 0, str(e).encode())
+            return
         storage = (ctypes.c_char * len(blob)).from_buffer(blob)
         start = ctypes.addressof(storage)
         argv = (ctypes.c_void_p * max(1, nvalues))(*[start + o for o in offsets])
         # read-only and registered: a struct passed by value may be copied from here with memcpy
         regs[nregions] = P.Region(start, len(blob), 1, P.ARGS_INDEX)
         nregions += 1
+        nworkers = 1
+        if check & P.PARALLEL:  # one worker per core this process may use, at most one per block, at most the cap
+            nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, (check >> 8) or P.MAX_WORKERS))
+        check &= 0xFF
+        workers = mod.workers(nworkers)
         d = P.LaunchDesc(entry=mod.entry, args=ctypes.addressof(argv), grid=P.c_u32x3(gx, gy, gz),
                          block=P.c_u32x3(bx, by, bz), shared_bytes=shared_bytes, warp_size=warp, check=check,
                          shared_lo=mod.lo, shared_hi=mod.hi, regions=regs, nregions=nregions, nvars=nvars,
                          vars=var_arr, watchdog_s=watchdog, out=self.base + P.OUT_OFF,
-                         out_cap=P.PRINTF_CAPACITY, out_len=0)
+                         out_cap=P.PRINTF_CAPACITY, out_len=0, nworkers=nworkers, workers=workers)
         self.exe.gpuenv_launch(ctypes.byref(d), self.base + P.REPORT_OFF)
-        self.after(P.ST_OK, d.out_len)
+        back = b"".join(P.SYM_SIZE.pack(len(b)) + b for b in (read_symbol(mod, name) for name in reads))
+        self.after(P.ST_OK, d.out_len, back)
 
     def symbol(self, mod: Module, op: int, payload: bytes) -> None:
         """OP_READ: payload is the name; OP_WRITE: 2-byte name length, name, data."""
@@ -224,24 +280,48 @@ class Server:
         else:
             name, data = payload.decode(), b""
         try:
-            addr = ctypes.addressof(ctypes.c_char.in_dll(mod.lib, name))
-        except ValueError:
-            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
-            return
-        info, sym = Dlinfo(), ctypes.c_void_p()
-        if not _LIBC.dladdr1(ctypes.c_void_p(addr), ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
-                or (info.fbase or 0) != mod.base or not sym.value:
-            self.send(P.ST_ERROR, 0, f"no symbol {name!r} in the kernel module".encode())
-            return
-        size = Elf64Sym.from_address(sym.value).size
-        if op == P.OP_READ:
-            self.after(P.ST_OK, size, ctypes.string_at(addr, size))
-        elif len(data) > size:
-            self.send(P.ST_ERROR, size, f"{name!r} has {size} bytes; {len(data)} given".encode())
-        else:
-            ctypes.memmove(addr, data, len(data))
-            self.after(P.ST_OK, size)
+            if op == P.OP_READ:
+                data = read_symbol(mod, name)
+                self.after(P.ST_OK, len(data), data)
+            else:
+                self.after(P.ST_OK, write_symbol(mod, name, data))
+        except SymbolError as e:
+            self.send(P.ST_ERROR, e.size, str(e).encode())
 
+
+class SymbolError(Exception):
+    def __init__(self, text: str, size: int = 0) -> None:
+        super().__init__(text)
+        self.size = size
+
+
+def symbol_at(mod: Module, name: str) -> tuple[int, int]:
+    """(address, bytes) of global ``name`` of ``mod``; SymbolError when it has none."""
+    try:
+        addr = ctypes.addressof(ctypes.c_char.in_dll(mod.lib, name))
+    except ValueError:
+        raise SymbolError(f"no symbol {name!r} in the kernel module") from None
+    info, sym = Dlinfo(), ctypes.c_void_p()
+    if not _LIBC.dladdr1(ctypes.c_void_p(addr), ctypes.byref(info), ctypes.byref(sym), _RTLD_DL_SYMENT) \
+            or (info.fbase or 0) != mod.base or not sym.value:
+        raise SymbolError(f"no symbol {name!r} in the kernel module")
+    return addr, Elf64Sym.from_address(sym.value).size
+
+
+def read_symbol(mod: Module, name: str) -> bytes:
+    addr, size = symbol_at(mod, name)
+    return ctypes.string_at(addr, size)
+
+
+def write_symbol(mod: Module, name: str, data: bytes) -> int:
+    """Overwrite the start of ``name`` in the module and its copies; the symbol's size."""
+    addr, size = symbol_at(mod, name)
+    if len(data) > size:
+        raise SymbolError(f"{name!r} has {size} bytes; {len(data)} given", size)
+    ctypes.memmove(addr, data, len(data))
+    for copy in mod.copies:  # the workers' copies see what the kernel's first copy sees
+        ctypes.memmove(ctypes.addressof(ctypes.c_char.in_dll(copy, name)), data, len(data))
+    return size
 
 if __name__ == "__main__":
     Server(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])).serve()

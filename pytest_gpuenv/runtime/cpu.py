@@ -19,7 +19,7 @@ import hashlib
 import os
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv.runtime import _cpu_errors as E
@@ -28,13 +28,14 @@ from pytest_gpuenv.runtime._cpu_child import Arena, Child, Death, Gone
 from pytest_gpuenv.runtime._cpu_proto import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
 
 __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
-           "c_u32x3", "get", "watchdog_seconds"]
+           "c_u32x3", "get", "watchdog_seconds", "worker_limit"]
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", os.path.join("include", "gpuenv_cpu.h"))
 WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
+WORKERS_ENV = "GPUENV_CPU_WORKERS"
 WATCHDOG_MAX = 86400.0
 NO_THREAD = -4  # Report.other_thread of a report that belongs to no GPU thread (the process ended)
 _SIGNAL_TEXT = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGILL: "illegal instruction",
@@ -53,6 +54,16 @@ def watchdog_seconds(environ: Any = os.environ) -> float:
         raise ValueError(f"{WATCHDOG_ENV}={raw!r} is not a number of seconds: give a finite number above 0 and "
                          f"at most {WATCHDOG_MAX:g} (the wall-clock limit of one CPU kernel launch)")
     return value
+
+
+def worker_limit(environ: Any = os.environ) -> int:
+    """``GPUENV_CPU_WORKERS``: at most this many threads run the blocks of one unchecked launch (default 0:
+    one per core this process may use); ValueError naming it if bad."""
+    raw = environ.get(WORKERS_ENV, "0")
+    if not raw.strip().isdigit() or int(raw) > P.MAX_WORKERS:
+        raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
+                         "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
+    return int(raw)
 
 
 def executor_sources() -> list[tuple[str, bytes]]:
@@ -77,6 +88,7 @@ class CpuModule:
 class LaunchResult:
     report: Report
     output: str
+    symbols: list[bytes] = field(default_factory=list)  # the globals ``reads`` named, after the launch
 
 
 def _grace(watchdog_s: float) -> float:
@@ -225,8 +237,12 @@ class CpuRuntime:
     def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
                shared_mem: int, warp_size: int, check: int, watchdog_s: float,
-               device_globals: Sequence[tuple[int, int]] = ()) -> LaunchResult:
+               device_globals: Sequence[tuple[int, int]] = (), writes: Sequence[tuple[str, bytes]] = (),
+               reads: Sequence[str] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
+
+        ``writes``: (symbol, bytes) of module globals set just before it, ``reads``: symbols whose bytes
+        come back in ``symbols`` (in the launch's own request: no round trips of their own).
 
         ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
         argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
@@ -240,10 +256,12 @@ class CpuRuntime:
             for base, length, off, _ in spans:
                 ctypes.memmove(a.base + P.DATA_OFF + off, base, length)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
-                                      regions, where, values, device_globals)
+                                      regions, where, values, device_globals, writes, reads)
             res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
+            if res[0] == P.ST_ERROR:
+                raise KeyError(f"kernel module {mod.name!r}: {res[2].decode('utf-8', 'replace')}")
             rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
             for base, length, off, writable in spans:
                 if writable:
@@ -254,7 +272,7 @@ class CpuRuntime:
                 output += self._child.new_output()
         if out_len >= PRINTF_CAPACITY - 1:
             output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
-        return LaunchResult(rep, output)
+        return LaunchResult(rep, output, _symbols(res[2]))
 
     def read_symbol(self, mod: CpuModule, name: str) -> bytes:
         """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
@@ -309,12 +327,23 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
     return spans, where, used
 
 
+def _symbols(data: bytes) -> list[bytes]:
+    """The reply's SYM_SIZE-prefixed symbol bytes."""
+    out, pos = [], 0
+    while pos < len(data):
+        (n,) = P.SYM_SIZE.unpack_from(data, pos)
+        out.append(data[pos + P.SYM_SIZE.size:pos + P.SYM_SIZE.size + n])
+        pos += P.SYM_SIZE.size + n
+    return out
+
+
 def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
                     warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
                     regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
-                    device_globals: Sequence[tuple[int, int]]) -> bytes:
+                    device_globals: Sequence[tuple[int, int]], writes: Sequence[tuple[str, bytes]] = (),
+                    reads: Sequence[str] = ()) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
-                           len(shared_vars), len(regions), len(values), len(device_globals))]
+                           len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
     parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
     parts += [P.VAR.pack(o, s) for o, s in device_globals]
     parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
@@ -325,6 +354,12 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
         else:
             raw = bytes(v)  # type: ignore[call-overload]
             parts += [P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw]
+    for name, data in writes:
+        raw = name.encode()
+        parts += [P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data)]
+    for name in reads:
+        raw = name.encode()
+        parts += [P.SYM_READ.pack(len(raw)), raw]
     return b"".join(parts)
 
 

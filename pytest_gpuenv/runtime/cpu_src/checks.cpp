@@ -212,8 +212,8 @@ constexpr int32_t kRedZone = 2;  // RO_REDZONE in runtime/_cpu_proto.py
 
 static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
     gpuenv_launch_t* d = L.d;
-    if (a - (uintptr_t)gpuenv_state.dyn_shared < kDynMax + 4096) {
-        size_t off = a - (uintptr_t)gpuenv_state.dyn_shared;
+    if (a - (uintptr_t)L.st->dyn_shared < kDynMax + 4096) {
+        size_t off = a - (uintptr_t)L.st->dyn_shared;
         if (L.lockstep && !atomic) lockstep_wait();
         if (!L.check) return;
         if (off + size > d->shared_bytes) report(GPUENV_BOUNDS, GPUENV_R_DYN, 0, (int64_t)off, a, size, write, pc, -1);
@@ -260,7 +260,7 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
 }
 
 void check_access(uintptr_t a, size_t size, bool write, void* pc) {
-    if (a - (uintptr_t)&gpuenv_state < sizeof gpuenv_state) return;
+    if (a - (uintptr_t)L.st < sizeof *L.st) return;
     if (!L.active) return;  // a static initialiser of the kernel module, outside any launch
     if (a - (uintptr_t)L.cur_fiber->lo < kStack) return;
     if (L.wd_pending) {

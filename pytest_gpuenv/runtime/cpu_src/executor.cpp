@@ -16,22 +16,14 @@
 #include <ucontext.h>
 #endif
 
-extern "C" {
-gpuenv_state_t gpuenv_state;
-}
-
 namespace gx {
 
-Launch L;
-static Fiber* pool[kMaxThreads + 1];
-static int npool, nfree;
-static Fiber* freelist[kMaxThreads + 1];
-char* dyn_buf;
+__thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
 static size_t page;
 
 bool fiber_guard_hit(uintptr_t a) {
-    for (int i = 0; i < npool; i++)
-        if (a >= (uintptr_t)pool[i]->map && a < (uintptr_t)pool[i]->lo) return true;
+    for (int i = 0; i < L.npool; i++)
+        if (a >= (uintptr_t)L.pool[i]->map && a < (uintptr_t)L.pool[i]->lo) return true;
     return false;
 }
 
@@ -63,6 +55,7 @@ extern "C" void gpuenv_switch(void** save, void* to);
 asm(R"(
 .text
 .globl gpuenv_switch
+.hidden gpuenv_switch
 .type gpuenv_switch,@function
 gpuenv_switch:
     pushq %rbp
@@ -83,8 +76,15 @@ gpuenv_switch:
 .size gpuenv_switch,.-gpuenv_switch
 )");
 
+// Stack colouring: the stacks are kStack + a page apart, so their tops would all fall on the same L1
+// cache sets and the few lines a waiting thread keeps hot (saved registers, the kernel's frame) would
+// evict each other at every switch; each fiber's stack starts a different number of cache lines down.
+static inline uintptr_t stack_top(const Fiber* f) {
+    return ((uintptr_t)(f->lo + kStack) - f->color) & ~(uintptr_t)63;
+}
+
 static void ctx_init(Fiber* f) {
-    uintptr_t top = ((uintptr_t)(f->lo + kStack)) & ~(uintptr_t)15;
+    uintptr_t top = stack_top(f);
     void** sp = (void**)top;
     *--sp = nullptr;              // fake return address of fiber_main
     *--sp = (void*)&fiber_main;   // gpuenv_switch returns here
@@ -113,6 +113,7 @@ static inline void fiber_to_fiber(Fiber* from, Fiber* to) { swapcontext((ucontex
 #endif
 
 static Fiber* new_fiber() {
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
     size_t len = kStack + page;
     char* m = (char*)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) return nullptr;
@@ -121,12 +122,23 @@ static Fiber* new_fiber() {
     f->map = m;
     f->lo = m + page;
     f->fresh = true;
-    pool[npool++] = f;
+    f->color = (size_t)(L.npool % 61) * 5 * 64;  // 61 prime, 5 lines apart: 305 lines before a repeat
+    L.pool[L.npool++] = f;
     return f;
 }
 
+// The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
+// the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
+// of 256 waiting threads keeps more stack lines than L1 holds).
+static inline void prefetch_stack(const Fiber* f) {
+    const char* sp = (const char*)f->sp;
+    for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
+}
+
 static Fiber* acquire() {
-    Fiber* f = nfree ? freelist[--nfree] : new_fiber();
+    Launch& l = L;
+    Fiber* f = l.nfree ? l.freelist[--l.nfree] : new_fiber();
+    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]);  // the next block's next thread
     if (f && f->fresh) {
         ctx_init(f);
         f->fresh = false;
@@ -136,57 +148,64 @@ static Fiber* acquire() {
 
 // ------------------------------------------------------------------ threads
 static inline void set_current(int t) {
-    L.cur = t;
-    gpuenv_state.tid = L.threads[t].tid;
-    gpuenv_state.lin = t;
+    Launch& l = L;
+    l.cur = t;
+    l.st->tid = l.threads[t].tid;
+    l.st->lin = t;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else a fresh
-// fiber for the next thread not started yet; nullptr when the scheduler must decide (warp operations,
-// barriers, the end of the block). The order is the scheduler's, so runs stay deterministic.
-static Fiber* next_fiber() {
-    if (L.aborted) return nullptr;
-    if (L.rq_head < L.rq_tail) {
-        int t = L.runq[L.rq_head++];
-        Thread& th = L.threads[t];
-        th.state = T_RUN;
-        set_current(t);
-        return L.cur_fiber = th.fiber;
-    }
-    if (L.next_new < L.nthreads) {
+// The fiber to run next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
+// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// so runs stay deterministic.
+static inline Fiber* next_fiber() {
+    Launch& l = L;
+    if (__builtin_expect(l.aborted, 0)) return nullptr;
+    int t;
+    if (l.rq_head < l.rq_tail) t = l.runq[l.rq_head++];
+    else if (l.seq_next < l.seq_end) {
+        t = l.seq_next++;
+        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
+    } else if (l.next_new < l.nthreads) {
         Fiber* f = acquire();
-        if (f) L.cur_fiber = f;
+        if (f) l.cur_fiber = f;
         return f;
-    }
-    return nullptr;
+    } else return nullptr;
+    Thread& th = l.threads[t];
+    th.state = T_RUN;
+    set_current(t);
+    return l.cur_fiber = th.fiber;
 }
 
+// Starts the next thread not started yet on the current fiber; false when none is left.
+static inline bool start_new() {
+    Launch& l = L;
+    if (l.next_new >= l.nthreads || l.aborted) return false;
+    set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
+    return true;
+}
+
+// A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
+// the next ones through gpuenv_next_thread, so a block without barriers is one loop on one fiber.
 static void fiber_main() {
+    Launch& l = L;
     for (;;) {
-        Fiber* f = L.cur_fiber;
-        while (L.next_new < L.nthreads && !L.aborted) {
-            int t = L.next_new++;
-            L.threads[t].fiber = f;
-            L.threads[t].state = T_RUN;
-            set_current(t);
-            L.d->entry(L.d->args);
-            L.threads[t].state = T_EXIT;
-            L.nlive--;
-        }
-        freelist[nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
-        Fiber* n = L.rq_head < L.rq_tail ? next_fiber() : nullptr;
+        Fiber* f = l.cur_fiber;
+        if (start_new()) l.entry(l.d->args);
+        l.freelist[l.nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
+        Fiber* n = l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_fiber() : nullptr;
         if (n) fiber_to_fiber(f, n);
         else to_sched(f);
     }
 }
 
 void set_where(gpuenv_report_t* r) {
-    r->block[0] = gpuenv_state.bid.x;
-    r->block[1] = gpuenv_state.bid.y;
-    r->block[2] = gpuenv_state.bid.z;
-    r->thread[0] = gpuenv_state.tid.x;
-    r->thread[1] = gpuenv_state.tid.y;
-    r->thread[2] = gpuenv_state.tid.z;
+    r->block[0] = L.st->bid.x;
+    r->block[1] = L.st->bid.y;
+    r->block[2] = L.st->bid.z;
+    r->thread[0] = L.st->tid.x;
+    r->thread[1] = L.st->tid.y;
+    r->thread[2] = L.st->tid.z;
 }
 
 void fail_in_fiber() {
@@ -197,42 +216,70 @@ void fail_in_fiber() {
 
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
-void block_here(uint8_t st, void* site) {
-    Thread& th = L.threads[L.cur];
+static inline void wait_here(uint8_t st, void* site) {
+    Launch& l = L;
+    Thread& th = l.threads[l.cur];
     th.state = st;
     th.site = site;
-    Fiber* me = L.cur_fiber;
+    Fiber* me = th.fiber = l.cur_fiber;
     Fiber* n = next_fiber();
     if (n) fiber_to_fiber(me, n);
     else to_sched(me);
+}
+
+void block_here(uint8_t st, void* site) {
+    if (st != T_BAR) L.nwait++;
+    wait_here(st, site);
+}
+
+static inline void watchdog_poll() {
+    if (__builtin_expect(L.wd_pending, 0)) check_watchdog_pending();
 }
 
 }  // namespace gx
 
 using namespace gx;
 
+// The current thread is done: start the next one on this fiber (1), or 0 when none is left.
+extern "C" int gpuenv_next_thread() {
+    L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
+    return start_new();
+}
+
 extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
-    check_watchdog_pending();
-    Thread& th = L.threads[L.cur];
+    Launch& l = L;
+    watchdog_poll();
+    Thread& th = l.threads[l.cur];
     th.file = file;
     th.where = where;
     th.op = kind;
     th.val = value != 0;
-    block_here(T_BAR, __builtin_return_address(0));
-    return (int)L.threads[L.cur].res;
+    if (l.nbar++ == 0) {
+        l.bar_file = file;
+        l.bar_where = where;
+        l.bar_op = kind;
+        l.bar_count = 0;
+    } else if (where != l.bar_where || kind != l.bar_op || (file != l.bar_file && strcmp(file, l.bar_file))) {
+        l.bar_div = true;
+    }
+    l.bar_count += value != 0;
+    wait_here(T_BAR, __builtin_return_address(0));
+    return (int)l.bar_res;
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
-    check_watchdog_pending();
-    Thread& th = L.threads[L.cur];
+    Launch& l = L;
+    watchdog_poll();
+    Thread& th = l.threads[l.cur];
     th.op = op;
     th.val = value;
     th.arg = arg;
     th.width = width;
     th.file = file;
     th.where = where;
-    block_here(T_WARP, __builtin_return_address(0));
-    return L.threads[L.cur].res;
+    l.nwait++;
+    wait_here(T_WARP, __builtin_return_address(0));
+    return l.threads[l.cur].res;
 }
 
 namespace gx {
@@ -247,129 +294,57 @@ static void resume(int t) {
 }
 
 // Runs one block to its end; false when the launch stopped (the report says why).
-static bool run_block() {
-    L.next_new = 0;
-    L.nlive = L.nthreads;
-    L.rq_head = L.rq_tail = 0;
-    L.epoch = 1;
-    L.pend.kind = 0;
-    L.pend_ws.kind = 0;
-    memset(L.warp_sync, 0, sizeof L.warp_sync);
+bool run_block() {
+    Launch& l = L;
+    l.next_new = 0;
+    l.nlive = l.nthreads;
+    l.rq_head = l.rq_tail = 0;
+    l.seq_next = l.seq_end = 0;
+    l.nwait = l.nbar = 0;
+    l.bar_div = false;
+    l.epoch = 1;
+    l.pend.kind = 0;
+    l.pend_ws.kind = 0;
+    memset(l.warp_sync, 0, sizeof l.warp_sync);
     for (;;) {
         for (;;) {
-            if (L.rq_head < L.rq_tail) {
-                resume(L.runq[L.rq_head++]);
-            } else if (L.next_new < L.nthreads) {
+            if (l.rq_head < l.rq_tail) {
+                resume(l.runq[l.rq_head++]);
+            } else if (l.seq_next < l.seq_end) {
+                resume(l.seq_next++);
+            } else if (l.next_new < l.nthreads) {
                 Fiber* f = acquire();
                 if (!f) {
-                    L.r->kind = GPUENV_USAGE;
-                    textf(L.r->text, sizeof L.r->text, "out of memory for fiber stacks");
+                    l.r->kind = GPUENV_USAGE;
+                    textf(l.r->text, sizeof l.r->text, "out of memory for fiber stacks");
                     return false;
                 }
-                L.cur_fiber = f;
+                l.cur_fiber = f;
                 to_fiber(f);
             } else {
                 break;
             }
-            if (L.aborted) return false;
+            if (l.aborted) return false;
         }
-        L.rq_head = L.rq_tail = 0;
-        int n = L.nlive ? resolve_warps() : 0;
+        l.rq_head = l.rq_tail = 0;
+        int n = l.nlive && l.nwait ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
-        if (L.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval
-            memcpy(L.pend_ws.warnings, L.r->warnings, sizeof L.pend_ws.warnings);
-            memcpy(L.r, &L.pend_ws, sizeof L.pend_ws);
+        if (l.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval
+            memcpy(l.pend_ws.warnings, l.r->warnings, sizeof l.pend_ws.warnings);
+            memcpy(l.r, &l.pend_ws, sizeof l.pend_ws);
             return false;
         }
-        if (L.pend.kind) {  // an uninitialised read no later write in the interval explained as a race
-            memcpy(L.pend.warnings, L.r->warnings, sizeof L.pend.warnings);
-            memcpy(L.r, &L.pend, sizeof L.pend);
+        if (l.pend.kind) {  // an uninitialised read no later write in the interval explained as a race
+            memcpy(l.pend.warnings, l.r->warnings, sizeof l.pend.warnings);
+            memcpy(l.r, &l.pend, sizeof l.pend);
             return false;
         }
-        if (L.nlive == 0) return true;
+        if (l.nlive == 0) return true;
         if (!release_barrier()) return false;
     }
 }
 
 void enqueue(int t) { push(t); }
 
-// ------------------------------------------------------------------ module, signals, watchdog
-static void after_abort() {
-    // fibers left mid-thread are re-initialised before their next use
-    nfree = 0;
-    for (int i = 0; i < npool; i++) {
-        pool[i]->fresh = true;
-        freelist[nfree++] = pool[i];
-    }
-}
-
-static void poison_block() {
-    gpuenv_launch_t* d = L.d;
-    poison_vars();
-    if (d->shared_bytes) memset(dyn_buf, 0xFF, d->shared_bytes);
-    if (L.check) reset_shadow();
-}
-
-static bool run_grid() {
-    gpuenv_launch_t* d = L.d;
-    for (unsigned z = 0; z < d->grid[2]; z++)
-        for (unsigned y = 0; y < d->grid[1]; y++)
-            for (unsigned x = 0; x < d->grid[0]; x++) {
-                gpuenv_state.bid = {x, y, z};
-                poison_block();
-                if (!run_block()) return false;
-                if (L.wd_pending) {
-                    L.r->kind = GPUENV_WATCHDOG;
-                    set_where(L.r);
-                    textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", d->watchdog_s);
-                    return false;
-                }
-            }
-    return true;
-}
-
 }  // namespace gx
-
-extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    if (!dyn_buf) {
-        dyn_buf = (char*)mmap(nullptr, kDynMax + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        mprotect(dyn_buf + kDynMax, page, PROT_NONE);
-    }
-    memset(r, 0, sizeof *r);
-    unsigned n = d->block[0] * d->block[1] * d->block[2];
-    if (n == 0 || n > (unsigned)kMaxThreads || d->shared_bytes > kDynMax || (d->warp_size != 32 && d->warp_size != 64)) {
-        r->kind = GPUENV_USAGE;
-        textf(r->text, sizeof r->text, "bad launch: %u threads per block (limit %d), %lu bytes of dynamic shared memory (limit %zu)",
-              n, kMaxThreads, (unsigned long)d->shared_bytes, kDynMax);
-        return r->kind;
-    }
-    L.d = d;
-    L.r = r;
-    L.nthreads = (int)n;
-    L.warp = d->warp_size;
-    L.warp_shift = d->warp_size == 64 ? 6 : 5;
-    for (unsigned t = 0; t < n; t++) {
-        unsigned bx = d->block[0], by = d->block[1];
-        L.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
-    }
-    L.aborted = false;
-    L.wd_pending = 0;
-    L.check = d->check & GPUENV_CHECK_ACCESS;
-    L.lockstep = d->check & GPUENV_LOCKSTEP;
-    find_module((void*)d->entry);
-    setup_vars();
-    gpuenv_state.bdim = {d->block[0], d->block[1], d->block[2]};
-    gpuenv_state.gdim = {d->grid[0], d->grid[1], d->grid[2]};
-    gpuenv_state.dyn_shared = dyn_buf;
-    L.t0 = now();
-    install_signals();
-    L.active = true;
-    bool ok = false;
-    if (sigsetjmp(L.jb, 1) == 0) ok = run_grid();
-    L.active = false;
-    uninstall_signals();
-    if (!ok) after_abort();
-    return r->kind;
-}

@@ -3,6 +3,7 @@
 #pragma once
 #include "include/gpuenv_cpu.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <setjmp.h>
 #include <stddef.h>
@@ -18,12 +19,15 @@ constexpr int kMaxVars = 1024;              // static __shared__ variables and r
 constexpr uint16_t kMany = 0xFFFF;
 
 // T_LOCK: in lockstep mode, waiting before a shared-memory access until every lane of its wave is there
+// (a thread that returned keeps T_NEW or T_RUN: when no thread can run, those are the ones that returned;
+// T_EXIT + 1 marks threads already listed in a barrier report)
 enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_LOCK, T_EXIT };
 
 struct Fiber {
     char* map;
     char* lo;  // usable stack [lo, lo + kStack); the guard page is below lo
     void* sp;
+    size_t color;  // bytes left unused at the stack's top (stack colouring, executor.cpp)
     bool fresh;
 #ifdef GPUENV_UCONTEXT
     void* uc;
@@ -65,13 +69,42 @@ struct SVar {
     uint32_t shad;  // offset of its shadow in shadow_static
 };
 
+constexpr int kMaxWorkers = 64;
+
+// One worker's launch state: each OS thread that runs blocks (launch.cpp) has its own, reached through
+// the thread-local pointer behind L; fibers never move between threads, so a fiber's L stays its own.
 struct Launch {
     gpuenv_launch_t* d;
-    gpuenv_report_t* r;
+    gpuenv_report_t* r;       // the caller's report (worker 0) or rep (a helper worker)
+    void (*entry)(void**);    // this worker's copy of the kernel module
+    gpuenv_state_t* st;       // and that copy's gpuenv_state (threadIdx & co.)
+    int worker;
+    uint64_t block;           // linear index of the running block
+    Fiber* pool[kMaxThreads + 1];
+    Fiber* freelist[kMaxThreads + 1];
+    int npool, nfree;
+    char* dyn_buf;            // dynamic shared memory, a guard page after it
+    char* alt_stack;          // the signal stack of a helper worker's thread
+    char* out;                // device printf: the caller's buffer (one worker) or this worker's
+    uint64_t out_cap, out_len;
+    uint64_t* segs;           // with several workers: (block, start in out) of each block's printf output
+    int nsegs, segs_cap;
+    char* own_out;            // this worker's printf buffer and segments, kept from launch to launch
+    uint64_t own_cap;
+    uint64_t* own_segs;
+    gpuenv_report_t rep;
     Thread threads[kMaxThreads];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     int runq[kMaxThreads];
     int rq_head, rq_tail;
+    int seq_next, seq_end;  // after a barrier released every thread: threads [seq_next, seq_end) run next, in order
+    int nwait;              // threads waiting at a warp operation or in lockstep (resolve_warps has work)
+    // the barrier interval's arrivals, counted as they come (a release needs no scan of the block):
+    // how many, the first one's site and kind, whether any other differed, the sum of their predicates
+    int nbar, bar_where, bar_op, bar_count;
+    const char* bar_file;
+    bool bar_div;
+    uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
     int cur;
     Fiber* cur_fiber;
     void* sched_sp;
@@ -95,7 +128,8 @@ struct Launch {
     sigjmp_buf jb;
 };
 
-extern Launch L;
+extern __thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
+#define L (*::gx::cur_launch)
 extern Shadow shadow_static[kShadowBytes];
 extern Shadow shadow_dyn[kShadowBytes];
 
@@ -109,14 +143,21 @@ uint64_t pc_rel(const void* pc);
 void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 double now();
 
+bool run_block();
+void after_abort();  // fibers left mid-thread are re-initialised before their next use
+
 // signals.cpp
-extern char* dyn_buf;
-bool fiber_guard_hit(uintptr_t a);  // executor.cpp: a is in a fiber's guard page
+bool fiber_guard_hit(uintptr_t a);  // (executor.cpp) a is in a fiber's guard page
 void find_module(void* entry);
 void install_signals();
 void uninstall_signals();
+void worker_signals(bool on);  // a helper worker's thread: its own signal stack
+void wake_workers(const pthread_t* tids, int n);  // the helpers the watchdog forwards its signal to (0: none)
 void check_watchdog_pending();
 uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
+
+// server.cpp
+uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
 
 // warps.cpp
 int resolve_warps();

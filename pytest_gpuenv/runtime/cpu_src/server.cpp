@@ -47,13 +47,15 @@ void record(int kind, int value, void* first) {
     if (!note || note->kind) return;
     note->kind = kind;
     note->value = value;
-    note->in_launch = gx::L.active;
-    note->block[0] = gpuenv_state.bid.x;
-    note->block[1] = gpuenv_state.bid.y;
-    note->block[2] = gpuenv_state.bid.z;
-    note->thread[0] = gpuenv_state.tid.x;
-    note->thread[1] = gpuenv_state.tid.y;
-    note->thread[2] = gpuenv_state.tid.z;
+    note->in_launch = gx::cur_launch && L.active;
+    if (note->in_launch) {
+    note->block[0] = L.st->bid.x;
+    note->block[1] = L.st->bid.y;
+    note->block[2] = L.st->bid.z;
+    note->thread[0] = L.st->tid.x;
+    note->thread[1] = L.st->tid.y;
+    note->thread[2] = L.st->tid.z;
+    }
     int n = 0;
     if (first) {
         put_frame(0, first);
@@ -100,6 +102,12 @@ uint64_t caller_in_kernel() {
     return 0;
 }
 }  // namespace gx
+
+// The sizes of the ABI structs, in the order _cpu_server.py checks its ctypes copies against them at load
+// (a copy that drifted from the C struct is a clear error there, not a corrupt launch).
+extern "C" __attribute__((visibility("default"))) const uint64_t gpuenv_abi_sizes[] = {
+    sizeof(gpuenv_launch_t), sizeof(gpuenv_report_t), sizeof(gpuenv_region_t), sizeof(gpuenv_note_t),
+    sizeof(gpuenv_worker_t), 0};
 
 // Called once by the child before anything else is loaded; `area` is the note in the shared arena.
 extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* area) {

@@ -73,10 +73,8 @@ uintptr_t sig_pc(void* uc) {
 #endif
 }
 
-uint64_t caller_in_kernel();  // server.cpp
-
 static void on_fault(int sig, siginfo_t* si, void* uc) {
-    if (!L.active) {
+    if (!cur_launch || !L.active) {
         for (int i = 0; i < 4; i++)
             if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
         return;  // the instruction faults again and the previous handler sees it
@@ -97,8 +95,26 @@ static void on_fault(int sig, siginfo_t* si, void* uc) {
     siglongjmp(L.jb, 1);
 }
 
+static pthread_t helper_tids[kMaxWorkers];
+static volatile sig_atomic_t nhelpers, helper_done[kMaxWorkers];
+
+// n > 0: the helpers' threads, for the watchdog to forward its signal to; 0 (before they start and after
+// they were joined): none. A helper marks itself done before it ends (a joined thread is never signalled).
+void wake_workers(const pthread_t* tids, int n) {
+    if (n == 0) {
+        nhelpers = 0;
+        for (int i = 0; i < kMaxWorkers; i++) helper_done[i] = 0;
+        return;
+    }
+    for (int i = 0; i < n; i++) helper_tids[i] = tids[i];
+    nhelpers = n;
+}
+
 static void on_watchdog(int, siginfo_t*, void* uc) {
-    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
+    if (!cur_launch || !L.active || now() - L.t0 < L.d->watchdog_s) return;
+    if (L.worker == 0)  // the timer's thread: the helper workers see the same deadline in their own context
+        for (int i = 0; i < nhelpers; i++)
+            if (!helper_done[i]) pthread_kill(helper_tids[i], kWdSig);
     uintptr_t pc = sig_pc(uc);
     if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
         L.r->kind = GPUENV_WATCHDOG;
@@ -136,6 +152,19 @@ void install_signals() {
         its.it_value.tv_nsec = its.it_interval.tv_nsec = 100 * 1000 * 1000;
         timer_settime(wd_timer, 0, &its, nullptr);
     }
+}
+
+void worker_signals(bool on) {
+    stack_t ss = {};
+    if (on) {
+        if (!L.alt_stack) L.alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ss.ss_sp = L.alt_stack;
+        ss.ss_size = 1 << 16;
+    } else {
+        ss.ss_flags = SS_DISABLE;
+        helper_done[L.worker - 1] = 1;
+    }
+    sigaltstack(&ss, nullptr);
 }
 
 void uninstall_signals() {
@@ -182,16 +211,4 @@ extern "C" void gpuenv_trap(void) {
     L.r->pc = pc_rel(__builtin_return_address(0));
     textf(L.r->text, sizeof L.r->text, "__trap() called");
     fail_in_fiber();
-}
-
-extern "C" int gpuenv_printf(const char* fmt, ...) {
-    gpuenv_launch_t* d = L.d;
-    if (!d || !d->out) return 0;
-    va_list ap;
-    va_start(ap, fmt);
-    uint64_t room = d->out_len < d->out_cap ? d->out_cap - d->out_len : 0;
-    int n = vsnprintf(d->out + d->out_len, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) d->out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
-    return n;
 }

@@ -44,9 +44,9 @@ static int src_lane(int op, int l, int arg, int width) {
 
 void set_thread(gpuenv_report_t* r, int t) {
     gpuenv_launch_t* d = L.d;
-    r->block[0] = gpuenv_state.bid.x;
-    r->block[1] = gpuenv_state.bid.y;
-    r->block[2] = gpuenv_state.bid.z;
+    r->block[0] = L.st->bid.x;
+    r->block[1] = L.st->bid.y;
+    r->block[2] = L.st->bid.z;
     r->thread[0] = t % d->block[0];
     r->thread[1] = (t / d->block[0]) % d->block[1];
     r->thread[2] = t / (d->block[0] * d->block[1]);
@@ -144,6 +144,7 @@ int resolve_warps() {
             released += __builtin_popcountll(mask);
         }
     }
+    L.nwait -= released;
     return released;
 }
 
@@ -166,41 +167,37 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
     }
 }
 
-// Releases the barrier every live thread waits at; false (with a report) when it cannot.
+// Releases the barrier every live thread waits at; false (with a report) when it cannot. The arrivals
+// were counted as they came (gpuenv_barrier): when every thread of the block waits at one site, the
+// release is O(1) (the threads run next in order, next_fiber); otherwise the scan below says why not.
 bool release_barrier() {
     int n = L.nthreads;
-    const Thread* f = nullptr;
-    bool divergent = false;
-    int nbar = 0, first = -1, count = 0;
-    for (int t = 0; t < n; t++) {
-        Thread& th = L.threads[t];
-        if (th.state != T_BAR) continue;
-        if (!f) { f = &th; first = t; }
-        if (!same_site(th, f->file, f->where) || th.op != f->op) divergent = true;
-        count += (int)th.val;
-        nbar++;
-    }
-    if (!divergent && nbar == n) {
-        int res = f->op == GPUENV_BAR_COUNT ? count : f->op == GPUENV_BAR_AND ? count == n
-                : f->op == GPUENV_BAR_OR ? count > 0 : 0;
+    if (L.nbar == n && !L.bar_div) {
+        int op = L.bar_op, count = L.bar_count;
+        L.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
         if (L.check) shadow_new_epoch();
         else L.epoch++;
-        for (int t = 0; t < n; t++) {
-            L.threads[t].state = T_RUN;
-            L.threads[t].res = (uint64_t)res;
-            enqueue(t);
-        }
+        L.nbar = 0;
+        L.seq_next = 0;
+        L.seq_end = n;
         return true;
     }
+    const Thread* f = nullptr;
+    int first = -1;
+    for (int t = 0; t < n && !f; t++)
+        if (L.threads[t].state == T_BAR) {
+            f = &L.threads[t];
+            first = t;
+        }
     void* site = f->site;
     gpuenv_report_t* r = L.r;
     r->kind = GPUENV_BARRIER;
     set_thread(r, first);
     r->pc = pc_rel(site);
-    static uint8_t sel[kMaxThreads];
+    uint8_t sel[kMaxThreads];  // (on the stack: workers may report at once)
     const char* lin = (L.d->block[1] > 1 || L.d->block[2] > 1) ? " (linear thread ids)" : "";
-    textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", gpuenv_state.bid.x,
-          gpuenv_state.bid.y, gpuenv_state.bid.z, lin);
+    textf(r->text, sizeof r->text, "__syncthreads() does not converge in block (%u,%u,%u)%s:", L.st->bid.x,
+          L.st->bid.y, L.st->bid.z, lin);
     for (;;) {  // each waiting site with its threads
         const Thread* s = nullptr;
         for (int t = 0; t < n && !s; t++)
@@ -218,7 +215,7 @@ bool release_barrier() {
         textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
     }
     int nexit = 0;
-    for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state == T_EXIT);
+    for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state <= T_RUN);  // no longer waiting: returned
     if (nexit) {
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);

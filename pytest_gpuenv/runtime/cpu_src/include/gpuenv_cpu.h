@@ -10,14 +10,21 @@ struct gpuenv_u3 {
     unsigned x, y, z;
 };
 
-// What device code reads: the running thread's coordinates and the block's dynamic shared memory.
+// What device code reads: the running thread's coordinates and the block's dynamic shared memory. Each
+// kernel module defines its own (hip_runtime.h, GPUENV_ENTRY), so that every copy of a module loaded for a
+// worker thread has one: blocks of a launch run on several OS threads, each thread on its own copy.
 struct gpuenv_state_t {
     gpuenv_u3 tid, bid, bdim, gdim;
     unsigned lin;  // linear thread id within the block
     unsigned pad;
     char* dyn_shared;
 };
-extern gpuenv_state_t gpuenv_state;
+
+// A worker thread's copy of the kernel module: its entry and its gpuenv_state.
+struct gpuenv_worker_t {
+    void (*entry)(void**);
+    gpuenv_state_t* state;
+};
 
 enum {
     GPUENV_OP_SHFL = 1, GPUENV_OP_UP, GPUENV_OP_DOWN, GPUENV_OP_XOR,
@@ -30,8 +37,9 @@ enum {
     GPUENV_WARPSYNC = 13  // 11 and 12 are the parent's (runtime/_cpu_proto.py: KIND_EXIT, KIND_PROCESS)
 };
 
-// gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep
-enum { GPUENV_CHECK_ACCESS = 1, GPUENV_LOCKSTEP = 2 };
+// gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep, bit 2 lets
+// the blocks run on several worker threads (the module has no __device__ variables; unchecked only)
+enum { GPUENV_CHECK_ACCESS = 1, GPUENV_LOCKSTEP = 2, GPUENV_PARALLEL = 4 };
 
 // barrier flavours (__syncthreads, __syncthreads_count/_and/_or)
 enum { GPUENV_BAR_PLAIN = 0, GPUENV_BAR_COUNT, GPUENV_BAR_AND, GPUENV_BAR_OR };
@@ -69,12 +77,18 @@ struct gpuenv_launch_t {
     double watchdog_s;
     char* out;
     uint64_t out_cap, out_len;
+    // the worker threads' copies of the module (workers[0] is the calling thread's; entry is its entry)
+    int32_t nworkers, pad;
+    const gpuenv_worker_t* workers;
 };
 
 int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // A barrier or warp operation is identified by its source position (file, line * 1024 + column), as the
 // header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
 int gpuenv_barrier(const char* file, int where, int kind, int value);
+// The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
+// another thread on this fiber (run the kernel again), 0 when none is left.
+int gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
 __attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
 void gpuenv_atomic_check(void* p, int size, void* pc);

@@ -70,6 +70,7 @@
     static __attribute__((aligned(16)))
 #define GPUENV_SHARED1(n) GPUENV_SHARED2(n)
 #define __shared__ GPUENV_SHARED1(__COUNTER__)
+extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state;  // this module's (GPUENV_ENTRY)
 #define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)gpuenv_state.dyn_shared;
 #define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
@@ -265,15 +266,15 @@ inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
 inline float __uint2float_rn(unsigned x) { return (float)x; }
 
 // ---------------------------------------------------------------- atomics (done in the uninstrumented
-// runtime: checked for bounds, exempt from race reports; one OS thread makes them atomic)
+// runtime: checked for bounds, exempt from race reports; compare-and-swap, as blocks may run on several OS threads)
 template <class T> struct gpuenv_id { using type = T; };
 #define GPUENV_ATOMIC_RMW(name, expr)                                                             \
     template <class T> GPUENV_RT T name(T* p, typename gpuenv_id<T>::type v) {                     \
         GPUENV_ACHECK(p);                                                                          \
         T o, n;                                                                                    \
         __atomic_load(p, &o, __ATOMIC_RELAXED); /* not hoisted out of a spin loop */               \
-        n = (expr);                                                                                \
-        __atomic_store(p, &n, __ATOMIC_RELAXED);                                                   \
+        do n = (expr); /* blocks may run on several OS threads: a real read-modify-write */        \
+        while (!__atomic_compare_exchange(p, &o, &n, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));   \
         return o;                                                                                  \
     }                                                                                              \
     template <class T> GPUENV_RT T name##_system(T* p, typename gpuenv_id<T>::type v) { return name(p, v); }
@@ -290,9 +291,8 @@ GPUENV_ATOMIC_RMW(atomicDec, (o == 0 || o > v) ? v : o - 1)
 template <class T>
 GPUENV_RT T atomicCAS(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
     GPUENV_ACHECK(p);
-    T o, n = v;
-    __atomic_load(p, &o, __ATOMIC_RELAXED);
-    if (o == cmp) __atomic_store(p, &n, __ATOMIC_RELAXED);
+    T o = cmp, n = v;
+    __atomic_compare_exchange(p, &o, &n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return o;
 }
 template <class T>
@@ -322,8 +322,14 @@ __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** 
 }  // namespace gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
-        gpuenv::call(name, a);                                                                               \
+        /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
+        do gpuenv::call(name, a);                                                                            \
+        while (gpuenv_next_thread());                                                                        \
     }                                                                                                        \
+    extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
+    extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
+        return &gpuenv_state;                                                                             \
+    }                                                                                                    \
     /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */ \
     extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
         *lo = *hi = nullptr;                                                                                 \

@@ -1,0 +1,251 @@
+// A launch: its blocks run one after another on one worker, or, when the kernel module allows it
+// (GPUENV_PARALLEL: unchecked, no lockstep, no __device__ variables), on several worker threads, each with
+// its own copy of the kernel module (its own gpuenv_state and static __shared__ variables), its own fibers
+// and signal stack. Workers claim blocks in order; the launch's report is the one of the failing block with
+// the lowest index, and device printf output is put together in block order, so the report and the output
+// are the same whichever thread ran which block. Checked and lockstep launches keep one worker: their
+// shadow memory and barrier epochs are one block's at a time (checks.cpp).
+#include "executor_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace gx {
+
+static Launch main_launch;
+static Launch* helpers[kMaxWorkers];
+// the lowest block index that failed so far (workers stop claiming blocks above it) and the next to claim
+static uint64_t fail_block, next_block;
+
+__attribute__((constructor)) static void main_thread() { cur_launch = &main_launch; }
+
+void after_abort() {
+    L.nfree = 0;
+    for (int i = 0; i < L.npool; i++) {
+        L.pool[i]->fresh = true;
+        L.freelist[L.nfree++] = L.pool[i];
+    }
+}
+
+static void poison_block() {
+    gpuenv_launch_t* d = L.d;
+    poison_vars();
+    if (d->shared_bytes) memset(L.dyn_buf, 0xFF, d->shared_bytes);
+    if (L.check) reset_shadow();
+}
+
+// Runs blocks claimed in order until none is left or a lower block failed; false when this worker's
+// block failed (L.r says why, L.block which block).
+static bool run_blocks() {
+    gpuenv_launch_t* d = L.d;
+    uint64_t gx = d->grid[0], gxy = gx * d->grid[1], total = gxy * d->grid[2];
+    // blocks are claimed a run at a time (a counter shared by every block would bounce between the cores),
+    // in order, about 16 runs per worker
+    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = 0, end = 0;
+    for (;;) {
+        if (b == end) {
+            b = __atomic_fetch_add(&next_block, run, __ATOMIC_RELAXED);
+            end = b + run < total ? b + run : total;
+        }
+        if (b >= total || b > __atomic_load_n(&fail_block, __ATOMIC_RELAXED)) return true;
+        L.block = b;
+        L.st->bid = {(unsigned)(b % gx), (unsigned)(b % gxy / gx), (unsigned)(b / gxy)};
+        poison_block();
+        b++;
+        if (!run_block()) return false;
+        if (L.wd_pending) {
+            L.r->kind = GPUENV_WATCHDOG;
+            set_where(L.r);
+            textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", d->watchdog_s);
+            return false;
+        }
+    }
+}
+
+static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (!w.dyn_buf) {
+        w.dyn_buf = (char*)mmap(nullptr, kDynMax + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        mprotect(w.dyn_buf + kDynMax, page, PROT_NONE);
+    }
+    unsigned n = d->block[0] * d->block[1] * d->block[2];
+    w.d = d;
+    w.worker = i;
+    w.entry = d->nworkers > 0 ? d->workers[i].entry : d->entry;
+    w.st = d->nworkers > 0 ? d->workers[i].state : nullptr;
+    w.nthreads = (int)n;
+    w.warp = d->warp_size;
+    w.warp_shift = d->warp_size == 64 ? 6 : 5;
+    for (unsigned t = 0; t < n; t++) {
+        unsigned bx = d->block[0], by = d->block[1];
+        w.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
+        w.threads[t].state = T_NEW;  // (an aborted launch may have left waiting states)
+    }
+    w.aborted = false;
+    w.wd_pending = 0;
+    w.check = d->check & GPUENV_CHECK_ACCESS;
+    w.lockstep = d->check & GPUENV_LOCKSTEP;
+    w.t0 = t0;
+    w.nsegs = 0;
+    w.out_len = 0;
+    if (i > 0) {
+        memset(&w.rep, 0, sizeof w.rep);
+        w.r = &w.rep;
+    }
+    w.st->bdim = {d->block[0], d->block[1], d->block[2]};
+    w.st->gdim = {d->grid[0], d->grid[1], d->grid[2]};
+    w.st->dyn_shared = w.dyn_buf;
+}
+
+// One worker's share of the launch, on the current thread (whose L is set).
+static void work() {
+    find_module((void*)L.entry);
+    setup_vars();
+    if (L.worker > 0) after_abort();  // its fibers last ran on another thread: start them afresh
+    L.active = true;
+    bool ok = false;
+    if (sigsetjmp(L.jb, 1) == 0) ok = run_blocks();
+    L.active = false;
+    if (!ok) {
+        after_abort();
+        uint64_t seen = __atomic_load_n(&fail_block, __ATOMIC_RELAXED);
+        while (L.block < seen && !__atomic_compare_exchange_n(&fail_block, &seen, L.block, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+    }
+}
+
+static void* helper_main(void* arg) {
+    cur_launch = (Launch*)arg;
+    worker_signals(true);
+    work();
+    worker_signals(false);
+    return nullptr;
+}
+
+// Device printf of several workers: each block's output, in block order, into the caller's buffer.
+static void merge_output(Launch** ws, int n, gpuenv_launch_t* d) {
+    int at[kMaxWorkers] = {};
+    for (;;) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (at[i] < ws[i]->nsegs && (best < 0 || ws[i]->segs[2 * at[i]] < ws[best]->segs[2 * at[best]])) best = i;
+        if (best < 0) return;
+        Launch& w = *ws[best];
+        uint64_t lo = w.segs[2 * at[best] + 1], hi = ++at[best] < w.nsegs ? w.segs[2 * at[best] + 1] : w.out_len;
+        uint64_t room = d->out_cap > d->out_len + 1 ? d->out_cap - d->out_len - 1 : 0;
+        uint64_t len = hi - lo < room ? hi - lo : room;
+        memcpy(d->out + d->out_len, w.out + lo, len);
+        d->out_len += len;
+        if (d->out_len < d->out_cap) d->out[d->out_len] = 0;
+    }
+}
+
+// Several workers' warnings, each line once, sorted (which worker saw a line first is not deterministic).
+static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r) {
+    const char* lines[256];
+    int nl = 0;
+    static char all[kMaxWorkers][sizeof r->warnings];
+    for (int i = 0; i < n; i++) {
+        memcpy(all[i], ws[i]->r->warnings, sizeof all[i]);
+        for (char* p = strtok(all[i], "\n"); p && nl < 256; p = strtok(nullptr, "\n")) lines[nl++] = p;
+    }
+    qsort(lines, nl, sizeof *lines, [](const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); });
+    r->warnings[0] = 0;
+    for (int i = 0; i < nl; i++)
+        if (i == 0 || strcmp(lines[i], lines[i - 1])) textf(r->warnings, sizeof r->warnings, "%s\n", lines[i]);
+}
+
+}  // namespace gx
+
+using namespace gx;
+
+extern "C" int gpuenv_printf(const char* fmt, ...) {
+    if (!cur_launch || !L.out) return 0;
+    if (L.segs && (L.nsegs == 0 || L.segs[2 * L.nsegs - 2] != L.block)) {  // several workers: a new block's output
+        if (L.nsegs == L.segs_cap) {
+            L.segs_cap *= 2;
+            L.segs = L.own_segs = (uint64_t*)realloc(L.segs, sizeof(uint64_t) * 2 * L.segs_cap);
+        }
+        L.segs[2 * L.nsegs] = L.block;
+        L.segs[2 * L.nsegs++ + 1] = L.out_len;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    uint64_t room = L.out_len < L.out_cap ? L.out_cap - L.out_len : 0;
+    int n = vsnprintf(L.out + L.out_len, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) L.out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
+    return n;
+}
+
+extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
+    cur_launch = &main_launch;
+    memset(r, 0, sizeof *r);
+    unsigned n = d->block[0] * d->block[1] * d->block[2];
+    if (n == 0 || n > (unsigned)kMaxThreads || d->shared_bytes > kDynMax || (d->warp_size != 32 && d->warp_size != 64) ||
+        d->nworkers < 1 || d->nworkers > kMaxWorkers) {
+        r->kind = GPUENV_USAGE;
+        textf(r->text, sizeof r->text, "bad launch: %u threads per block (limit %d), %lu bytes of dynamic shared memory (limit %zu), "
+              "%d workers (limit %d)", n, kMaxThreads, (unsigned long)d->shared_bytes, kDynMax, d->nworkers, kMaxWorkers);
+        return r->kind;
+    }
+    uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
+    int nw = (d->check & GPUENV_PARALLEL) && !(d->check & (GPUENV_CHECK_ACCESS | GPUENV_LOCKSTEP)) ? d->nworkers : 1;
+    if ((uint64_t)nw > blocks) nw = (int)blocks;
+    Launch* ws[kMaxWorkers];
+    double t0 = now();
+    for (int i = 0; i < nw; i++) {
+        if (i > 0 && !helpers[i]) helpers[i] = (Launch*)calloc(1, sizeof(Launch));
+        ws[i] = i ? helpers[i] : &main_launch;
+        if (i == 0) main_launch.r = r;
+        prepare(*ws[i], d, i, t0);
+        Launch& w = *ws[i];
+        if (nw == 1) {
+            w.out = d->out;
+            w.out_cap = d->out_cap;
+            w.out_len = d->out_len;
+            w.segs = nullptr;
+        } else {
+            if (!w.own_segs) w.own_segs = (uint64_t*)malloc(sizeof(uint64_t) * 2 * (w.segs_cap = 64));
+            if (w.own_cap != d->out_cap) w.own_out = (char*)realloc(w.own_out, w.own_cap = d->out_cap);
+            w.segs = w.own_segs;
+            w.out = w.own_out;
+            w.out_cap = w.own_cap;
+        }
+    }
+    fail_block = UINT64_MAX;
+    next_block = 0;
+    install_signals();
+    wake_workers(nullptr, 0);
+    pthread_t tids[kMaxWorkers];
+    int started = 1;
+    for (int i = 1; i < nw; i++) {
+        if (pthread_create(&tids[i], nullptr, helper_main, ws[i]) != 0) break;
+        started++;
+    }
+    if (started > 1) wake_workers(tids + 1, started - 1);
+    work();
+    for (int i = 1; i < started; i++) pthread_join(tids[i], nullptr);
+    wake_workers(nullptr, 0);
+    uninstall_signals();
+    if (nw == 1) {
+        d->out_len = main_launch.out_len;
+        return r->kind;
+    }
+    merge_output(ws, started, d);
+    int first = -1;  // the worker whose block failed first in block order
+    for (int i = 0; i < started; i++)
+        if (ws[i]->r->kind && ws[i]->block == fail_block) first = i;
+    gpuenv_report_t* keep = first > 0 ? ws[first]->r : nullptr;
+    merge_warnings(ws, started, r);
+    if (keep) {  // a helper's block failed first (worker 0's own failure, if any, was in a later block)
+        char warnings[sizeof r->warnings];
+        memcpy(warnings, r->warnings, sizeof warnings);
+        memcpy(r, keep, sizeof *r);
+        memcpy(r->warnings, warnings, sizeof warnings);
+    }
+    return r->kind;
+}

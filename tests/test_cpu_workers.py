@@ -1,0 +1,85 @@
+"""Unchecked CPU launches run their blocks on several worker threads (one per core, GPUENV_CPU_WORKERS caps
+them): results, reports and printf output are the same whichever thread ran which block."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from pytest_gpuenv import rtc
+from pytest_gpuenv.rtc import compile_kernel
+from pytest_gpuenv.runtime.cpu import worker_limit
+
+np = pytest.importorskip("numpy")
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
+                                reason="no C++ compiler")
+KERNELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+HEAD = '#include <hip/hip_runtime.h>\nextern "C" __global__ void k(int* p) {\n'  # the body starts on line 3
+
+
+def kernel(cache: str, body: str) -> rtc.Kernel:
+    return compile_kernel(HEAD + body + "}\n", "k", arch="cpu", check=False, cache_dir=cache)
+
+
+def test_the_lowest_failing_block_is_reported(cpu_cache):
+    k = kernel(cpu_cache, "    assert(blockIdx.x < 3 || blockIdx.x % 2 == 0);\n    p[blockIdx.x] = 1;\n")
+    for _ in range(4):  # whichever worker reaches a failing block first
+        with pytest.raises(rtc.KernelAssertError, match=r"block \(3,0,0\), thread \(0,0,0\)"):
+            k(64, 32, np.zeros(64, np.int32))
+
+
+def test_printf_comes_in_block_order(cpu_cache, capsys):
+    k = kernel(cpu_cache, '    if (threadIdx.x == 0) printf("block %d\\n", (int)blockIdx.x);\n')
+    k(1, 64, np.zeros(1, np.int32))  # one block, one worker: printf goes straight to the shared buffer
+    assert capsys.readouterr().out == "block 0\n"
+    for _ in range(2):
+        k(40, 64, np.zeros(1, np.int32))
+        assert capsys.readouterr().out == "".join(f"block {b}\n" for b in range(40))
+
+
+def test_atomics_from_every_block_add_up(cpu_cache):
+    k = kernel(cpu_cache, "    atomicAdd(&p[0], 1);\n    atomicMax(&p[1], (int)(blockIdx.x * blockDim.x + threadIdx.x));\n")
+    p = np.zeros(2, np.int32)
+    k(128, 256, p)
+    assert p.tolist() == [128 * 256, 128 * 256 - 1]
+
+
+def test_a_fault_in_a_later_block_fails_the_launch_only(cpu_cache):
+    k = kernel(cpu_cache, "    if (blockIdx.x == 9 && threadIdx.x == 0) *(volatile int*)(8 + p[1]) = 1;\n    p[0] = 1;\n")
+    with pytest.raises((rtc.KernelFaultError, rtc.KernelBoundsError), match=r"block \(9,0,0\)"):
+        k(32, 64, np.zeros(2, np.int32))
+    p = np.zeros(2, np.int32)
+    kernel(cpu_cache, "    p[0] = 7;\n")(32, 64, p)  # the executor goes on
+    assert p[0] == 7
+
+
+def test_one_worker_and_several_give_the_same_result(cpu_cache, monkeypatch):
+    k = compile_kernel(os.path.join(KERNELS, "matmul_tiled.hip"), "matmul_tiled", arch="cpu", check=False,
+                       cache_dir=cpu_cache)
+    m = 64
+    A, B = np.random.rand(m, m).astype(np.float32), np.random.rand(m, m).astype(np.float32)
+    several, one = np.empty((m, m), np.float32), np.empty((m, m), np.float32)
+    k((m // 16, m // 16), (16, 16), several, A, B, m, m, m)
+    monkeypatch.setenv("GPUENV_CPU_WORKERS", "1")
+    k((m // 16, m // 16), (16, 16), one, A, B, m, m, m)
+    np.testing.assert_array_equal(several, one)
+    np.testing.assert_allclose(one, A @ B, rtol=1e-5)
+
+
+@pytest.mark.parametrize("raw", ["-1", "two", "65", ""])
+def test_a_bad_worker_limit_names_the_variable(raw):
+    with pytest.raises(ValueError, match=f"GPUENV_CPU_WORKERS={raw!r}"):
+        worker_limit({"GPUENV_CPU_WORKERS": raw})
+    assert worker_limit({}) == 0 and worker_limit({"GPUENV_CPU_WORKERS": "3"}) == 3
+
+
+def test_exit_in_a_later_block_ends_the_executor_not_pytest(cpu_cache):
+    src = "#include <stdlib.h>\n" + HEAD + "    if (blockIdx.x == 5) exit(3);\n    p[0] = 1;\n}\n"
+    k = compile_kernel(src, "k", arch="cpu", check=False, cache_dir=cpu_cache)
+    with pytest.raises(rtc.KernelExitError, match="exit"):
+        k(16, 32, np.zeros(1, np.int32))
+    p = np.zeros(1, np.int32)
+    kernel(cpu_cache, "    p[0] = 7;\n")(16, 32, p)  # a fresh executor process
+    assert p[0] == 7
