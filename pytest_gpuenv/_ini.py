@@ -32,7 +32,9 @@ def getini(config: pytest.Config, name: str, kind: str = "string") -> Any:
             return raw
     try:
         return config.getini(name)
-    except (TypeError, pytest.UsageError):  # pytest 9.2 reports the mismatch as a UsageError
+    except (TypeError, ValueError, pytest.UsageError):
+        # 9.2 reports a type mismatch as a UsageError; 9.1 lets shlex's ValueError ("No closing quotation")
+        # of an ``args`` value out as it is
         return _raw(config, name)
 
 
