@@ -104,6 +104,7 @@ struct Launch {
     int nbar, bar_where, bar_op, bar_count;
     const char* bar_file;
     bool bar_div;
+    bool bar_fchk;     // an arrival's file pointer differed from the first's: compare the names at release
     uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
     int cur;
     Fiber* cur_fiber;
