@@ -277,10 +277,8 @@ extern "C" int gpuenv_next_thread() {
 static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
     Thread& th = l.threads[l.cur];
-    th.file = file;
+    th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
     th.where = where;
-    th.op = kind;
-    th.val = value != 0;
     if (l.nbar++ == 0) {
         l.bar_file = file;
         l.bar_where = where;

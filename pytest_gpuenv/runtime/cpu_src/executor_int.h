@@ -41,7 +41,7 @@ struct Thread {
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column): the site's identity
     int where;
-    int op, arg, width;  // warp operation and its operands; for a barrier op is its GPUENV_BAR_* kind
+    int op, arg, width;  // warp operation and its operands
     uint64_t val, res;   // the thread's value in, the result out
 };
 
