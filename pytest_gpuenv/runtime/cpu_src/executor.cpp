@@ -101,6 +101,7 @@ static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp, (int)L
 static inline int switch_from(Fiber* me, Fiber* to) {
     return gpuenv_switch(&me->sp, to ? to->sp : L.sched_sp, (int)L.bar_res);
 }
+static inline int switch_fiber(Fiber* me, Fiber* to) { return gpuenv_switch(&me->sp, to->sp, (int)L.bar_res); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -121,6 +122,7 @@ static inline int switch_from(Fiber* me, Fiber* to) {
     else swapcontext((ucontext_t*)me->uc, (ucontext_t*)L.sched_uc);
     return (int)L.bar_res;
 }
+static inline int switch_fiber(Fiber* me, Fiber* to) { return switch_from(me, to); }
 #endif
 
 static Fiber* new_fiber() {
@@ -172,19 +174,32 @@ static inline void set_current(int t) {
 // pick_next: the fiber of the queued or released thread that runs next (made current), kNewFiber when
 // the next one is a thread not started yet (new_fiber_for_next), nullptr when the scheduler decides.
 static Fiber* const kNewFiber = (Fiber*)1;
-static inline Fiber* pick_next() {
+// (pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current)
+static inline int pick_thread() {
     Launch& l = L;
-    if (__builtin_expect(l.aborted, 0)) return nullptr;
-    int t;
-    if (l.rq_head < l.rq_tail) t = l.runq[l.rq_head++];
-    else if (l.seq_next < l.seq_end) {
-        t = l.seq_next++;
+    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
+    if (l.seq_next < l.seq_end) {
+        int t = l.seq_next++;
         if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
-    } else return l.next_new < l.nthreads ? kNewFiber : nullptr;
+        return t;
+    }
+    return -1;
+}
+
+static inline Fiber* take(int t) {
+    Launch& l = L;
     Thread& th = l.threads[t];
     th.state = T_RUN;
     set_current(t);
     return l.cur_fiber = th.fiber;
+}
+
+static inline Fiber* pick_next() {
+    Launch& l = L;
+    if (__builtin_expect(l.aborted, 0)) return nullptr;
+    int t = pick_thread();
+    if (t >= 0) return take(t);
+    return l.next_new < l.nthreads ? kNewFiber : nullptr;
 }
 
 static Fiber* new_fiber_for_next() {
@@ -247,9 +262,12 @@ static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* sit
     th.state = st;
     th.site = site;
     Fiber* me = th.fiber = l.cur_fiber;
-    Fiber* n = pick_next();
-    if (n == kNewFiber) return wait_for_new(me);
-    return switch_from(me, n);
+    if (__builtin_expect(!l.aborted, 1)) {
+        int t = pick_thread();
+        if (t >= 0) return switch_fiber(me, take(t));
+        if (l.next_new < l.nthreads) return wait_for_new(me);
+    }
+    return switch_from(me, nullptr);
 }
 
 void block_here(uint8_t st, void* site) {
