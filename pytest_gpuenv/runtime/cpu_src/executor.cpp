@@ -167,14 +167,7 @@ static inline void set_current(int t) {
     l.st->lin = t;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else the next
-// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
-// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
-// so runs stay deterministic.
-// pick_next: the fiber of the queued or released thread that runs next (made current), kNewFiber when
-// the next one is a thread not started yet (new_fiber_for_next), nullptr when the scheduler decides.
-static Fiber* const kNewFiber = (Fiber*)1;
-// (pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current)
+// pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
 static inline int pick_thread() {
     Launch& l = L;
     if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
@@ -194,23 +187,21 @@ static inline Fiber* take(int t) {
     return l.cur_fiber = th.fiber;
 }
 
-static inline Fiber* pick_next() {
-    Launch& l = L;
-    if (__builtin_expect(l.aborted, 0)) return nullptr;
-    int t = pick_thread();
-    if (t >= 0) return take(t);
-    return l.next_new < l.nthreads ? kNewFiber : nullptr;
-}
-
 static Fiber* new_fiber_for_next() {
     Fiber* f = acquire();
     if (f) L.cur_fiber = f;
     return f;
 }
 
+// The fiber to run next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
+// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// so runs stay deterministic.
 static inline Fiber* next_fiber() {
-    Fiber* f = pick_next();
-    return f == kNewFiber ? new_fiber_for_next() : f;
+    if (__builtin_expect(L.aborted, 0)) return nullptr;
+    int t = pick_thread();
+    if (t >= 0) return take(t);
+    return L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
 }
 
 // The current thread (on fiber me) waits for a fiber not started yet: out of line, so that wait_here's
@@ -337,8 +328,6 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
 }
 
 namespace gx {
-static void push(int t) { L.runq[L.rq_tail++] = t; }
-
 static void resume(int t) {
     Thread& th = L.threads[t];
     L.cur_fiber = th.fiber;
@@ -399,6 +388,6 @@ bool run_block() {
     }
 }
 
-void enqueue(int t) { push(t); }
+void enqueue(int t) { L.runq[L.rq_tail++] = t; }
 
 }  // namespace gx
