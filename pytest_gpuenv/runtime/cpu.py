@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 from pytest_gpuenv.runtime import _cpu_errors as E
 from pytest_gpuenv.runtime import _cpu_proto as P
 from pytest_gpuenv.runtime._cpu_child import Arena, Child, Death, Gone
+from pytest_gpuenv.runtime._cpu_copy import copy_all, copy_threads
 from pytest_gpuenv.runtime._cpu_proto import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
 
 __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
@@ -253,8 +254,8 @@ class CpuRuntime:
             spans, where, used = _spans(regions)
             self._arena.reserve(used)
             a = self._arena
-            for base, length, off, _ in spans:
-                ctypes.memmove(a.base + P.DATA_OFF + off, base, length)
+            threads = _copy_threads()
+            copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
                                       regions, where, values, device_globals, writes, reads)
             res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
@@ -263,9 +264,8 @@ class CpuRuntime:
             if res[0] == P.ST_ERROR:
                 raise KeyError(f"kernel module {mod.name!r}: {res[2].decode('utf-8', 'replace')}")
             rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
-            for base, length, off, writable in spans:
-                if writable:
-                    ctypes.memmove(base, a.base + P.DATA_OFF + off, length)
+            copy_all([(base, a.base + P.DATA_OFF + off, length) for base, length, off, writable in spans if writable],
+                     threads)
             out_len = min(res[1], PRINTF_CAPACITY)
             output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace")
             if self._child is not None:
@@ -298,6 +298,13 @@ class CpuRuntime:
         if status != P.ST_OK:
             raise ValueError(f"kernel module {mod.name!r}: {data.decode('utf-8', 'replace')}")
         return data
+
+
+def _copy_threads() -> int:
+    try:
+        return copy_threads(worker_limit())
+    except ValueError:  # (a kernel launch reports the bad value itself)
+        return 1
 
 
 def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[int, int, int, bool]], dict[int, int], int]:

@@ -51,7 +51,10 @@ uint64_t pc_rel(const void* pc) {
 static void fiber_main();
 
 #if defined(__x86_64__) && !defined(GPUENV_UCONTEXT)
-extern "C" void gpuenv_switch(void** save, void* to);
+// Saves the callee-saved registers and the stack pointer in *save, continues on stack `to`, and hands
+// `value` to the fiber it resumes as that fiber's return value (the barrier's result: a waiting thread
+// returns it straight from its own switch, so a barrier's fast path is a tail call with no frame of its own).
+extern "C" int gpuenv_switch(void** save, void* to, int value);
 asm(R"(
 .text
 .globl gpuenv_switch
@@ -72,6 +75,7 @@ gpuenv_switch:
     popq %r12
     popq %rbx
     popq %rbp
+    movl %edx, %eax
     ret
 .size gpuenv_switch,.-gpuenv_switch
 )");
@@ -91,9 +95,13 @@ static void ctx_init(Fiber* f) {
     for (int i = 0; i < 6; i++) *--sp = nullptr;
     f->sp = sp;
 }
-static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp); }
-static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp); }
-static inline void fiber_to_fiber(Fiber* from, Fiber* to) { gpuenv_switch(&from->sp, to->sp); }
+static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp, (int)L.bar_res); }
+static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp, (int)L.bar_res); }
+// From fiber `me` to fiber `to` (the scheduler when null); returns what the one that resumes `me` hands over.
+static inline int switch_from(Fiber* me, Fiber* to) {
+    return gpuenv_switch(&me->sp, to ? to->sp : L.sched_sp, (int)L.bar_res);
+}
+static inline int switch_fiber(Fiber* me, Fiber* to) { return gpuenv_switch(&me->sp, to->sp, (int)L.bar_res); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -109,7 +117,12 @@ static inline void to_fiber(Fiber* f) {
     swapcontext((ucontext_t*)L.sched_uc, (ucontext_t*)f->uc);
 }
 static inline void to_sched(Fiber* f) { swapcontext((ucontext_t*)f->uc, (ucontext_t*)L.sched_uc); }
-static inline void fiber_to_fiber(Fiber* from, Fiber* to) { swapcontext((ucontext_t*)from->uc, (ucontext_t*)to->uc); }
+static inline int switch_from(Fiber* me, Fiber* to) {
+    if (to) swapcontext((ucontext_t*)me->uc, (ucontext_t*)to->uc);
+    else swapcontext((ucontext_t*)me->uc, (ucontext_t*)L.sched_uc);
+    return (int)L.bar_res;
+}
+static inline int switch_fiber(Fiber* me, Fiber* to) { return switch_from(me, to); }
 #endif
 
 static Fiber* new_fiber() {
@@ -154,28 +167,46 @@ static inline void set_current(int t) {
     l.st->lin = t;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else the next
-// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
-// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
-// so runs stay deterministic.
-static inline Fiber* next_fiber() {
+// pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
+static inline int pick_thread() {
     Launch& l = L;
-    if (__builtin_expect(l.aborted, 0)) return nullptr;
-    int t;
-    if (l.rq_head < l.rq_tail) t = l.runq[l.rq_head++];
-    else if (l.seq_next < l.seq_end) {
-        t = l.seq_next++;
+    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
+    if (l.seq_next < l.seq_end) {
+        int t = l.seq_next++;
         if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
-    } else if (l.next_new < l.nthreads) {
-        Fiber* f = acquire();
-        if (f) l.cur_fiber = f;
-        return f;
-    } else return nullptr;
+        return t;
+    }
+    return -1;
+}
+
+static inline Fiber* take(int t) {
+    Launch& l = L;
     Thread& th = l.threads[t];
     th.state = T_RUN;
     set_current(t);
     return l.cur_fiber = th.fiber;
 }
+
+static Fiber* new_fiber_for_next() {
+    Fiber* f = acquire();
+    if (f) L.cur_fiber = f;
+    return f;
+}
+
+// The fiber to run next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
+// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// so runs stay deterministic.
+static inline Fiber* next_fiber() {
+    if (__builtin_expect(L.aborted, 0)) return nullptr;
+    int t = pick_thread();
+    if (t >= 0) return take(t);
+    return L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
+}
+
+// The current thread (on fiber me) waits for a fiber not started yet: out of line, so that wait_here's
+// common paths make no call but the switch.
+__attribute__((noinline)) static int wait_for_new(Fiber* me) { return switch_from(me, new_fiber_for_next()); }
 
 // Starts the next thread not started yet on the current fiber; false when none is left.
 static inline bool start_new() {
@@ -194,8 +225,7 @@ static void fiber_main() {
         if (start_new()) l.entry(l.d->args);
         l.freelist[l.nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
         Fiber* n = l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_fiber() : nullptr;
-        if (n) fiber_to_fiber(f, n);
-        else to_sched(f);
+        switch_from(f, n);
     }
 }
 
@@ -216,15 +246,19 @@ void fail_in_fiber() {
 
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
-static inline void wait_here(uint8_t st, void* site) {
+// Returns what the switch back to this thread hands over (a barrier's result).
+static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site) {
     Launch& l = L;
     Thread& th = l.threads[l.cur];
     th.state = st;
     th.site = site;
     Fiber* me = th.fiber = l.cur_fiber;
-    Fiber* n = next_fiber();
-    if (n) fiber_to_fiber(me, n);
-    else to_sched(me);
+    if (__builtin_expect(!l.aborted, 1)) {
+        int t = pick_thread();
+        if (t >= 0) return switch_fiber(me, take(t));
+        if (l.next_new < l.nthreads) return wait_for_new(me);
+    }
+    return switch_from(me, nullptr);
 }
 
 void block_here(uint8_t st, void* site) {
@@ -246,25 +280,36 @@ extern "C" int gpuenv_next_thread() {
     return start_new();
 }
 
-extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
+// A barrier's arrival. Its common path calls nothing but the switch, as a tail call: no frame, no
+// registers saved twice. Arrivals whose file pointer differs from the first one's are compared by name when
+// the barrier releases (release_barrier), not here.
+static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
-    watchdog_poll();
     Thread& th = l.threads[l.cur];
-    th.file = file;
+    th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
     th.where = where;
-    th.op = kind;
-    th.val = value != 0;
     if (l.nbar++ == 0) {
         l.bar_file = file;
         l.bar_where = where;
         l.bar_op = kind;
         l.bar_count = 0;
-    } else if (where != l.bar_where || kind != l.bar_op || (file != l.bar_file && strcmp(file, l.bar_file))) {
+    } else if (where != l.bar_where || kind != l.bar_op) {
         l.bar_div = true;
+    } else if (file != l.bar_file) {
+        l.bar_fchk = true;
     }
     l.bar_count += value != 0;
-    wait_here(T_BAR, __builtin_return_address(0));
-    return (int)l.bar_res;
+    return wait_here(T_BAR, site);
+}
+
+__attribute__((noinline)) static int arrive_after_watchdog(const char* file, int where, int kind, int value, void* site) {
+    check_watchdog_pending();
+    return arrive(file, where, kind, value, site);
+}
+
+extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
+    if (__builtin_expect(L.wd_pending, 0)) return arrive_after_watchdog(file, where, kind, value, __builtin_return_address(0));
+    return arrive(file, where, kind, value, __builtin_return_address(0));
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
@@ -283,8 +328,6 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
 }
 
 namespace gx {
-static void push(int t) { L.runq[L.rq_tail++] = t; }
-
 static void resume(int t) {
     Thread& th = L.threads[t];
     L.cur_fiber = th.fiber;
@@ -301,7 +344,7 @@ bool run_block() {
     l.rq_head = l.rq_tail = 0;
     l.seq_next = l.seq_end = 0;
     l.nwait = l.nbar = 0;
-    l.bar_div = false;
+    l.bar_div = l.bar_fchk = false;
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;
@@ -345,6 +388,6 @@ bool run_block() {
     }
 }
 
-void enqueue(int t) { push(t); }
+void enqueue(int t) { L.runq[L.rq_tail++] = t; }
 
 }  // namespace gx

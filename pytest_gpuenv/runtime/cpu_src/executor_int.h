@@ -41,7 +41,7 @@ struct Thread {
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column): the site's identity
     int where;
-    int op, arg, width;  // warp operation and its operands; for a barrier op is its GPUENV_BAR_* kind
+    int op, arg, width;  // warp operation and its operands
     uint64_t val, res;   // the thread's value in, the result out
 };
 
@@ -104,6 +104,7 @@ struct Launch {
     int nbar, bar_where, bar_op, bar_count;
     const char* bar_file;
     bool bar_div;
+    bool bar_fchk;     // an arrival's file pointer differed from the first's: compare the names at release
     uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
     int cur;
     Fiber* cur_fiber;

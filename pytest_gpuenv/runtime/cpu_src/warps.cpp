@@ -172,6 +172,11 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
 // release is O(1) (the threads run next in order, next_fiber); otherwise the scan below says why not.
 bool release_barrier() {
     int n = L.nthreads;
+    if (L.nbar == n && !L.bar_div && L.bar_fchk) {  // one site by line and kind: the file names must match too
+        for (int t = 0; t < n; t++)
+            if (!same_site(L.threads[t], L.bar_file, L.bar_where)) L.bar_div = true;
+        L.bar_fchk = false;
+    }
     if (L.nbar == n && !L.bar_div) {
         int op = L.bar_op, count = L.bar_count;
         L.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;

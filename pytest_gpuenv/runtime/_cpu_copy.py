@@ -1,0 +1,69 @@
+"""The copies of a CPU launch's argument buffers into the executor's arena and back, split over a few
+threads when they are large: ``ctypes.memmove`` releases the GIL, so the pieces run on as many cores as
+the launch's blocks may use (``GPUENV_CPU_WORKERS``). Small copies stay on the calling thread."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import os
+from typing import Optional, Sequence
+
+PIECE_MIN = 1 << 20  # bytes: no thread gets less than this to copy
+PIECE_ALIGN = 4096  # every piece but the last copies a multiple of this many bytes
+
+Move = tuple[int, int, int]  # (destination address, source address, bytes)
+
+_POOL: Optional[tuple[int, int, concurrent.futures.ThreadPoolExecutor]] = None
+
+
+def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
+    """The copy threads (a fork of pytest makes its own: threads do not fork)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] < threads:
+        _POOL = os.getpid(), threads, concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gpuenv-cpu-copy")
+    return _POOL[2]
+
+
+def split(moves: Sequence[Move], pieces: int) -> list[list[Move]]:
+    """``moves`` cut into at most ``pieces`` lists of about equal bytes."""
+    total = sum(n for _, _, n in moves)
+    share = -(-total // pieces)
+    share += -share % PIECE_ALIGN
+    out: list[list[Move]] = [[]]
+    room = share
+    for dst, src, n in moves:
+        done = 0
+        while done < n:
+            if room == 0:
+                out.append([])
+                room = share
+            step = min(room, n - done)
+            out[-1].append((dst + done, src + done, step))
+            done += step
+            room -= step
+    return out
+
+
+def _run(moves: Sequence[Move]) -> None:
+    for dst, src, n in moves:
+        ctypes.memmove(dst, src, n)
+
+
+def copy_all(moves: Sequence[Move], threads: int) -> None:
+    """Every copy of ``moves`` done when it returns; on up to ``threads`` threads (the caller's among them)."""
+    pieces = min(threads, sum(n for _, _, n in moves) // PIECE_MIN)
+    if pieces <= 1:
+        _run(moves)
+        return
+    parts = split(moves, pieces)
+    pool = _pool(pieces - 1)
+    pending = [pool.submit(_run, part) for part in parts[1:]]
+    _run(parts[0])
+    for f in pending:
+        f.result()
+
+
+def copy_threads(workers: int) -> int:
+    """How many threads copy: ``workers`` (``GPUENV_CPU_WORKERS``; 0: one per core this process may use)."""
+    return workers or len(os.sched_getaffinity(0))
