@@ -83,3 +83,15 @@ def test_exit_in_a_later_block_ends_the_executor_not_pytest(cpu_cache):
     p = np.zeros(1, np.int32)
     kernel(cpu_cache, "    p[0] = 7;\n")(16, 32, p)  # a fresh executor process
     assert p[0] == 7
+
+
+def test_printf_of_blocks_after_the_failing_one_is_left_out(cpu_cache, capsys):
+    # block 0 fails late; the other workers meanwhile run (and print from) later blocks, which a launch
+    # on one worker never reaches: their output is not the launch's
+    k = kernel(cpu_cache, "    if (blockIdx.x == 0) {\n"
+                          "        for (volatile long i = 0; i < 200000000; i = i + 1) {}\n"
+                          "        assert(false);\n    }\n"
+                          '    if (threadIdx.x == 0) printf("block %d\\n", (int)blockIdx.x);\n')
+    with pytest.raises(rtc.KernelAssertError, match=r"block \(0,0,0\)"):
+        k(64, 1, np.zeros(1, np.int32))
+    assert capsys.readouterr().out == ""
