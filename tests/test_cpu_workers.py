@@ -95,3 +95,14 @@ def test_printf_of_blocks_after_the_failing_one_is_left_out(cpu_cache, capsys):
     with pytest.raises(rtc.KernelAssertError, match=r"block \(0,0,0\)"):
         k(64, 1, np.zeros(1, np.int32))
     assert capsys.readouterr().out == ""
+
+
+def test_a_block_that_never_ends_on_a_helper_hits_the_watchdog(cpu_cache):
+    # block 0 ends at once and its worker waits for the others: the one that spins is still stopped
+    # by the watchdog, naming its line (not killed by pytest after the grace period)
+    k = kernel(cpu_cache, "    if (blockIdx.x == 1) { __atomic_store_n(p, 1, __ATOMIC_SEQ_CST); for (;;) {} }\n"
+                          "    while (!__atomic_load_n(p, __ATOMIC_SEQ_CST)) {}\n")  # block 0: until block 1 runs
+    k.watchdog = 0.5
+    with pytest.raises(rtc.KernelWatchdogError, match=r"block \(1,0,0\)") as info:
+        k(2, 1, np.zeros(1, np.int32))
+    assert info.value.line == 3
