@@ -96,8 +96,8 @@ def _false_on_amd_lines(lines: Sequence[str]) -> list[bool]:
                 depth -= 1
             out.append(True)
             continue
-        if _FALSE_ON_AMD.match(line):
-            depth = 1
+        if _FALSE_ON_AMD.match(line) and "||" not in line and not line.rstrip().endswith("\\"):
+            depth = 1  # (another alternative, or a condition that goes on, may hold on AMD: kept)
         out.append(False)
     return out
 
