@@ -68,7 +68,7 @@ def test_one_worker_and_several_give_the_same_result(cpu_cache, monkeypatch):
     np.testing.assert_allclose(one, A @ B, rtol=1e-5)
 
 
-@pytest.mark.parametrize("raw", ["-1", "two", "65", ""])
+@pytest.mark.parametrize("raw", ["-1", "two", "65", "", "\u00b2"])  # (a superscript two is a digit to str.isdigit)
 def test_a_bad_worker_limit_names_the_variable(raw):
     with pytest.raises(ValueError, match=f"GPUENV_CPU_WORKERS={raw!r}"):
         worker_limit({"GPUENV_CPU_WORKERS": raw})
