@@ -68,7 +68,7 @@ def test_one_worker_and_several_give_the_same_result(cpu_cache, monkeypatch):
     np.testing.assert_allclose(one, A @ B, rtol=1e-5)
 
 
-@pytest.mark.parametrize("raw", ["-1", "two", "65", ""])
+@pytest.mark.parametrize("raw", ["-1", "two", "65", "", "\u00b2"])  # (a superscript two is a digit to str.isdigit)
 def test_a_bad_worker_limit_names_the_variable(raw):
     with pytest.raises(ValueError, match=f"GPUENV_CPU_WORKERS={raw!r}"):
         worker_limit({"GPUENV_CPU_WORKERS": raw})
@@ -83,3 +83,26 @@ def test_exit_in_a_later_block_ends_the_executor_not_pytest(cpu_cache):
     p = np.zeros(1, np.int32)
     kernel(cpu_cache, "    p[0] = 7;\n")(16, 32, p)  # a fresh executor process
     assert p[0] == 7
+
+
+def test_printf_of_blocks_after_the_failing_one_is_left_out(cpu_cache, capsys):
+    # block 0 fails late; the other workers meanwhile run (and print from) later blocks, which a launch
+    # on one worker never reaches: their output is not the launch's
+    k = kernel(cpu_cache, "    if (blockIdx.x == 0) {\n"
+                          "        for (volatile long i = 0; i < 200000000; i = i + 1) {}\n"
+                          "        assert(false);\n    }\n"
+                          '    if (threadIdx.x == 0) printf("block %d\\n", (int)blockIdx.x);\n')
+    with pytest.raises(rtc.KernelAssertError, match=r"block \(0,0,0\)"):
+        k(64, 1, np.zeros(1, np.int32))
+    assert capsys.readouterr().out == ""
+
+
+def test_a_block_that_never_ends_on_a_helper_hits_the_watchdog(cpu_cache):
+    # block 0 ends at once and its worker waits for the others: the one that spins is still stopped
+    # by the watchdog, naming its line (not killed by pytest after the grace period)
+    k = kernel(cpu_cache, "    if (blockIdx.x == 1) { __atomic_store_n(p, 1, __ATOMIC_SEQ_CST); for (;;) {} }\n"
+                          "    while (!__atomic_load_n(p, __ATOMIC_SEQ_CST)) {}\n")  # block 0: until block 1 runs
+    k.watchdog = 0.5
+    with pytest.raises(rtc.KernelWatchdogError, match=r"block \(1,0,0\)") as info:
+        k(2, 1, np.zeros(1, np.int32))
+    assert info.value.line == 3

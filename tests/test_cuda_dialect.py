@@ -211,6 +211,22 @@ def test_false_on_amd_branches():
     assert [lines[i] for i, d in dead.items() if d and not lines[i].startswith("#")] == ["a", "b", "c", "e", "f"]
 
 
+def test_elif_branches_false_on_amd():
+    # an arch ladder keeps PTX for each NVIDIA arch in #elif branches: all of them are false on AMD
+    lines = ["#if __CUDA_ARCH__ >= 800", "a", "#elif __CUDA_ARCH__ >= 700", "b", "#elif defined(X)", "c", "#else",
+             "d", "#endif", "#if defined(Y)", "e", "#elif defined(__CUDA_ARCH__)", "f", "#else", "g", "#endif"]
+    dead = _cuda._false_on_amd_lines(lines)
+    assert [line for line, d in zip(lines, dead) if d and not line.startswith("#")] == ["a", "b", "f"]
+
+
+def test_a_condition_that_may_hold_on_amd_is_kept():
+    # another alternative (||), or a condition continued on the next line, may make the branch live on AMD
+    lines = ["#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)", "a", "#endif",
+             "#if defined(__CUDA_ARCH__) \\", "    || defined(X)", "b", "#endif", "#ifdef __CUDA_ARCH__", "c", "#endif"]
+    dead = _cuda._false_on_amd_lines(lines)
+    assert [line for line, d in zip(lines, dead) if d and not line.lstrip().startswith(("#", "||"))] == ["c"]
+
+
 @needs_cxx
 @pytest.mark.parametrize(("arch", "compiler"), [("cpu", None), ("gfx90a", "hiprtc"), ("gfx90a", "hipcc")])
 def test_cache_key_covers_the_cuda_headers(arch, compiler, tmp_path, monkeypatch):

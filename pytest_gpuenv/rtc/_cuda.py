@@ -51,6 +51,7 @@ _FALSE_ON_AMD = re.compile(
 _IF = re.compile(r"^\s*#\s*if")
 _ELSE = re.compile(r"^\s*#\s*(?:else|elif)\b")
 _ENDIF = re.compile(r"^\s*#\s*endif\b")
+_ELIF = re.compile(r"^(\s*#\s*)elif\b")
 
 
 def dialect_of(src: Source, dialect: Optional[str]) -> str:
@@ -84,6 +85,13 @@ def with_dialect(src: Source, dialect: Optional[str]) -> Source:
     return replace(src, dialect=d, display=display)
 
 
+def _opens_false(line: str) -> bool:
+    """A directive that opens a branch false on AMD: ``#if``-like, or an ``#elif`` of such a condition (not
+    with another alternative, ``||``, nor a condition that goes on to the next line: those may hold on AMD)."""
+    line = _ELIF.sub(r"\1if", line, count=1)
+    return bool(_FALSE_ON_AMD.match(line)) and "||" not in line and not line.rstrip().endswith("\\")
+
+
 def _false_on_amd_lines(lines: Sequence[str]) -> list[bool]:
     """Per line: inside a preprocessor branch that is false on AMD (nested #if counted; #else ends it)."""
     out: list[bool] = []
@@ -92,11 +100,11 @@ def _false_on_amd_lines(lines: Sequence[str]) -> list[bool]:
         if depth:
             if _IF.match(line):
                 depth += 1
-            elif _ENDIF.match(line) or (depth == 1 and _ELSE.match(line)):
+            elif _ENDIF.match(line) or (depth == 1 and _ELSE.match(line) and not _opens_false(line)):
                 depth -= 1
             out.append(True)
             continue
-        if _FALSE_ON_AMD.match(line):
+        if _opens_false(line):
             depth = 1
         out.append(False)
     return out

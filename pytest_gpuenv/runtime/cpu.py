@@ -61,7 +61,7 @@ def worker_limit(environ: Any = os.environ) -> int:
     """``GPUENV_CPU_WORKERS``: at most this many threads run the blocks of one unchecked launch (default 0:
     one per core this process may use); ValueError naming it if bad."""
     raw = environ.get(WORKERS_ENV, "0")
-    if not raw.strip().isdigit() or int(raw) > P.MAX_WORKERS:
+    if not raw.strip().isdecimal() or int(raw) > P.MAX_WORKERS:
         raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
                          "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
     return int(raw)

@@ -125,14 +125,15 @@ static void* helper_main(void* arg) {
     return nullptr;
 }
 
-// Device printf of several workers: each block's output, in block order, into the caller's buffer.
+// Device printf of several workers: each block's output, in block order, into the caller's buffer; none of
+// a block after the one that failed (one worker would not have run it; others may have, or not, by timing).
 static void merge_output(Launch** ws, int n, gpuenv_launch_t* d) {
     int at[kMaxWorkers] = {};
     for (;;) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (at[i] < ws[i]->nsegs && (best < 0 || ws[i]->segs[2 * at[i]] < ws[best]->segs[2 * at[best]])) best = i;
-        if (best < 0) return;
+        if (best < 0 || ws[best]->segs[2 * at[best]] > fail_block) return;
         Launch& w = *ws[best];
         uint64_t lo = w.segs[2 * at[best] + 1], hi = ++at[best] < w.nsegs ? w.segs[2 * at[best] + 1] : w.out_len;
         uint64_t room = d->out_cap > d->out_len + 1 ? d->out_cap - d->out_len - 1 : 0;

@@ -111,10 +111,13 @@ void wake_workers(const pthread_t* tids, int n) {
 }
 
 static void on_watchdog(int, siginfo_t*, void* uc) {
-    if (!cur_launch || !L.active || now() - L.t0 < L.d->watchdog_s) return;
-    if (L.worker == 0)  // the timer's thread: the helper workers see the same deadline in their own context
+    if (!cur_launch) return;
+    // the timer's thread: the helper workers see the same deadline in their own context (also once this
+    // worker's own blocks are done and it waits for theirs; nhelpers is 0 outside a launch)
+    if (L.worker == 0 && nhelpers && now() - L.t0 >= L.d->watchdog_s)
         for (int i = 0; i < nhelpers; i++)
             if (!helper_done[i]) pthread_kill(helper_tids[i], kWdSig);
+    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
     uintptr_t pc = sig_pc(uc);
     if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
         L.r->kind = GPUENV_WATCHDOG;
