@@ -46,6 +46,18 @@ class DistChoice:
                 attrs["choices"] = [*attrs["choices"], DIST]
 
 
+def check_dist_request(config: pytest.Config) -> None:
+    """``--gpuenv-dist`` where it cannot take effect is a usage error, not a run quietly scheduled otherwise:
+    without pytest-xdist (not installed, or ``-p no:xdist``), or beside another explicit ``--dist`` mode."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        raise pytest.UsageError("gpuenv: --gpuenv-dist from command line needs pytest-xdist, which is not "
+                                "loaded here (not installed, or disabled with -p no:xdist)")
+    mode = config.getoption("dist", None)
+    if mode not in (None, "no", "load", DIST):  # load: what -n alone sets
+        raise pytest.UsageError(f"gpuenv: --gpuenv-dist from command line conflicts with --dist {mode}: "
+                                f"give one of them (--gpuenv-dist is --dist {DIST})")
+
+
 def wanted(config: pytest.Config) -> bool:
     """Whether this run asked for ``--dist gpu`` (or ``--gpuenv-dist``)."""
     return config.getoption("dist", None) == DIST or bool(config.getoption("gpuenv_dist", False))

@@ -42,6 +42,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
     _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
     _crash.start(config, session)
+    if session.settings.dist:
+        _routing.check_dist_request(config)
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
 

@@ -260,3 +260,14 @@ def test_ssh_gateways_route_each_test_to_its_host(pytester, trees, tmp_path):
         uuids = [u for w in workers if f"(root {root})" in w["host"] for u in w["uuids"]]
         assert len(uuids) == len(set(uuids)) == 2, (root, workers)
     result.stdout.fnmatch_lines(["*gpuenv: hosts*", "* (root amd2): rocm, 2x *", "* (root nv2): cuda, 2x *"])
+
+
+@pytest.mark.parametrize("args, says", [
+    (("-p", "no:xdist"), "needs pytest-xdist, which is not loaded here"),
+    (("-n", "1", "--dist", "each"), "conflicts with --dist each"),
+])
+def test_gpuenv_dist_where_it_cannot_take_effect_is_a_usage_error(pytester, args, says):
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_subprocess("--gpuenv-dist", "--gpuenv-backend=cpu", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*gpuenv: --gpuenv-dist from command line {says}*"])
