@@ -34,8 +34,10 @@ def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
     m = _SPEC.match(spec.strip())
     if not m:
         # pytest reads a separate "@FILE" argument as a file of arguments: the JSON's lines arrive here
-        hint = ("; a saved `gpuenv info --json` is written --gpuenv-plan-profile=@FILE.json, with the '=' "
-                "(pytest reads a separate @FILE argument as a file of arguments)") if spec.lstrip().startswith(("{", "[", '"')) else ""
+        hint = ""
+        if spec.lstrip().startswith(("{", "[", '"')):
+            hint = ("; a saved `gpuenv info --json` is written --gpuenv-plan-profile=@FILE.json, with the '=' "
+                    "(pytest reads a separate @FILE argument as a file of arguments)")
         raise pytest.UsageError(
             f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: expected a root folder or "
             f"backend:arch:NxSIZE[:wsl2], e.g. rocm:gfx90a:4x64GiB, cuda:sm_90:1x80GiB, cpu{hint}"
