@@ -127,8 +127,7 @@ OPTIONS = (
         p.flag, False, ini=None, argparse={"action": "store_true"}),
     Option("gpuenv_plan_profile", (
         "add a runner profile to --gpuenv-plan: a root folder, a spec such as rocm:gfx90a:4x64GiB, "
-        "cuda:sm_90:1x141GB, cpu, or @FILE.json (a runner's `gpuenv info --json`; as --gpuenv-plan-profile=@FILE.json: "
-        "pytest reads a separate @FILE argument as a file of arguments); repeatable."),
+        "cuda:sm_90:1x141GB, cpu, or @FILE.json (a runner's `gpuenv info --json`), written --gpuenv-plan-profile=@FILE.json; repeatable."),
         p.items, (), metavar="SPEC", ini=None, argparse={"action": "append"}, attr="plan_profiles"),
     Option("gpuenv_kernel_dirs", (
         "directories where relative kernel paths are looked up first; then the test file's folder and its "

@@ -33,9 +33,11 @@ def profile_from_spec(spec: str) -> tuple[str, GpuEnv]:
         return os.path.basename(os.path.normpath(spec)), env
     m = _SPEC.match(spec.strip())
     if not m:
-        # a line of a JSON file: pytest read a separate ``@FILE`` argument as a file of arguments
-        hint = (" (pytest reads a separate @FILE argument as a file of arguments: write "
-                "--gpuenv-plan-profile=@FILE)" if spec.lstrip().startswith(("{", "[")) else "")
+        # pytest reads a separate "@FILE" argument as a file of arguments: the JSON's lines arrive here
+        hint = ""
+        if spec.lstrip().startswith(("{", "[", '"')):
+            hint = ("; a saved `gpuenv info --json` is written --gpuenv-plan-profile=@FILE.json, with the '=' "
+                    "(pytest reads a separate @FILE argument as a file of arguments)")
         raise pytest.UsageError(
             f"gpuenv: malformed --gpuenv-plan-profile {safe_repr(spec)}: expected a root folder or "
             f"backend:arch:NxSIZE[:wsl2], e.g. rocm:gfx90a:4x64GiB, cuda:sm_90:1x80GiB, cpu{hint}"

@@ -137,7 +137,7 @@ def test_bad_dialect_is_a_value_error():
 
 
 UNMAPPABLE = [
-    ('    asm volatile("mov.u32 %0, %%laneid;" : "=r"(v));', "inline PTX assembly (asm volatile("),
+    ('    asm volatile("mov.u32 %0, %%laneid;" : "=r"(v));', "inline PTX assembly (asm volatile) has no HIP counterpart"),
     ("    v = __nv_fast_log2f(1.0f);", "the NVIDIA-only name __nv_fast_log2f"),
     ("    v = tex1Dfetch<float>(t, 0);", "a texture or surface (tex1Dfetch"),
 ]

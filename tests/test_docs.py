@@ -75,6 +75,8 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
     for flag in ("--gpuenv-backend", "--gpuenv-require", "--gpuenv-plan-profile"):
         assert f"`{flag}`" in text["options"]
     assert "`GPUENV_BACKEND`" in text["options"] and "`gpuenv_kernel_dirs` (paths)" in text["options"]
+    for variable in ("GPUENV_CPU_WORKERS", "GPUENV_CPU_WATCHDOG", "GPUENV_LOCK_DIR"):  # not options, listed too
+        assert f"| `{variable}` |" in text["options"]
     assert "`requires_memory(size)` | `gpuenv_requires_memory`" in text["markers"]
     for name in ("gpu_env", "gpu_device", "torch_device", "hip_kernel", "gpu_bench"):
         assert f"`{name}`" in text["fixtures"]

@@ -410,3 +410,14 @@ def hosts_name(pytester) -> str:
     import socket
 
     return f"{socket.gethostname()} (root {pathlib.Path(os.environ['GPUENV_ROOT']).name})"
+
+
+def test_plan_profile_file_as_a_separate_argument_says_to_write_the_equals(pytester, tmp_path):
+    """``--gpuenv-plan-profile @FILE`` (a space, not '='): pytest expands @FILE as an args file, so the JSON's
+    first line arrives as the spec; the error says to write ``--gpuenv-plan-profile=@FILE.json``."""
+    path = tmp_path / "gpu-a.json"
+    path.write_text('{\n  "schema": 1,\n  "backend": "cpu"\n}\n')
+    pytester.makepyfile("def test_a(): pass")
+    result = pytester.runpytest_subprocess("--collect-only", "--gpuenv-plan", "--gpuenv-plan-profile", f"@{path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*malformed --gpuenv-plan-profile '{'*written* --gpuenv-plan-profile=@FILE.json, with the '='*"])

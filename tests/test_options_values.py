@@ -86,16 +86,6 @@ def test_plan_profile_numbers_are_bounded(pytester, spec, fragment):
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
-def test_plan_profile_file_as_a_separate_argument_says_to_use_equals(pytester, tmp_path):
-    # pytest reads a separate ``@FILE`` argument as a file of arguments: the profile gets the JSON's first line
-    path = tmp_path / "gpu-a.json"
-    path.write_text('{\n  "backend": "cpu"\n}\n')
-    pytester.makepyfile("def test_a(): pass")
-    result = pytester.runpytest("--collect-only", "--gpuenv-plan", "--gpuenv-plan-profile", f"@{path}")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*malformed --gpuenv-plan-profile '{'*write --gpuenv-plan-profile=@FILE*"])
-
-
 def test_plan_profile_with_the_most_devices_runs(pytester):
     pytester.makepyfile("import pytest\n\n@pytest.mark.requires_devices(1024)\ndef test_a(): pass\n")
     result = pytester.runpytest("--collect-only", "--gpuenv-plan", f"--gpuenv-plan-profile=cuda:sm_90:{MAX_DEVICES}x80GiB")

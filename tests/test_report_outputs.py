@@ -234,7 +234,7 @@ def test_help_texts_say_what_the_options_do(pytester):
     text = " ".join(result.stdout.str().split())
     for words in ("tests that need the other one skip; to stop the run instead, --gpuenv-require",
                   "every hardware skip (category and cause), the outcomes",
-                  "or @FILE.json (a runner's `gpuenv info --json`)"):
+                  "or @FILE.json (a runner's `gpuenv info --json`), written --gpuenv-plan-profile=@FILE.json"):
         assert words in text, words
     from pytest_gpuenv.rtc import _cli
 

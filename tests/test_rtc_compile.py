@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -297,3 +298,20 @@ def test_hip_launch_path_up_to_the_runtime(tmp_path, cache):
     assert "LAUNCH-ERROR hipError" in p.stdout
     assert "hipSetDevice(0): hipError" in p.stdout or "hipModuleLoadData: hipError" in p.stdout
     assert "LOAD-ERROR hipError" in p.stdout and "hipModuleLoadData: hipError" in p.stdout
+
+
+def test_compile_command_takes_a_cuda_file_and_names_kernel_option(tmp_path, cache):
+    """A .cu kernel without extern "C" (as CUDA code is written): the command says to name it with --kernel,
+    and with --kernel it builds for the CPU executor."""
+    if not shutil.which("g++") and not shutil.which("clang++"):
+        pytest.skip("no host C++ compiler")
+    path = tmp_path / "warp_sum.cu"
+    path.write_text("__global__ void warp_sum(const float* x, float* total) {\n"
+                    "    if (threadIdx.x == 0) atomicAdd(total, x[blockIdx.x]);\n}\n")
+    out = io.StringIO()
+    assert compile_command([str(path), "--arch", "cpu", "--cache-dir", cache], out=out) == 2
+    assert "no extern \"C\" __global__ kernel" in out.getvalue() and "--kernel NAME" in out.getvalue()
+    out = io.StringIO()
+    rc = compile_command([str(path), "--arch", "cpu", "--kernel", "warp_sum", "--cache-dir", cache], out=out)
+    assert rc == 0, out.getvalue()
+    assert "ok   warp_sum cpu" in out.getvalue()

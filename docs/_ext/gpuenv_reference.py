@@ -64,7 +64,26 @@ def options_page() -> list[str]:
         "cannot be made), a `gpuenv_kernel_dirs` entry that is missing. What the output options write:",
         "{doc}`outputs`.", "",
         *_table(["command line", "environment", "ini (type)", "default", "meaning"], rows), "",
+        *_other_variables(),
     ]
+
+
+def _other_variables() -> list[str]:
+    """The environment variables that are not options (read where they apply, each named by its constant)."""
+    from pytest_gpuenv.runtime import _cpu_proto, cpu
+
+    rows = [
+        [f"`{cpu.WORKERS_ENV}`", "`0` (one per core)",
+         f"threads that run the blocks of an unchecked CPU-executor launch, 1 to {_cpu_proto.MAX_WORKERS}: "
+         "{doc}`../explanation/cpu-executor`"],
+        [f"`{cpu.WATCHDOG_ENV}`", "`10`",
+         f"seconds one CPU-executor launch may run, above 0 and at most {cpu.WATCHDOG_MAX:g}"],
+        ["`GPUENV_LOCK_DIR`", "a per-user temp folder",
+         "the per-GPU and per-host lock files (measurements, xdist workers' GPUs): {doc}`../how-to/several-hosts`"],
+    ]
+    return ["## Other environment variables", "",
+            "Not options (no command line or ini twin); a bad value is an error naming it, in the tests or workers that read it.", "",
+            *_table(["environment", "default", "meaning"], rows), ""]
 
 
 def _fmt_default(default: Any) -> str:

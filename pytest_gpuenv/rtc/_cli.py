@@ -13,7 +13,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="gpuenv compile",
         description="Compile a HIP source for each arch; print size and time, or the compiler's log.",
     )
-    p.add_argument("file", help="the .hip source")
+    p.add_argument("file", help="the .hip source (or CUDA: .cu, .cuh)")
     p.add_argument("--arch", help="comma-separated targets, e.g. gfx90a,gfx1030,sm_90, or cpu (the CPU "
                    "executor, built by the host C++ compiler) (default: what the installed compilers support "
                    "of gfx90a, gfx942, gfx1030, gfx1100, sm_80, sm_90)")
@@ -42,7 +42,8 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
         src = load_source(args.file)
         names = args.kernel or [k.name for k in find_kernels(src.text).values() if k.extern_c]
         if not names:
-            print(f"gpuenv compile: no extern \"C\" __global__ kernel in {src.path}", file=err)
+            print(f"gpuenv compile: no extern \"C\" __global__ kernel in {src.path}; name the kernels with --kernel NAME",
+                  file=err)
             return 2
         if args.arch:
             archs = [a.strip() for a in args.arch.split(",") if a.strip()]

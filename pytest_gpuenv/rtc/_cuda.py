@@ -37,7 +37,7 @@ DIALECTS = ("hip", "cuda")
 NVIDIA_DEFINE = "GPUENV_CUDA_DIALECT"
 
 _UNMAPPABLE = (
-    (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile\b|__volatile__\b)?\s*[({]"), "inline PTX assembly ({0})"),
+    (re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*(?:volatile|__volatile__)\b)?(?=\s*[({])"), "inline PTX assembly ({0})"),
     (re.compile(r"\b__nv_\w+"), "the NVIDIA-only name {0}"),
     (re.compile(r"\b(?:tex[123]D\w*|tex[123]DLayered\w*|texCubemap\w*|tex2Dgather|texture\s*<|cudaTextureObject_t|"
                 r"surf[123]D\w*|surf2DLayered\w*|cudaSurfaceObject_t)"), "a texture or surface ({0})"),
