@@ -97,6 +97,20 @@ def test_printf_of_blocks_after_the_failing_one_is_left_out(cpu_cache, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_warnings_of_blocks_after_the_failing_one_are_left_out(cpu_cache, recwarn):
+    # as for printf: a warning first seen in a block after the failing one is not the launch's (one worker
+    # never runs that block; others may, by timing)
+    k = kernel(cpu_cache, "    if (blockIdx.x == 0) {\n"
+                          "        for (volatile long i = 0; i < 200000000; i = i + 1) {}\n"
+                          "        assert(!p[0]);\n    }\n"
+                          "    if (blockIdx.x > 0) p[1] = __shfl_xor((int)threadIdx.x, 64);\n")
+    with pytest.raises(rtc.KernelAssertError, match=r"block \(0,0,0\)"):
+        k(64, 64, np.ones(2, np.int32))
+    assert not [w for w in recwarn if "__shfl_xor mask" in str(w.message)]
+    k(64, 64, np.zeros(2, np.int32))  # no failure: the later blocks' warning is the launch's
+    assert [w for w in recwarn if "__shfl_xor mask" in str(w.message)]
+
+
 def test_a_block_that_never_ends_on_a_helper_hits_the_watchdog(cpu_cache):
     # block 0 ends at once and its worker waits for the others: the one that spins is still stopped
     # by the watchdog, naming its line (not killed by pytest after the grace period)

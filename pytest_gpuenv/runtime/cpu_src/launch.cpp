@@ -144,14 +144,20 @@ static void merge_output(Launch** ws, int n, gpuenv_launch_t* d) {
     }
 }
 
-// Several workers' warnings, each line once, sorted (which worker saw a line first is not deterministic).
+// Several workers' warnings, each line once, sorted (which worker saw a line first is not deterministic),
+// none first seen in a block after the one that failed (as for printf: one worker would not have run it).
 static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r) {
     const char* lines[256];
     int nl = 0;
     static char all[kMaxWorkers][sizeof r->warnings];
     for (int i = 0; i < n; i++) {
         memcpy(all[i], ws[i]->r->warnings, sizeof all[i]);
-        for (char* p = strtok(all[i], "\n"); p && nl < 256; p = strtok(nullptr, "\n")) lines[nl++] = p;
+        for (char* p = strtok(all[i], "\n"); p && nl < 256; p = strtok(nullptr, "\n")) {
+            char* text = p;
+            unsigned long long block = p[0] == '#' ? strtoull(p + 1, &text, 10) : 0;  // "#BLOCK text"
+            if (text[0] == ' ') text++;
+            if (block <= fail_block) lines[nl++] = text;
+        }
     }
     qsort(lines, nl, sizeof *lines, [](const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); });
     r->warnings[0] = 0;

@@ -57,7 +57,11 @@ static void warn_once(void* site, const char* fmt, int a, int b) {
     snprintf(line, sizeof line, "@pc:%lx@: ", (unsigned long)pc_rel(site));
     size_t n = strlen(line);
     snprintf(line + n, sizeof line - n, fmt, a, b);
-    if (!strstr(L.r->warnings, line)) textf(L.r->warnings, sizeof L.r->warnings, "%s\n", line);
+    if (strstr(L.r->warnings, line)) return;
+    if (L.segs)  // several workers: the block that first warned (this worker's blocks come in order), for the merge
+        textf(L.r->warnings, sizeof L.r->warnings, "#%llu %s\n", (unsigned long long)L.block, line);
+    else
+        textf(L.r->warnings, sizeof L.r->warnings, "%s\n", line);
 }
 
 // Resolves the lanes of warp `base` waiting at `site`; false when one reads an inactive lane.
