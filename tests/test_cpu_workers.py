@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -120,3 +121,19 @@ def test_a_block_that_never_ends_on_a_helper_hits_the_watchdog(cpu_cache):
     with pytest.raises(rtc.KernelWatchdogError, match=r"block \(1,0,0\)") as info:
         k(2, 1, np.zeros(1, np.int32))
     assert info.value.line == 3
+
+
+@pytest.mark.parametrize("flag, unique", [("-fgnu-unique", True), ("-fno-gnu-unique", False)])
+def test_a_module_with_a_gnu_unique_symbol_stays_on_one_worker(tmp_path, flag, unique):
+    # a compiler that ignores -fno-gnu-unique leaves a template's static __shared__ STB_GNU_UNIQUE: the
+    # loader binds it process-wide, so every copy of the module (one per worker) would share it
+    from pytest_gpuenv.rtc._cpu import binutil, find_cxx, module_symbols
+
+    cxx = find_cxx()
+    if cxx is None or "clang" in os.path.basename(cxx):
+        pytest.skip("needs g++ (clang makes no GNU unique symbols)")
+    src = tmp_path / "m.cpp"
+    src.write_text("template <int N> int* f() { static int x[N]; return x; }\nint* g() { return f<3>(); }\n")
+    so = tmp_path / "m.so"
+    subprocess.run([cxx, "-shared", "-fPIC", flag, "-o", str(so), str(src)], check=True)
+    assert module_symbols(binutil(cxx, "nm"), str(so))[2] is unique

@@ -203,17 +203,24 @@ def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
     return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
 
 
-def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tuple[str, int, int]]]:
-    """The ``__shared__`` variables (``shared_symbols``) and (name, offset in the section, size) of every
-    red-zoned ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out."""
+#: a line of ``nm -S`` for a GNU unique symbol: address, [size,] type ``u``
+_UNIQUE = re.compile(r"[0-9a-fA-F]+ (?:[0-9a-fA-F]+ )?u ")
+
+
+def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tuple[str, int, int]], bool]:
+    """The ``__shared__`` variables (``shared_symbols``), (name, offset in the section, size) of every
+    red-zoned ``__device__``/``__constant__`` variable (``_cpu_globals``), red zones left out, and whether
+    the library has a process-wide (STB_GNU_UNIQUE, ``nm`` type ``u``) symbol, which every copy of the
+    module would share (a compiler that ignores ``-fno-gnu-unique``); True where nm cannot tell."""
     if nm is None:
-        return SharedVars([], []), []
+        return SharedVars([], []), [], True
     try:
         res = run_tool([nm, "-S", "-C", "--defined-only", so_path], 60.0)
     except KernelCompileError:  # nm missing or wedged: shared memory is not told apart from other globals
-        return SharedVars([], []), []
+        return SharedVars([], []), [], True
     lines = res.stdout.splitlines()
-    return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER)
+    unique = any(_UNIQUE.match(line) for line in lines)
+    return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER), unique
 
 
 def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
@@ -286,14 +293,14 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
-        shared, device_globals = module_symbols(binutil(cxx, "nm"), so)
+        shared, device_globals, unique = module_symbols(binutil(cxx, "nm"), so)
     check_shared_limit(shared.vars, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
             "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
             "globals": device_globals if red_zones else [],
             # blocks may run on several threads, each on its own copy of the module: not when kernels
-            # could share __device__ variables across blocks
-            "parallel": red_zones and not device_globals}
+            # could share __device__ variables across blocks, nor when the copies would share a symbol
+            "parallel": red_zones and not device_globals and not unique}
     return meta, binary
 
 
