@@ -229,14 +229,16 @@ static void fiber_main() {
     }
 }
 
-void set_where(gpuenv_report_t* r) {
-    r->block[0] = L.st->bid.x;
-    r->block[1] = L.st->bid.y;
-    r->block[2] = L.st->bid.z;
-    r->thread[0] = L.st->tid.x;
-    r->thread[1] = L.st->tid.y;
-    r->thread[2] = L.st->tid.z;
+void where_now(uint32_t block[3], uint32_t thread[3]) {
+    block[0] = L.st->bid.x;
+    block[1] = L.st->bid.y;
+    block[2] = L.st->bid.z;
+    thread[0] = L.st->tid.x;
+    thread[1] = L.st->tid.y;
+    thread[2] = L.st->tid.z;
 }
+
+void set_where(gpuenv_report_t* r) { where_now(r->block, r->thread); }
 
 void fail_in_fiber() {
     L.aborted = true;

@@ -139,6 +139,8 @@ __attribute__((noreturn)) void fail_in_fiber();
 void block_here(uint8_t st, void* site);
 void enqueue(int t);
 void set_thread(gpuenv_report_t* r, int t);
+// the running thread's block and thread index, into a report's (or the death note's) fields
+void where_now(uint32_t block[3], uint32_t thread[3]);
 void set_where(gpuenv_report_t* r);
 uint64_t pc_rel(const void* pc);
 void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -48,14 +48,7 @@ void record(int kind, int value, void* first) {
     note->kind = kind;
     note->value = value;
     note->in_launch = gx::cur_launch && L.active;
-    if (note->in_launch) {
-    note->block[0] = L.st->bid.x;
-    note->block[1] = L.st->bid.y;
-    note->block[2] = L.st->bid.z;
-    note->thread[0] = L.st->tid.x;
-    note->thread[1] = L.st->tid.y;
-    note->thread[2] = L.st->tid.z;
-    }
+    if (note->in_launch) gx::where_now(note->block, note->thread);
     int n = 0;
     if (first) {
         put_frame(0, first);
