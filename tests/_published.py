@@ -92,6 +92,13 @@ class CpuRun(Run):
         kernel(grid, block, *args, shared_mem=shared_mem)
 
 
+def check_on_cpu(case: Case, warp: int, check: bool, cache_dir: Optional[str] = None) -> None:
+    """Run ``case`` on the CPU executor and compare each output with numpy's, naming the case and width."""
+    for label, actual, expected in case.body(CpuRun(case, warp, check, cache_dir)):
+        np.testing.assert_allclose(actual, expected, rtol=case.rtol, atol=case.atol,
+                                   err_msg=f"{case.name} at wave{warp}: {label}")
+
+
 def rng(name: str) -> np.random.Generator:
     return np.random.default_rng(sum(name.encode()))
 

@@ -18,7 +18,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 from _cuda_samples import CASES, CUDA_SAMPLES  # noqa: E402
-from _published import CpuRun  # noqa: E402
+from _published import check_on_cpu  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
 from pytest_gpuenv.rtc import _compilers, _cuda  # noqa: E402
@@ -31,10 +31,7 @@ needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("cla
 @pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_cuda_sample_on_cpu(case, warp, check, cpu_cache):
-    run = CpuRun(case, warp, check, cpu_cache)
-    for label, actual, expected in case.body(run):
-        np.testing.assert_allclose(actual, expected, rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"{case.name} at wave{warp}: {label}")
+    check_on_cpu(case, warp, check, cpu_cache)
 
 
 def test_every_cuda_sample_names_its_origin():

@@ -17,7 +17,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from _published import BY_NAME, CASES, PUBLISHED, CpuRun  # noqa: E402
+from _published import BY_NAME, CASES, PUBLISHED, CpuRun, check_on_cpu  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
 
@@ -28,10 +28,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("cl
 @pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_published_kernel(case, warp, check, cpu_cache):
-    run = CpuRun(case, warp, check, cpu_cache)
-    for label, actual, expected in case.body(run):
-        np.testing.assert_allclose(actual, expected, rtol=case.rtol, atol=case.atol,
-                                   err_msg=f"{case.name} at wave{warp}: {label}")
+    check_on_cpu(case, warp, check, cpu_cache)
 
 
 def test_every_published_file_names_its_origin():
