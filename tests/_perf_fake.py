@@ -1,11 +1,13 @@
 """A fake timer backend and monitor producing synthetic samples, so gpu_bench's engine and verdict logic
-run on a CPU (tests/test_perf.py)."""
+run on a CPU (tests/test_perf_*.py); ``make`` builds a gpu_bench on them."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any, Callable, Optional, Sequence
 
+from pytest_gpuenv.perf import GpuBench, PerfContext, SamplingOptions
 from pytest_gpuenv.perf._device import DeviceInfo
 
 
@@ -104,3 +106,21 @@ class FakeMonitor:
 
     def foreign_processes(self) -> list[dict[str, Any]]:
         return list(self.foreign)
+
+
+def make(times, *, cv=0.005, mode="check", monitor=None, seed=1, max_time=2.0, baselines=None, name="Fake GPU 9000",
+         floor=0.0, options=None, ctx=None):
+    """A bench on a fake backend; ``ctx``: share that context's session."""
+    clock = FakeClock()
+    fb = FakeBackend(times, cv=cv, clock=clock, seed=seed, name=name, floor_s=floor)
+    ctx = PerfContext(
+        backend_factory=lambda: fb, monitor_factory=lambda b: monitor, nodeid="tests/t.py::test_k", test_name="test_k",
+        perf_mode=mode, max_time=max_time, baselines=baselines, clock=clock,
+        lock=lambda info: contextlib.nullcontext(), options=options or SamplingOptions(),
+        **({"session": ctx.session} if ctx is not None else {}),
+    )
+    return GpuBench(ctx), fb, ctx
+
+
+def noop():
+    return None

@@ -352,7 +352,7 @@ def test_nvml_monitor_throttle_reasons_and_partial_guards():
 def test_perf_table_says_which_guards_were_off():
     # issue 10 item 10: "say in the perf table when a guard is unavailable" (default_monitor sets the
     # backend's monitor_note from runtime.amdsmi / runtime.nvml Monitor.note)
-    from test_perf import make, noop
+    from _perf_fake import make, noop
 
     from pytest_gpuenv.perf.report import summary_lines
 

@@ -10,13 +10,13 @@ import warnings
 from typing import Any
 
 import pytest
+from _perf_fake import make, noop
 
 from pytest_gpuenv import cli
 from pytest_gpuenv.perf import INCONCLUSIVE, PASS, SamplingOptions, _plot
 from pytest_gpuenv.perf._compare_cli import load, verdict
 from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.perf.report import summary_lines
-from tests.test_perf import make, noop
 
 
 def rec(name: str, med_us: float, half: float = 0.01, nodeid: str = "t.py::test_a", **kw: Any) -> dict[str, Any]:
