@@ -1,13 +1,13 @@
 """Name expressions, modules with globals and by-value vectors/structs launched on a real NVIDIA GPU, with
 NVRTC and with nvcc (skipped elsewhere; scripts/gpu-check.sh runs them). The same test file runs on the
-CPU executor in tests/test_rtc_names.py. A pytest subprocess, so no GPU runtime starts in this process."""
+CPU executor in tests/test_rtc_names_cpu.py. A pytest subprocess, so no GPU runtime starts in this process."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from test_rtc_names import GPU_SOURCE, MODULE_TEST
+from _rtc_names import GPU_SOURCE, MODULE_TEST
 
 from pytest_gpuenv import requires_cuda
 
