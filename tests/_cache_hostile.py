@@ -1,4 +1,5 @@
-"""Helpers of test_rtc_cache_safety: another user, a child process with limits, a tmpfs, a wedged tool."""
+"""Helpers of the compile cache and compile path attack tests (test_rtc_cache_*, test_rtc_wedged_compilers):
+another user, a child process with limits, a tmpfs, a wedged tool."""
 
 from __future__ import annotations
 

@@ -106,3 +106,12 @@ def hosts_isolated(monkeypatch, tmp_path):
                 "GPUENV_ROOT", "GPUENV_WORKER_GPUS", "GPUENV_BACKEND"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
+
+
+@pytest.fixture
+def fresh_compile_cache(monkeypatch):
+    """Each test starts with no cache object and nothing warned yet in this process."""
+    from pytest_gpuenv.rtc import _cache
+
+    monkeypatch.setattr(_cache, "_WARNED", set())
+    monkeypatch.setattr(_cache, "_SHARED", {})

@@ -224,7 +224,7 @@ def test_no_perf_properties_without_junitxml(pytester):
 
 
 # a shared or team (setgid) cache folder is never told to chmod 700: that case is
-# tests/test_rtc_cache_safety.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
+# tests/test_rtc_cache_folders.py::test_refusal_never_suggests_chmod_700_on_a_shared_folder
 
 
 def test_help_texts_say_what_the_options_do(pytester):

@@ -1,0 +1,55 @@
+"""A wedged or broken compiler is a compile error naming the command, never a hung run: a wedged script on
+PATH, a compile whose children hold its pipe, a compiler that cannot start.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from _cache_hostile import wedged_tool
+
+from pytest_gpuenv.rtc import KernelCompileError, _compilers, _run
+
+pytestmark = pytest.mark.usefixtures("fresh_compile_cache")
+
+
+@pytest.mark.parametrize("tool, call, shown", [
+    ("hipcc", lambda: _compilers.Hipcc().identity(), "hipcc --version"),
+    ("nvcc", lambda: _compilers.Nvcc().identity(), "nvcc --version"),
+    ("nvcc", lambda: _compilers.Nvcc().supports("sm_90"), "nvcc --list-gpu-code"),
+])
+def test_wedged_compiler_query_times_out_naming_the_command(tmp_path, monkeypatch, tool, call, shown):
+    wedged_tool(tmp_path, monkeypatch, tool)
+    monkeypatch.setattr(_compilers, "TOOL_TIMEOUT", 0.5)
+    with pytest.raises(KernelCompileError, match=rf"{tmp_path}/bin/{shown} timed out after 0.5 s"):
+        call()
+
+
+def test_gpuenv_compile_with_a_wedged_nvcc_on_path(tmp_path, monkeypatch, capsys):
+    from pytest_gpuenv.rtc._cli import compile_command
+
+    wedged_tool(tmp_path, monkeypatch, "nvcc")
+    monkeypatch.setattr(_compilers, "TOOL_TIMEOUT", 0.5)
+    monkeypatch.setitem(_compilers._ALL, "nvcc", _compilers.Nvcc())
+    (tmp_path / "k.hip").write_text('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }\n')
+    assert compile_command([str(tmp_path / "k.hip"), "--arch", "sm_90", "--compiler", "nvcc", "--no-cache"]) == 1
+    assert f"FAIL k sm_90: {tmp_path}/bin/nvcc --version timed out after 0.5 s" in capsys.readouterr().out
+
+
+def test_wedged_compile_is_killed_with_its_children(tmp_path):
+    pidfile = tmp_path / "pid"
+    t = time.monotonic()
+    with pytest.raises(KernelCompileError, match=r"sh -c .* timed out after 0.5 s \(a wedged compiler\?\)"):
+        _run.run_tool(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], 0.5)
+    assert time.monotonic() - t < 30  # the grandchild held the pipe: it was killed with its group
+    pid = int(pidfile.read_text())
+    time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
+
+
+def test_compiler_that_cannot_start_is_a_compile_error(tmp_path):
+    (tmp_path / "hipcc").write_text("not a program")  # not executable
+    with pytest.raises(KernelCompileError, match=r"cannot run .*hipcc --version: \[Errno 13\]"):
+        _run.run_tool([str(tmp_path / "hipcc"), "--version"], 5)
