@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv._paths import write_atomically
 from pytest_gpuenv._session import GpuenvSession
 from pytest_gpuenv.detect._checks import SKIP_ABORT_VAR
 from pytest_gpuenv.detect._fs import Fs
@@ -111,24 +112,9 @@ def _read_records(path: Path) -> Optional[str]:
 def _write(path: Path, data: str) -> None:
     """Write ``data`` to ``path`` and fsync it: it must be on disk before a launch that may abort.
 
-    Written to a new file of this process, then renamed over ``path``: whatever was there (a FIFO, a
-    link) is replaced, never opened."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # a leftover of a dead process with this pid
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        try:
-            os.write(fd, data.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    Through ``_paths.write_atomically``: a new file, then renamed over ``path``, so whatever was there (a
+    FIFO, a link) is replaced, never opened."""
+    write_atomically(str(path), lambda f: f.write(data.encode()), durable=True)
 
 
 def _running_files(directory: Path) -> list[Path]:

@@ -91,12 +91,12 @@ def _umask() -> int:
     return mask
 
 
-def write_atomically(path: str, write: Callable[[BinaryIO], Any]) -> None:
+def write_atomically(path: str, write: Callable[[BinaryIO], Any], durable: bool = False) -> None:
     """Write ``path`` through ``write(f)`` on a new temporary file of its folder (created when missing;
     ``mkstemp``: ``O_CREAT|O_EXCL``, a random name, so never through a link), then rename it over ``path``
     (a link there is replaced, its target left alone): a reader sees the old file or the whole new one.
-    The file gets the mode a plain ``open`` would (0666 & ~umask). The temporary file is removed when
-    ``write`` raises."""
+    The file gets the mode a plain ``open`` would (0666 & ~umask). ``durable``: flushed and fsynced before
+    the rename. The temporary file is removed when ``write`` raises."""
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
@@ -104,6 +104,9 @@ def write_atomically(path: str, write: Callable[[BinaryIO], Any]) -> None:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())
             write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
