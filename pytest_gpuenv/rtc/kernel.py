@@ -68,12 +68,15 @@ def compile_kernel(
                          warp_size=warp_size, check=check, lockstep=lockstep, dialect=dialect)[0]
 
 
-def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str] = (),
-                  defines: Optional[Mapping[str, Any]] = None, include_dirs: Sequence[str] = (),
-                  cache_dir: Optional[str] = None, compiler: Optional[str] = None, device: Optional[int] = None,
-                  sync: bool = False, use_cache: bool = True, warp_size: int = 64, check: bool = True,
-                  lockstep: bool = False, dialect: Optional[str] = None) -> list[Kernel]:
-    """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order."""
+def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str],
+                  defines: Optional[Mapping[str, Any]], include_dirs: Sequence[str], cache_dir: Optional[str],
+                  compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool, warp_size: int,
+                  check: bool, lockstep: bool, dialect: Optional[str]) -> list[Kernel]:
+    """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order.
+
+    The body of ``compile_kernel`` and ``compile_module``, which keep their keywords spelled out (they are
+    what ``help()`` and ``inspect.signature`` show) and declare the defaults; here every keyword is
+    required, so a default exists only there (tests/test_rtc_compile_signatures.py keeps the two alike)."""
     src = _cuda.with_dialect(src, dialect)
     targets = _names.targets(src, names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
