@@ -16,9 +16,10 @@ both import it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import secrets
 import stat
-import tempfile
 from typing import Any, BinaryIO, Callable, Optional
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"), (stat.S_ISLNK, "a symbolic link"),
@@ -85,24 +86,32 @@ def output_file_problem(path: str, what: str = "the report") -> Optional[str]:
     return file_target_problem(path, what=what) or new_file_problem(path)
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _new_file_beside(path: str) -> tuple[int, str]:
+    """A new file in ``path``'s folder with a random name, open for writing: ``O_CREAT|O_EXCL`` (never
+    through a link), as ``tempfile.mkstemp`` does, but created with mode 0666 so that the kernel applies
+    the umask (or the folder's default ACL) as for a plain ``open``. mkstemp makes it 0600, and the umask
+    cannot be read without setting it for the whole process, under every other thread."""
+    directory = os.path.dirname(path) or "."
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name", path)
 
 
 def write_atomically(path: str, write: Callable[[BinaryIO], Any], durable: bool = False) -> None:
     """Write ``path`` through ``write(f)`` on a new temporary file of its folder (created when missing;
-    ``mkstemp``: ``O_CREAT|O_EXCL``, a random name, so never through a link), then rename it over ``path``
-    (a link there is replaced, its target left alone): a reader sees the old file or the whole new one.
-    The file gets the mode a plain ``open`` would (0666 & ~umask). ``durable``: flushed and fsynced before
-    the rename. The temporary file is removed when ``write`` raises."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=os.path.basename(path) + ".", suffix=".tmp")
+    ``_new_file_beside``: a random name, never through a link), then rename it over ``path`` (a link
+    there is replaced, its target left alone): a reader sees the old file or the whole new one. The file
+    gets the mode a plain ``open`` would (0666 & ~umask). ``durable``: flushed and fsynced before the
+    rename. The temporary file is removed when ``write`` raises."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fd, tmp = _new_file_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
             write(f)
             if durable:
                 f.flush()
