@@ -3,14 +3,15 @@
 Every worker collects the same tests and, before the controller hands any out, tells it which of them
 its host cannot run and why, and which are in an ``xdist_group`` (``_routing.routes``, over a channel
 ``_xdist`` opened for it). ``GpuScheduling`` keeps the work in units (a test, or an ``xdist_group``: a
-group goes to one worker), each queued under the set of live workers that can run it. A worker asking
-for work takes from the queues it belongs to, the most restricted first (the ROCm tests go to the ROCm
-workers before the tests any worker can run), in chunks sized as ``--dist load`` sizes them. A test no
-worker can run is skipped once here, on the controller, with each host and what it lacked.
+group goes to one worker), each queued under the set of live workers (not shutting down) that can run
+it. A worker asking for work takes from the queues it belongs to, the most restricted first (the ROCm
+tests go to the ROCm workers before the tests any worker can run), in chunks sized as ``--dist load``
+sizes them. A test no worker can run is skipped once here, on the controller, with each host and what it
+lacked.
 
 A worker that dies: its test in progress is xdist's crash report (the host is added to it, ``_xdist``);
 the rest go back to the queues, to the workers that can still run them; what only the dead worker's
-host could run waits for the replacement xdist starts, or, where xdist will start none
+host (or workers already told to shut down) could run waits for the replacement xdist starts, or, where xdist will start none
 (``--max-worker-restart``), is reported as failed, naming the worker and host.
 """
 
@@ -209,8 +210,11 @@ class GpuScheduling:
 
     def _able(self, unit: list[int]) -> frozenset[Any]:
         """The live workers that can run every test of ``unit``; for a group none can run whole, those
-        that can run some of it (the rest skips there, as the group stays on one worker)."""
-        live = self.node2routes
+        that can run some of it (the rest skips there, as the group stays on one worker). A worker told to
+        shut down is not live here: it runs nothing sent after that (xdist's remote.py queues it behind
+        the shutdown), so a test it alone could run waits for a replacement or is reported, never queued
+        for it."""
+        live = {n: r for n, r in self.node2routes.items() if not n.shutting_down}
         full = frozenset(n for n, r in live.items() if not any(i in r.cannot for i in unit))
         if full or len(unit) == 1:
             return full
