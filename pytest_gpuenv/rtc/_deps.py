@@ -25,19 +25,18 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time
 from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._includes import _scan
+from pytest_gpuenv.rtc._includes import FileVersion, _scan
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc._source import Source
 
 #: seconds a dependency listing may take (it reads headers only; a FIFO reached through a macro include
 #: would block it: the key is then the scan's alone)
 TIMEOUT = 20.0
-#: (command, source path, source bytes) -> (the files listed, their stat signatures)
-_MEMO: dict[tuple[Any, ...], tuple[list[str], list[Optional[tuple[int, ...]]]]] = {}
+#: (command, source path, source bytes) -> (the files listed, their versions)
+_MEMO: dict[tuple[Any, ...], tuple[list[str], list[Optional[FileVersion]]]] = {}
 #: the macros hiprtc / NVRTC predefine that headers branch on (the host preprocessor stands in for them)
 _RTC_MACROS = {"amd": ["-D__HIPCC__", "-D__HIP__", "-D__HIPCC_RTC__", "-D__HIP_PLATFORM_AMD__",
                        "-D__HIP_DEVICE_COMPILE__"],
@@ -48,14 +47,6 @@ _PP_JOINED = {"--include-path=": "-I", "--define-macro=": "-D", "--undefine-macr
 _PP_SEPARATE = {"--pre-include=": "-include", "-include": "-include", "-isystem": "-isystem", "-iquote": "-iquote",
                 "-idirafter": "-idirafter"}
 _TOKEN = re.compile(r"(?:\\.|[^\s\\])+")
-
-
-def _sig(path: str) -> Optional[tuple[int, ...]]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def parse_make_rule(text: str) -> list[str]:
@@ -93,11 +84,10 @@ def preprocessed(cmd: list[str], src: Source, env: Optional[dict] = None) -> lis
     changed."""
     key = (tuple(cmd), src.path, src.data)
     known = _MEMO.get(key)
-    settled = time.time_ns() - 2_000_000_000
-    if known is None or [_sig(p) for p in known[0]] != known[1] or any(
-            s is not None and max(s[3], s[4]) >= settled for s in known[1]):
+    if known is None or [FileVersion.of(p) for p in known[0]] != known[1] or any(
+            v is not None and not v.settled() for v in known[1]):
         paths = _listed(cmd, src, env)  # (a failure is kept too, as an empty list: it is not run again)
-        known = _MEMO[key] = (paths or [], [_sig(p) for p in paths or []])
+        known = _MEMO[key] = (paths or [], [FileVersion.of(p) for p in paths or []])
     out = []
     for path in known[0]:
         got = _scan(path)

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import time
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, NamedTuple, Optional, Sequence
 
 from pytest_gpuenv.rtc._errors import KernelCompileError
 
@@ -45,8 +45,8 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"
 _DIR_OPTIONS = ("--include-path", "-isystem", "-iquote", "-idirafter", "-I")
 #: options that include a file before the source (``-include f``; NVRTC's ``--pre-include=f``)
 _FILE_OPTIONS = ("--pre-include", "-include")
-#: path -> (stat signature, bytes, includes): a header is read and scanned again only when it changed
-_SCANNED: dict[str, tuple[tuple[int, ...], bytes, list[tuple[bool, str]]]] = {}
+#: path -> (its version, bytes, includes): a header is read and scanned again only when it changed
+_SCANNED: dict[str, tuple[FileVersion, bytes, list[tuple[bool, str]]]] = {}
 #: id(bytes of a scanned header) -> (those bytes, their sha256)
 _DIGESTS: dict[int, tuple[bytes, bytes]] = {}
 
@@ -81,18 +81,37 @@ def read_fd(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
+class FileVersion(NamedTuple):
+    """What tells one version of a file from another without reading it (its ``os.stat``)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, path: str) -> Optional[FileVersion]:
+        """The version of the file at ``path`` now, None if it cannot be stat'ed."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def settled(self) -> bool:
+        """Changed more than 2 s ago. A same-size edit within a coarse timestamp's tick (FAT: 2 s) leaves
+        the version alone, so what was read of a file that is not settled is read again."""
+        return max(self.mtime_ns, self.ctime_ns) < time.time_ns() - 2_000_000_000
+
+
 def _scan(path: str) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
     """(bytes, [(quoted, name)]) of a header, None if it is not a regular file."""
-    try:
-        st = os.stat(path)
-    except OSError:
+    sig = FileVersion.of(path)
+    if sig is None:
         return None
-    sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     known = _SCANNED.get(path)
-    # a file changed in the last 2 s is read again: a same-size edit within a coarse timestamp's tick
-    # (FAT: 2 s) leaves its stat signature alone
-    settled = max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - 2_000_000_000
-    if known is not None and known[0] == sig and settled:
+    if known is not None and known[0] == sig and sig.settled():
         return known[1], known[2]
     try:
         data = read_regular(path)
