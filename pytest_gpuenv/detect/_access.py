@@ -1,6 +1,7 @@
 """/dev/kfd and render-node access, as libhsakmt opens them (DETECTION.md step 3b, failure modes A1-A3).
 
-Only ``stat`` and ``os.access``: nothing is opened.
+Only ``stat`` and ``os.access``: nothing is opened. ``owner_and_group`` names a device file's owner and
+group in the problems here and in ``_nvidia``'s.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _no_minor_problem(kept: list[Device], no_minor: list[Device], ev: list[str])
 def _denied_problem(fs: Fs, kept: list[Device], denied: list[Device], ev: list[str]) -> Problem:
     paths = ", ".join(d.render_node or "" for d in denied)
     _topology_failed(kept, denied, f"{paths} not accessible (EACCES)", ev)
-    _owner_name, group = _owner(fs.stat(denied[0].render_node or ""))
+    _owner_name, group = owner_and_group(fs.stat(denied[0].render_node or ""))
     user = _user()
     return Problem(
         "render-permission-denied",
@@ -104,7 +105,7 @@ def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) 
         return None
     st = fs.stat("/dev/kfd")
     mode = f"{st.st_mode & 0o777:04o}" if st else "?"
-    owner, group = _owner(st)
+    owner, group = owner_and_group(st)
     user = _user()
     for d in devices:
         d.usable, d.unusable_reason = False, f"/dev/kfd not accessible (user '{user}' not in '{group}')"
@@ -117,7 +118,9 @@ def _kfd_problem(fs: Fs, devices: list[Device], container: bool, ev: list[str]) 
         category="permission")
 
 
-def _owner(st: Optional[os.stat_result]) -> tuple[str, str]:
+def owner_and_group(st: Optional[os.stat_result]) -> tuple[str, str]:
+    """The names of the owner and group of a device file (the numbers where this machine has no name for
+    them; "?" for a file that could not be stat'ed)."""
     if st is None:
         return "?", "?"
     try:

@@ -11,6 +11,7 @@ import os
 import re
 from typing import Any, Optional
 
+from pytest_gpuenv.detect._access import owner_and_group
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem
@@ -134,15 +135,7 @@ def check_nodes(
 
 
 def _permission_problem(fs: Fs, denied: list[str]) -> Problem:
-    st = fs.stat(denied[0])
-    group = "?"
-    if st is not None:
-        try:
-            import grp
-
-            group = grp.getgrgid(st.st_gid).gr_name
-        except (KeyError, ImportError):
-            group = str(st.st_gid)
+    _owner, group = owner_and_group(fs.stat(denied[0]))
     return Problem(
         "nvidia-permission-denied",
         f"{', '.join(denied)} not readable+writable by this user (group '{group}')",
