@@ -180,3 +180,24 @@ def test_compiler_discovery_under_a_root(tmp_path, gpu_roots):
                              "nvcc": "/usr/local/cuda/bin/nvcc"}
     (root / "opt/rocm-6.4.1/lib/libhiprtc.so.6").unlink()  # ROCm 5 style: hiprtc inside libamdhip64
     assert _compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libamdhip64.so"
+
+
+# ---------------------------------------------------------------------------- device-file permissions
+def test_nvidia_permission_problem_names_the_device_file_s_group(tmp_path):
+    import grp
+
+    from pytest_gpuenv.detect._fs import Fs
+    from pytest_gpuenv.detect._nvidia import _permission_problem
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/nvidiactl").write_text("")
+    gid = (tmp_path / "dev/nvidiactl").stat().st_gid
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    p = _permission_problem(Fs(str(tmp_path)), ["/dev/nvidiactl", "/dev/nvidia0"])
+    assert p.code == "nvidia-permission-denied" and p.category == "permission"
+    assert f"/dev/nvidiactl, /dev/nvidia0 not readable+writable by this user (group '{group}')" == p.message
+    assert f"sudo usermod -aG {group} $USER" in p.fix
+    assert "(group '?')" in _permission_problem(Fs(str(tmp_path)), ["/dev/nvidia7"]).message  # no such file
