@@ -53,7 +53,6 @@ __global__ void byval(float* out, v::float4 a, Params p, v::float3 w, uint u) {
 __global__ void vec_ptr(v::float4* x) { x[threadIdx.x].d[3] = x[threadIdx.x].d[0]; }
 """
 
-
 #: the same for the GPU compilers, with HIP's own vector types (on NVIDIA: CUDA's float4, float3)
 GPU_SOURCE = (SOURCE.replace(b"v::float", b"float")
               .replace(b"x[threadIdx.x].d[3] = x[threadIdx.x].d[0]", b"x[threadIdx.x].w = x[threadIdx.x].x")

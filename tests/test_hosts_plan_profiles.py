@@ -1,6 +1,4 @@
-"""``--gpuenv-plan-profile`` files that cannot be read: usage errors that say what is wrong and how to write it.
-"""
-
+"""``--gpuenv-plan-profile`` files that cannot be read: usage errors that say what is wrong and how to write it."""
 
 import pytest
 

@@ -1,5 +1,4 @@
-"""gpu_bench's arguments on a fake backend: bad values are named, a callable that raises propagates.
-"""
+"""gpu_bench's arguments on a fake backend: bad values are named, a callable that raises propagates."""
 
 from __future__ import annotations
 

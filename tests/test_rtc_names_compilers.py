@@ -138,7 +138,6 @@ template <unsigned N> __global__ void tiles(unsigned long long* o, const int* a)
 }
 """
 
-
 @pytest.mark.parametrize("compiler", [
     pytest.param("nvrtc", marks=_needs("nvrtc", "sm_90")),
     pytest.param("nvcc", marks=_needs("nvcc", "sm_90")),

@@ -1,5 +1,4 @@
-"""Name expressions and the compiler's marker parsed, by-value vectors and structs packed: pure Python.
-"""
+"""Name expressions and the compiler's marker parsed, by-value vectors and structs packed: pure Python."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Pathological sources (unclosed blocks, comments and literals; 50,000 kernels) parse in linear time.
-"""
+"""Pathological sources (unclosed blocks, comments and literals; 50,000 kernels) parse in linear time."""
 
 from __future__ import annotations
 
