@@ -100,10 +100,9 @@ def no_outer_masks(monkeypatch):
 
 
 @pytest.fixture
-def hosts_isolated(monkeypatch, tmp_path):
+def hosts_isolated(no_outer_masks, monkeypatch, tmp_path):
     """No masks or root from around this run; seat and perf locks in this test's own directory."""
-    for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-                "GPUENV_ROOT", "GPUENV_WORKER_GPUS", "GPUENV_BACKEND"):
+    for var in ("GPUENV_ROOT", "GPUENV_WORKER_GPUS", "GPUENV_BACKEND"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
 
