@@ -213,7 +213,20 @@ static inline bool start_new() {
     Launch& l = L;
     if (l.next_new >= l.nthreads || l.aborted) return false;
     set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
+    l.st->next = l.next_new;
     return true;
+}
+
+// The module's entry may have started threads itself since the executor last set the current thread
+// (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned.
+// Called first by every executor entry a running thread reaches that reads the current thread.
+static inline __attribute__((always_inline)) void catch_up(Launch& l) {
+    int lin = (int)l.st->lin;
+    if (__builtin_expect(lin != l.cur, 0)) {
+        l.nlive -= lin - l.cur;
+        l.next_new += lin - l.cur;
+        l.cur = lin;
+    }
 }
 
 // A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
@@ -278,6 +291,7 @@ using namespace gx;
 
 // The current thread is done: start the next one on this fiber (1), or 0 when none is left.
 extern "C" int gpuenv_next_thread() {
+    catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     return start_new();
 }
@@ -287,6 +301,7 @@ extern "C" int gpuenv_next_thread() {
 // the barrier releases (release_barrier), not here.
 static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
+    catch_up(l);
     Thread& th = l.threads[l.cur];
     th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
     th.where = where;
@@ -317,6 +332,7 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     Launch& l = L;
     watchdog_poll();
+    catch_up(l);
     Thread& th = l.threads[l.cur];
     th.op = op;
     th.val = value;
@@ -342,6 +358,7 @@ static void resume(int t) {
 bool run_block() {
     Launch& l = L;
     l.next_new = 0;
+    l.st->next = 0;
     l.nlive = l.nthreads;
     l.rq_head = l.rq_tail = 0;
     l.seq_next = l.seq_end = 0;

@@ -15,9 +15,11 @@ struct gpuenv_u3 {
 // worker thread has one: blocks of a launch run on several OS threads, each thread on its own copy.
 struct gpuenv_state_t {
     gpuenv_u3 tid, bid, bdim, gdim;
-    unsigned lin;  // linear thread id within the block
-    unsigned pad;
+    unsigned lin;   // linear thread id within the block
+    unsigned next;  // the block's next thread not started yet (the executor's next_new, see next_inline)
     char* dyn_shared;
+    unsigned end;  // the module's entry starts threads below this one itself (hip_runtime.h: next_inline)
+    unsigned pad;
 };
 
 // A worker thread's copy of the kernel module: its entry and its gpuenv_state.
