@@ -244,8 +244,9 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     if check:
         return flags + ["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
     # unchecked: the module binds its own symbols (-Wl,-Bsymbolic), so g++ may inline the kernel into the
-    # entry's loop over threads and __device__ functions into the kernel
-    return flags + ["-fno-semantic-interposition"]
+    # entry's loop over threads and __device__ functions into the kernel; the executor's functions (a barrier)
+    # are called through the GOT, with no PLT stub between
+    return flags + ["-fno-semantic-interposition", "-fno-plt"]
 
 
 def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: Sequence[str],

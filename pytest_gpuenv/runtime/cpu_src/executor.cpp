@@ -168,14 +168,16 @@ static inline void set_current(int t) {
 }
 
 // pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
+// (the two are never both non-empty: a barrier releases, and warp operations resolve, only when neither
+// has threads left; the barrier's release comes first, as the common case)
 static inline int pick_thread() {
     Launch& l = L;
-    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
     if (l.seq_next < l.seq_end) {
         int t = l.seq_next++;
         if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
         return t;
     }
+    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
     return -1;
 }
 
