@@ -95,13 +95,14 @@ static void ctx_init(Fiber* f) {
     for (int i = 0; i < 6; i++) *--sp = nullptr;
     f->sp = sp;
 }
-static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp, (int)L.bar_res); }
-static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp, (int)L.bar_res); }
-// From fiber `me` to fiber `to` (the scheduler when null); returns what the one that resumes `me` hands over.
-static inline int switch_from(Fiber* me, Fiber* to) {
-    return gpuenv_switch(&me->sp, to ? to->sp : L.sched_sp, (int)L.bar_res);
-}
-static inline int switch_fiber(Fiber* me, Fiber* to) { return gpuenv_switch(&me->sp, to->sp, (int)L.bar_res); }
+// Contexts: a waiting thread's is saved in its Thread, a free fiber's (one no thread waits on) in the Fiber,
+// the scheduler's in L.sched_sp. park_*: save the current one there and continue at `to`.
+static inline void* thread_ctx(const Thread& t) { return t.sp; }
+static inline void* fiber_ctx(const Fiber* f) { return f->sp; }
+static inline void* sched_ctx() { return L.sched_sp; }
+static inline int park_thread(Thread& me, void* to) { return gpuenv_switch(&me.sp, to, (int)L.bar_res); }
+static inline int park_fiber(Fiber* me, void* to) { return gpuenv_switch(&me->sp, to, (int)L.bar_res); }
+static inline void from_sched(void* to) { gpuenv_switch(&L.sched_sp, to, (int)L.bar_res); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -112,17 +113,19 @@ static void ctx_init(Fiber* f) {
     u->uc_link = nullptr;
     makecontext(u, fiber_main, 0);
 }
-static inline void to_fiber(Fiber* f) {
+// (a ucontext stays with its fiber: a waiting thread's is its fiber's)
+static inline void* thread_ctx(const Thread& t) { return t.fiber->uc; }
+static inline void* fiber_ctx(const Fiber* f) { return f->uc; }
+static inline void* sched_ctx() {
     if (!L.sched_uc) L.sched_uc = new ucontext_t;
-    swapcontext((ucontext_t*)L.sched_uc, (ucontext_t*)f->uc);
+    return L.sched_uc;
 }
-static inline void to_sched(Fiber* f) { swapcontext((ucontext_t*)f->uc, (ucontext_t*)L.sched_uc); }
-static inline int switch_from(Fiber* me, Fiber* to) {
-    if (to) swapcontext((ucontext_t*)me->uc, (ucontext_t*)to->uc);
-    else swapcontext((ucontext_t*)me->uc, (ucontext_t*)L.sched_uc);
+static inline int park_fiber(Fiber* me, void* to) {
+    swapcontext((ucontext_t*)me->uc, (ucontext_t*)to);
     return (int)L.bar_res;
 }
-static inline int switch_fiber(Fiber* me, Fiber* to) { return switch_from(me, to); }
+static inline int park_thread(Thread& me, void* to) { return park_fiber(me.fiber, to); }
+static inline void from_sched(void* to) { swapcontext((ucontext_t*)sched_ctx(), (ucontext_t*)to); }
 #endif
 
 static Fiber* new_fiber() {
@@ -143,15 +146,15 @@ static Fiber* new_fiber() {
 // The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
 // the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
 // of 256 waiting threads keeps more stack lines than L1 holds).
-static inline void prefetch_stack(const Fiber* f) {
-    const char* sp = (const char*)f->sp;
+static inline void prefetch_stack(const void* at) {
+    const char* sp = (const char*)at;
     for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
 }
 
 static Fiber* acquire() {
     Launch& l = L;
     Fiber* f = l.nfree ? l.freelist[--l.nfree] : new_fiber();
-    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]);  // the next block's next thread
+    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]->sp);  // the next block's next thread
     if (f && f->fresh) {
         ctx_init(f);
         f->fresh = false;
@@ -174,19 +177,20 @@ static inline int pick_thread() {
     Launch& l = L;
     if (l.seq_next < l.seq_end) {
         int t = l.seq_next++;
-        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
+        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].sp);
         return t;
     }
     if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
     return -1;
 }
 
-static inline Fiber* take(int t) {
+static inline void* take(int t) {
     Launch& l = L;
     Thread& th = l.threads[t];
     th.state = T_RUN;
     set_current(t);
-    return l.cur_fiber = th.fiber;
+    l.cur_fiber = th.fiber;
+    return thread_ctx(th);
 }
 
 static Fiber* new_fiber_for_next() {
@@ -195,20 +199,24 @@ static Fiber* new_fiber_for_next() {
     return f;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else the next
-// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
-// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// Where to go next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; the scheduler's context
+// when it must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
 // so runs stay deterministic.
-static inline Fiber* next_fiber() {
-    if (__builtin_expect(L.aborted, 0)) return nullptr;
+static inline void* next_ctx() {
+    if (__builtin_expect(L.aborted, 0)) return sched_ctx();
     int t = pick_thread();
     if (t >= 0) return take(t);
-    return L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
+    Fiber* f = L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
+    return f ? fiber_ctx(f) : sched_ctx();
 }
 
-// The current thread (on fiber me) waits for a fiber not started yet: out of line, so that wait_here's
-// common paths make no call but the switch.
-__attribute__((noinline)) static int wait_for_new(Fiber* me) { return switch_from(me, new_fiber_for_next()); }
+// The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
+// no call but the switch.
+__attribute__((noinline)) static int wait_for_new(Thread& me) {
+    Fiber* f = new_fiber_for_next();
+    return park_thread(me, f ? fiber_ctx(f) : sched_ctx());
+}
 
 // Starts the next thread not started yet on the current fiber; false when none is left.
 static inline bool start_new() {
@@ -239,8 +247,7 @@ static void fiber_main() {
         Fiber* f = l.cur_fiber;
         if (start_new()) l.entry(l.d->args);
         l.freelist[l.nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
-        Fiber* n = l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_fiber() : nullptr;
-        switch_from(f, n);
+        park_fiber(f, l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_ctx() : sched_ctx());
     }
 }
 
@@ -257,7 +264,7 @@ void set_where(gpuenv_report_t* r) { where_now(r->block, r->thread); }
 
 void fail_in_fiber() {
     L.aborted = true;
-    to_sched(L.cur_fiber);
+    park_fiber(L.cur_fiber, sched_ctx());
     __builtin_unreachable();
 }
 
@@ -269,13 +276,13 @@ static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* sit
     Thread& th = l.threads[l.cur];
     th.state = st;
     th.site = site;
-    Fiber* me = th.fiber = l.cur_fiber;
+    th.fiber = l.cur_fiber;
     if (__builtin_expect(!l.aborted, 1)) {
         int t = pick_thread();
-        if (t >= 0) return switch_fiber(me, take(t));
-        if (l.next_new < l.nthreads) return wait_for_new(me);
+        if (t >= 0) return park_thread(th, take(t));
+        if (l.next_new < l.nthreads) return wait_for_new(th);
     }
-    return switch_from(me, nullptr);
+    return park_thread(th, sched_ctx());
 }
 
 void block_here(uint8_t st, void* site) {
@@ -348,13 +355,7 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
 }
 
 namespace gx {
-static void resume(int t) {
-    Thread& th = L.threads[t];
-    L.cur_fiber = th.fiber;
-    th.state = T_RUN;
-    set_current(t);
-    to_fiber(th.fiber);
-}
+static void resume(int t) { from_sched(take(t)); }
 
 // Runs one block to its end; false when the launch stopped (the report says why).
 bool run_block() {
@@ -384,7 +385,7 @@ bool run_block() {
                     return false;
                 }
                 l.cur_fiber = f;
-                to_fiber(f);
+                from_sched(fiber_ctx(f));
             } else {
                 break;
             }
