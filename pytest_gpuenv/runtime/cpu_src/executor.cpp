@@ -189,6 +189,7 @@ static inline void* take(int t) {
     Thread& th = l.threads[t];
     th.state = T_RUN;
     set_current(t);
+    l.st->end = 0;  // a thread that waited: the ones after it have started (next_inline)
     l.cur_fiber = th.fiber;
     return thread_ctx(th);
 }
@@ -223,13 +224,14 @@ static inline bool start_new() {
     Launch& l = L;
     if (l.next_new >= l.nthreads || l.aborted) return false;
     set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
-    l.st->next = l.next_new;
+    l.st->end = l.inline_end;   // the newest thread: the module may start the ones after it itself
     return true;
 }
 
 // The module's entry may have started threads itself since the executor last set the current thread
-// (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned.
-// Called first by every executor entry a running thread reaches that reads the current thread.
+// (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned, and
+// it started them in order after the newest (so next_new stays the current thread + 1). Called first by
+// every executor entry a running thread reaches that reads the current thread.
 static inline __attribute__((always_inline)) void catch_up(Launch& l) {
     int lin = (int)l.st->lin;
     if (__builtin_expect(lin != l.cur, 0)) {
@@ -324,7 +326,7 @@ static inline __attribute__((always_inline)) int arrive(const char* file, int wh
     } else if (file != l.bar_file) {
         l.bar_fchk = true;
     }
-    l.bar_count += value != 0;
+    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;  // (__syncthreads_count/_and/_or)
     return wait_here(T_BAR, site);
 }
 
@@ -361,7 +363,6 @@ static void resume(int t) { from_sched(take(t)); }
 bool run_block() {
     Launch& l = L;
     l.next_new = 0;
-    l.st->next = 0;
     l.nlive = l.nthreads;
     l.rq_head = l.rq_tail = 0;
     l.seq_next = l.seq_end = 0;

@@ -97,6 +97,7 @@ struct Launch {
     gpuenv_report_t rep;
     Thread threads[kMaxThreads];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
+    unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
     int rq_head, rq_tail;
     int seq_next, seq_end;  // after a barrier released every thread: threads [seq_next, seq_end) run next, in order

@@ -15,11 +15,12 @@ struct gpuenv_u3 {
 // worker thread has one: blocks of a launch run on several OS threads, each thread on its own copy.
 struct gpuenv_state_t {
     gpuenv_u3 tid, bid, bdim, gdim;
-    unsigned lin;   // linear thread id within the block
-    unsigned next;  // the block's next thread not started yet (the executor's next_new, see next_inline)
+    unsigned lin;  // linear thread id within the block
+    // the module's entry may start the threads after this one, up to `end`, itself (hip_runtime.h:
+    // next_inline): the executor sets it when it starts a thread not started before (the block's newest), 0
+    // when it resumes one that waited, and always 0 in checked and lockstep launches
+    unsigned end;
     char* dyn_shared;
-    unsigned end;  // the module's entry starts threads below this one itself (hip_runtime.h: next_inline)
-    unsigned pad;
 };
 
 // A worker thread's copy of the kernel module: its entry and its gpuenv_state.

@@ -345,19 +345,18 @@ template <class... A, class... V>
 __attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)(A...), std::tuple<V...>& v) {
     call(f, v, std::index_sequence_for<A...>{});
 }
-// The thread after the current one starts on this fiber without a call into the executor when nothing
-// else happened in between: it is the next thread not started yet (gpuenv_state.next) and the executor
-// allows it (gpuenv_state.end: unchecked launches; 0 in checked and lockstep ones). The executor counts the
-// threads started here when the fiber next calls it (gpuenv_barrier, gpuenv_warp_op, gpuenv_next_thread).
+// The thread after the current one starts on this fiber without a call into the executor when the current
+// one is the newest thread of the block and the executor allows it (gpuenv_state.end: unchecked launches).
+// The executor counts the threads started here when the fiber next calls it (gpuenv_barrier,
+// gpuenv_warp_op, gpuenv_next_thread).
 inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() {
 #if GPUENV_CHECK
     return false;
 #endif
     gpuenv_state_t& s = gpuenv_state;
     unsigned n = s.lin + 1;
-    if (n != s.next || n >= s.end) return false;
+    if (n >= s.end) return false;
     s.lin = n;
-    s.next = n + 1;
     if (++s.tid.x == s.bdim.x) {
         s.tid.x = 0;
         if (++s.tid.y == s.bdim.y) {
