@@ -149,8 +149,9 @@ static inline bool start_new() {
 
 // The module's entry may have started threads itself since the executor last set the current thread
 // (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned, and
-// it started them in order after the newest (so next_new stays the current thread + 1). Called first by
-// every executor entry a running thread reaches that reads the current thread.
+// it started them in order after the newest (so next_new stays the current thread + 1). Called by every
+// executor entry a running thread reaches before it reads the executor's count of threads (a barrier's
+// arrival only where it must: wait_here).
 static inline __attribute__((always_inline)) void catch_up(Launch& l) {
     int lin = (int)l.st->lin;
     if (__builtin_expect(lin != l.cur, 0)) {
@@ -192,23 +193,28 @@ void fail_in_fiber() {
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
 // Returns what the switch back to this thread hands over (a barrier's result).
-static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site) {
+// `cur` is the current thread (gpuenv_state.lin). Threads the module's entry started itself (next_inline) are
+// counted only where no released or queued thread runs next: the entry starts threads only while some are
+// not started yet, and a barrier releases, and warp operations resolve, only once all have started.
+static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site, int cur) {
     Launch& l = L;
-    Thread& th = l.threads[l.cur];
+    Thread& th = l.threads[cur];
     th.state = st;
     th.site = site;
     th.fiber = l.cur_fiber;
     if (__builtin_expect(!l.aborted, 1)) {
         int t = pick_thread();
         if (t >= 0) return park_thread(th, take(t));
+        catch_up(l);
         if (l.next_new < l.nthreads) return wait_for_new(th);
     }
+    catch_up(l);
     return park_thread(th, sched_ctx());
 }
 
 void block_here(uint8_t st, void* site) {
     if (st != T_BAR) L.nwait++;
-    wait_here(st, site);
+    wait_here(st, site, L.cur);
 }
 
 static inline void watchdog_poll() {
@@ -231,8 +237,8 @@ extern "C" int gpuenv_next_thread() {
 // the barrier releases (release_barrier), not here.
 static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
-    catch_up(l);
-    Thread& th = l.threads[l.cur];
+    int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
+    Thread& th = l.threads[cur];
     th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
     th.where = where;
     if (l.nbar++ == 0) {
@@ -246,7 +252,7 @@ static inline __attribute__((always_inline)) int arrive(const char* file, int wh
         l.bar_fchk = true;
     }
     if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;  // (__syncthreads_count/_and/_or)
-    return wait_here(T_BAR, site);
+    return wait_here(T_BAR, site, cur);
 }
 
 __attribute__((noinline)) static int arrive_after_watchdog(const char* file, int where, int kind, int value, void* site) {
@@ -271,7 +277,7 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
     th.file = file;
     th.where = where;
     l.nwait++;
-    wait_here(T_WARP, __builtin_return_address(0));
+    wait_here(T_WARP, __builtin_return_address(0), l.cur);
     return l.threads[l.cur].res;
 }
 
