@@ -31,3 +31,25 @@ def test_copy_all_matches_memmove(threads):
     dsts = [ctypes.create_string_buffer(n) for n in sizes]
     copy_all([(ctypes.addressof(d), ctypes.addressof(s), n) for d, s, n in zip(dsts, srcs, sizes)], threads)
     assert all(d.raw == s.raw for d, s in zip(dsts, srcs))
+
+
+def _copy_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("gpuenv-cpu-copy")]
+
+
+def test_copy_threads_end_before_a_fork():
+    import os
+
+    sizes = [4 * PIECE_MIN]
+    src, dst = ctypes.create_string_buffer(sizes[0]), ctypes.create_string_buffer(sizes[0])
+    copy_all([(ctypes.addressof(dst), ctypes.addressof(src), sizes[0])], 2)
+    assert _copy_threads()  # the pool outlives the launch...
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert not _copy_threads()  # ...but not a fork: the process forked with no copy thread
+    copy_all([(ctypes.addressof(dst), ctypes.addressof(src), sizes[0])], 2)  # and it comes back
+    assert dst.raw == src.raw

@@ -241,7 +241,12 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
              # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
              "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
              f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
-    return flags + (["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)] if check else [])
+    if check:
+        return flags + ["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
+    # unchecked: the module binds its own symbols (-Wl,-Bsymbolic), so g++ may inline the kernel into the
+    # entry's loop over threads and __device__ functions into the kernel; the executor's functions (a barrier)
+    # are called through the GOT, with no PLT stub between
+    return flags + ["-fno-semantic-interposition", "-fno-plt"]
 
 
 def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: Sequence[str],

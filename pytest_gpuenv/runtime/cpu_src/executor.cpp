@@ -5,6 +5,7 @@
 // threads that already returned). Blocks run one after another. Faults (a fiber's guard page, a
 // wild pointer) and the watchdog leave the launch through siglongjmp (signals.cpp); nothing stays broken.
 #include "executor_int.h"
+#include "fiber_switch.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,9 +13,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef GPUENV_UCONTEXT
-#include <ucontext.h>
-#endif
 
 namespace gx {
 
@@ -47,83 +45,7 @@ uint64_t pc_rel(const void* pc) {
     return (p >= L.text_lo && p < L.text_hi) ? p - L.mod_base : 0;
 }
 
-// ------------------------------------------------------------------ context switch
-static void fiber_main();
-
-#if defined(__x86_64__) && !defined(GPUENV_UCONTEXT)
-// Saves the callee-saved registers and the stack pointer in *save, continues on stack `to`, and hands
-// `value` to the fiber it resumes as that fiber's return value (the barrier's result: a waiting thread
-// returns it straight from its own switch, so a barrier's fast path is a tail call with no frame of its own).
-extern "C" int gpuenv_switch(void** save, void* to, int value);
-asm(R"(
-.text
-.globl gpuenv_switch
-.hidden gpuenv_switch
-.type gpuenv_switch,@function
-gpuenv_switch:
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-    popq %r15
-    popq %r14
-    popq %r13
-    popq %r12
-    popq %rbx
-    popq %rbp
-    movl %edx, %eax
-    ret
-.size gpuenv_switch,.-gpuenv_switch
-)");
-
-// Stack colouring: the stacks are kStack + a page apart, so their tops would all fall on the same L1
-// cache sets and the few lines a waiting thread keeps hot (saved registers, the kernel's frame) would
-// evict each other at every switch; each fiber's stack starts a different number of cache lines down.
-static inline uintptr_t stack_top(const Fiber* f) {
-    return ((uintptr_t)(f->lo + kStack) - f->color) & ~(uintptr_t)63;
-}
-
-static void ctx_init(Fiber* f) {
-    uintptr_t top = stack_top(f);
-    void** sp = (void**)top;
-    *--sp = nullptr;              // fake return address of fiber_main
-    *--sp = (void*)&fiber_main;   // gpuenv_switch returns here
-    for (int i = 0; i < 6; i++) *--sp = nullptr;
-    f->sp = sp;
-}
-static inline void to_fiber(Fiber* f) { gpuenv_switch(&L.sched_sp, f->sp, (int)L.bar_res); }
-static inline void to_sched(Fiber* f) { gpuenv_switch(&f->sp, L.sched_sp, (int)L.bar_res); }
-// From fiber `me` to fiber `to` (the scheduler when null); returns what the one that resumes `me` hands over.
-static inline int switch_from(Fiber* me, Fiber* to) {
-    return gpuenv_switch(&me->sp, to ? to->sp : L.sched_sp, (int)L.bar_res);
-}
-static inline int switch_fiber(Fiber* me, Fiber* to) { return gpuenv_switch(&me->sp, to->sp, (int)L.bar_res); }
-#else
-static void ctx_init(Fiber* f) {
-    if (!f->uc) f->uc = new ucontext_t;
-    ucontext_t* u = (ucontext_t*)f->uc;
-    getcontext(u);
-    u->uc_stack.ss_sp = f->lo;
-    u->uc_stack.ss_size = kStack;
-    u->uc_link = nullptr;
-    makecontext(u, fiber_main, 0);
-}
-static inline void to_fiber(Fiber* f) {
-    if (!L.sched_uc) L.sched_uc = new ucontext_t;
-    swapcontext((ucontext_t*)L.sched_uc, (ucontext_t*)f->uc);
-}
-static inline void to_sched(Fiber* f) { swapcontext((ucontext_t*)f->uc, (ucontext_t*)L.sched_uc); }
-static inline int switch_from(Fiber* me, Fiber* to) {
-    if (to) swapcontext((ucontext_t*)me->uc, (ucontext_t*)to->uc);
-    else swapcontext((ucontext_t*)me->uc, (ucontext_t*)L.sched_uc);
-    return (int)L.bar_res;
-}
-static inline int switch_fiber(Fiber* me, Fiber* to) { return switch_from(me, to); }
-#endif
+// ------------------------------------------------------------------ context switch: fiber_switch.h
 
 static Fiber* new_fiber() {
     if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
@@ -143,15 +65,15 @@ static Fiber* new_fiber() {
 // The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
 // the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
 // of 256 waiting threads keeps more stack lines than L1 holds).
-static inline void prefetch_stack(const Fiber* f) {
-    const char* sp = (const char*)f->sp;
+static inline void prefetch_stack(const void* at) {
+    const char* sp = (const char*)at;
     for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
 }
 
 static Fiber* acquire() {
     Launch& l = L;
     Fiber* f = l.nfree ? l.freelist[--l.nfree] : new_fiber();
-    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]);  // the next block's next thread
+    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]->sp);  // the next block's next thread
     if (f && f->fresh) {
         ctx_init(f);
         f->fresh = false;
@@ -168,23 +90,27 @@ static inline void set_current(int t) {
 }
 
 // pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
+// (the two are never both non-empty: a barrier releases, and warp operations resolve, only when neither
+// has threads left; the barrier's release comes first, as the common case)
 static inline int pick_thread() {
     Launch& l = L;
-    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
     if (l.seq_next < l.seq_end) {
         int t = l.seq_next++;
-        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].fiber);
+        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].sp);
         return t;
     }
+    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
     return -1;
 }
 
-static inline Fiber* take(int t) {
+static inline void* take(int t) {
     Launch& l = L;
     Thread& th = l.threads[t];
     th.state = T_RUN;
     set_current(t);
-    return l.cur_fiber = th.fiber;
+    l.st->end = 0;  // a thread that waited: the ones after it have started (next_inline)
+    l.cur_fiber = th.fiber;
+    return thread_ctx(th);
 }
 
 static Fiber* new_fiber_for_next() {
@@ -193,27 +119,46 @@ static Fiber* new_fiber_for_next() {
     return f;
 }
 
-// The fiber to run next without going through the scheduler: the first queued thread, else the next
-// thread a barrier released, else a fresh fiber for the next thread not started yet; nullptr when the
-// scheduler must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
+// Where to go next without going through the scheduler: the first queued thread, else the next
+// thread a barrier released, else a fresh fiber for the next thread not started yet; the scheduler's context
+// when it must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
 // so runs stay deterministic.
-static inline Fiber* next_fiber() {
-    if (__builtin_expect(L.aborted, 0)) return nullptr;
+static inline void* next_ctx() {
+    if (__builtin_expect(L.aborted, 0)) return sched_ctx();
     int t = pick_thread();
     if (t >= 0) return take(t);
-    return L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
+    Fiber* f = L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
+    return f ? fiber_ctx(f) : sched_ctx();
 }
 
-// The current thread (on fiber me) waits for a fiber not started yet: out of line, so that wait_here's
-// common paths make no call but the switch.
-__attribute__((noinline)) static int wait_for_new(Fiber* me) { return switch_from(me, new_fiber_for_next()); }
+// The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
+// no call but the switch.
+__attribute__((noinline)) static int wait_for_new(Thread& me) {
+    Fiber* f = new_fiber_for_next();
+    return park_thread(me, f ? fiber_ctx(f) : sched_ctx());
+}
 
 // Starts the next thread not started yet on the current fiber; false when none is left.
 static inline bool start_new() {
     Launch& l = L;
     if (l.next_new >= l.nthreads || l.aborted) return false;
     set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
+    l.st->end = l.inline_end;   // the newest thread: the module may start the ones after it itself
     return true;
+}
+
+// The module's entry may have started threads itself since the executor last set the current thread
+// (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned, and
+// it started them in order after the newest (so next_new stays the current thread + 1). Called by every
+// executor entry a running thread reaches before it reads the executor's count of threads (a barrier's
+// arrival only where it must: wait_here).
+static inline __attribute__((always_inline)) void catch_up(Launch& l) {
+    int lin = (int)l.st->lin;
+    if (__builtin_expect(lin != l.cur, 0)) {
+        l.nlive -= lin - l.cur;
+        l.next_new += lin - l.cur;
+        l.cur = lin;
+    }
 }
 
 // A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
@@ -224,8 +169,7 @@ static void fiber_main() {
         Fiber* f = l.cur_fiber;
         if (start_new()) l.entry(l.d->args);
         l.freelist[l.nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
-        Fiber* n = l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_fiber() : nullptr;
-        switch_from(f, n);
+        park_fiber(f, l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_ctx() : sched_ctx());
     }
 }
 
@@ -242,30 +186,35 @@ void set_where(gpuenv_report_t* r) { where_now(r->block, r->thread); }
 
 void fail_in_fiber() {
     L.aborted = true;
-    to_sched(L.cur_fiber);
+    park_fiber(L.cur_fiber, sched_ctx());
     __builtin_unreachable();
 }
 
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
 // Returns what the switch back to this thread hands over (a barrier's result).
-static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site) {
+// `cur` is the current thread (gpuenv_state.lin). Threads the module's entry started itself (next_inline) are
+// counted only where no released or queued thread runs next: the entry starts threads only while some are
+// not started yet, and a barrier releases, and warp operations resolve, only once all have started.
+static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site, int cur) {
     Launch& l = L;
-    Thread& th = l.threads[l.cur];
+    Thread& th = l.threads[cur];
     th.state = st;
     th.site = site;
-    Fiber* me = th.fiber = l.cur_fiber;
+    th.fiber = l.cur_fiber;
     if (__builtin_expect(!l.aborted, 1)) {
         int t = pick_thread();
-        if (t >= 0) return switch_fiber(me, take(t));
-        if (l.next_new < l.nthreads) return wait_for_new(me);
+        if (t >= 0) return park_thread(th, take(t));
+        catch_up(l);
+        if (l.next_new < l.nthreads) return wait_for_new(th);
     }
-    return switch_from(me, nullptr);
+    catch_up(l);
+    return park_thread(th, sched_ctx());
 }
 
 void block_here(uint8_t st, void* site) {
     if (st != T_BAR) L.nwait++;
-    wait_here(st, site);
+    wait_here(st, site, L.cur);
 }
 
 static inline void watchdog_poll() {
@@ -278,6 +227,7 @@ using namespace gx;
 
 // The current thread is done: start the next one on this fiber (1), or 0 when none is left.
 extern "C" int gpuenv_next_thread() {
+    catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     return start_new();
 }
@@ -287,7 +237,8 @@ extern "C" int gpuenv_next_thread() {
 // the barrier releases (release_barrier), not here.
 static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
-    Thread& th = l.threads[l.cur];
+    int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
+    Thread& th = l.threads[cur];
     th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
     th.where = where;
     if (l.nbar++ == 0) {
@@ -300,8 +251,8 @@ static inline __attribute__((always_inline)) int arrive(const char* file, int wh
     } else if (file != l.bar_file) {
         l.bar_fchk = true;
     }
-    l.bar_count += value != 0;
-    return wait_here(T_BAR, site);
+    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;  // (__syncthreads_count/_and/_or)
+    return wait_here(T_BAR, site, cur);
 }
 
 __attribute__((noinline)) static int arrive_after_watchdog(const char* file, int where, int kind, int value, void* site) {
@@ -317,6 +268,7 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     Launch& l = L;
     watchdog_poll();
+    catch_up(l);
     Thread& th = l.threads[l.cur];
     th.op = op;
     th.val = value;
@@ -325,18 +277,12 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
     th.file = file;
     th.where = where;
     l.nwait++;
-    wait_here(T_WARP, __builtin_return_address(0));
+    wait_here(T_WARP, __builtin_return_address(0), l.cur);
     return l.threads[l.cur].res;
 }
 
 namespace gx {
-static void resume(int t) {
-    Thread& th = L.threads[t];
-    L.cur_fiber = th.fiber;
-    th.state = T_RUN;
-    set_current(t);
-    to_fiber(th.fiber);
-}
+static void resume(int t) { from_sched(take(t)); }
 
 // Runs one block to its end; false when the launch stopped (the report says why).
 bool run_block() {
@@ -365,7 +311,7 @@ bool run_block() {
                     return false;
                 }
                 l.cur_fiber = f;
-                to_fiber(f);
+                from_sched(fiber_ctx(f));
             } else {
                 break;
             }

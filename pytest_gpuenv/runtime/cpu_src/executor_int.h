@@ -26,7 +26,7 @@ enum TState : uint8_t { T_NEW, T_RUN, T_BAR, T_WARP, T_LOCK, T_EXIT };
 struct Fiber {
     char* map;
     char* lo;  // usable stack [lo, lo + kStack); the guard page is below lo
-    void* sp;
+    void* sp;  // while it is free (no thread waits on it): its saved stack pointer
     size_t color;  // bytes left unused at the stack's top (stack colouring, executor.cpp)
     bool fresh;
 #ifdef GPUENV_UCONTEXT
@@ -36,12 +36,14 @@ struct Fiber {
 
 struct Thread {
     uint8_t state;
+    uint8_t op;        // warp operation (with arg and width, its operands)
     gpuenv_u3 tid;     // threadIdx, set once per launch
+    void* sp;          // while it waits: its saved stack pointer (x86-64 switch), in the line its arrival writes
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column): the site's identity
     int where;
-    int op, arg, width;  // warp operation and its operands
+    int arg, width;
     uint64_t val, res;   // the thread's value in, the result out
 };
 
@@ -95,6 +97,7 @@ struct Launch {
     gpuenv_report_t rep;
     Thread threads[kMaxThreads];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
+    unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
     int rq_head, rq_tail;
     int seq_next, seq_end;  // after a barrier released every thread: threads [seq_next, seq_end) run next, in order

@@ -99,6 +99,8 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     w.st->bdim = {d->block[0], d->block[1], d->block[2]};
     w.st->gdim = {d->grid[0], d->grid[1], d->grid[2]};
     w.st->dyn_shared = w.dyn_buf;
+    // a module's entry starts the next thread itself where nothing checks between threads (next_inline)
+    w.inline_end = w.check || w.lockstep ? 0 : n;
 }
 
 // One worker's share of the launch, on the current thread (whose L is set).

@@ -79,6 +79,9 @@ static void on_fault(int sig, siginfo_t* si, void* uc) {
             if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
         return;  // the instruction faults again and the previous handler sees it
     }
+    // a non-canonical address (a wild pointer far off) raises #GP, SIGSEGV, or #SS, SIGBUS, where the compiler
+    // happened to address it through rbp or rsp; both come from the kernel (SI_KERNEL) with no address: one report
+    if (sig == SIGBUS && si->si_code == SI_KERNEL) sig = SIGSEGV;
     uintptr_t a = (uintptr_t)si->si_addr;
     gpuenv_report_t* r = L.r;
     r->kind = fiber_guard_hit(a) ? GPUENV_STACK : GPUENV_FAULT;

@@ -16,7 +16,10 @@ struct gpuenv_u3 {
 struct gpuenv_state_t {
     gpuenv_u3 tid, bid, bdim, gdim;
     unsigned lin;  // linear thread id within the block
-    unsigned pad;
+    // the module's entry may start the threads after this one, up to `end`, itself (hip_runtime.h:
+    // next_inline): the executor sets it when it starts a thread not started before (the block's newest), 0
+    // when it resumes one that waited, and always 0 in checked and lockstep launches
+    unsigned end;
     char* dyn_shared;
 };
 

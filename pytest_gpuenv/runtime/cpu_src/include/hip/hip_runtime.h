@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -319,12 +320,59 @@ template <class... A>
 __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a) {
     call(f, a, std::index_sequence_for<A...>{});
 }
+// A kernel's arguments, read from the launch once per fiber rather than once per thread (each call still
+// gets its own copies: parameters are by value); call(kernel, args) calls the kernel with them. A dispatch
+// over several kernels (rtc/_names.py) has no arguments of its own: its call() reads them. Checked and
+// lockstep builds read them per thread as before (g++ inlines no instrumented kernel into the entry).
+#if !GPUENV_CHECK
+template <class... A, size_t... I>
+__attribute__((no_sanitize("thread"))) inline auto args(void (*)(A...), void** a, std::index_sequence<I...>) {
+    return std::tuple<typename std::remove_cv<typename std::remove_reference<A>::type>::type...>(
+        *static_cast<typename std::remove_reference<A>::type*>(a[I])...);
+}
+template <class... A>
+__attribute__((no_sanitize("thread"))) inline auto args(void (*f)(A...), void** a) {
+    return args(f, a, std::index_sequence_for<A...>{});
+}
+#endif
+template <class D>
+__attribute__((no_sanitize("thread"))) inline void** args(D, void** a) { return a; }
+template <class... A, class... V, size_t... I>
+__attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)(A...), std::tuple<V...>& v, std::index_sequence<I...>) {
+    f(std::get<I>(v)...);
+}
+template <class... A, class... V>
+__attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)(A...), std::tuple<V...>& v) {
+    call(f, v, std::index_sequence_for<A...>{});
+}
+// The thread after the current one starts on this fiber without a call into the executor when the current
+// one is the newest thread of the block and the executor allows it (gpuenv_state.end: unchecked launches).
+// The executor counts the threads started here when it next needs its count of them (executor.cpp:
+// catch_up).
+inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() {
+#if GPUENV_CHECK
+    return false;
+#endif
+    gpuenv_state_t& s = gpuenv_state;
+    unsigned n = s.lin + 1;
+    if (n >= s.end) return false;
+    s.lin = n;
+    if (++s.tid.x == s.bdim.x) {
+        s.tid.x = 0;
+        if (++s.tid.y == s.bdim.y) {
+            s.tid.y = 0;
+            ++s.tid.z;
+        }
+    }
+    return true;
+}
 }  // namespace gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
         /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
-        do gpuenv::call(name, a);                                                                            \
-        while (gpuenv_next_thread());                                                                        \
+        auto v = gpuenv::args(name, a);                                                                      \
+        do gpuenv::call(name, v);                                                                            \
+        while (gpuenv::next_inline() || gpuenv_next_thread());                                              \
     }                                                                                                        \
     extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
     extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
