@@ -113,6 +113,16 @@ static inline void* take(int t) {
     return thread_ctx(th);
 }
 
+// take for a round-robin interval: no thread's recorded state is above T_RUN (executor_int.h: rr)
+static inline void* take_rr(int t) {
+    Launch& l = L;
+    Thread& th = l.threads[t];
+    set_current(t);
+    l.st->end = 0;
+    l.cur_fiber = th.fiber;
+    return thread_ctx(th);
+}
+
 static Fiber* new_fiber_for_next() {
     Fiber* f = acquire();
     if (f) L.cur_fiber = f;
@@ -232,20 +242,23 @@ extern "C" int gpuenv_next_thread() {
     return start_new();
 }
 
-// A barrier's arrival. Its common path calls nothing but the switch, as a tail call: no frame, no
-// registers saved twice. Arrivals whose file pointer differs from the first one's are compared by name when
-// the barrier releases (release_barrier), not here.
-static inline __attribute__((always_inline)) int arrive(const char* file, int where, int kind, int value, void* site) {
+// A barrier's arrival on the general path: every arrival records its site in its thread (for a report),
+// the interval's kinds and values are counted in bar_*. Arrivals whose file pointer differs from the first
+// one's are compared by name when the barrier releases (release_barrier), not here.
+__attribute__((noinline)) static int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
+    if (l.wd_pending) check_watchdog_pending();
+    if (l.rr) leave_rr();
     int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
     Thread& th = l.threads[cur];
-    th.file = file;  // (for a report: the interval's kinds and values are counted in bar_*)
+    th.file = file;
     th.where = where;
     if (l.nbar++ == 0) {
         l.bar_file = file;
         l.bar_where = where;
         l.bar_op = kind;
         l.bar_count = 0;
+        l.bar_site = site;
     } else if (where != l.bar_where || kind != l.bar_op) {
         l.bar_div = true;
     } else if (file != l.bar_file) {
@@ -255,14 +268,65 @@ static inline __attribute__((always_inline)) int arrive(const char* file, int wh
     return wait_here(T_BAR, site, cur);
 }
 
-__attribute__((noinline)) static int arrive_after_watchdog(const char* file, int where, int kind, int value, void* site) {
-    check_watchdog_pending();
-    return arrive(file, where, kind, value, site);
+namespace gx {
+// The arrivals of a round-robin interval (threads [0, nbar), at the first one's site) as the general
+// path records them, which takes over until the barrier releases.
+void leave_rr() {
+    Launch& l = L;
+    for (int t = 0; t < l.nbar; t++) {
+        Thread& th = l.threads[t];
+        th.state = T_BAR;
+        th.file = l.bar_file;
+        th.where = l.bar_where;
+        th.site = l.bar_site;
+    }
+    l.rr = false;
+}
+}  // namespace gx
+
+// A round-robin arrival when no released thread is left to run: a queued one, the next thread not started
+// yet (the block's first interval), or the scheduler.
+__attribute__((noinline)) static int rr_wait(Thread& th) {
+    Launch& l = L;
+    if (l.rq_head < l.rq_tail) return park_thread(th, take(l.runq[l.rq_head++]));
+    catch_up(l);
+    if (l.next_new < l.nthreads) return wait_for_new(th);
+    return park_thread(th, sched_ctx());
 }
 
+// A barrier's arrival. The common case (an unchecked launch whose threads reach the barrier one after
+// another, 0 to n-1, at one site) records nothing per thread but the saved context, hands over to the next
+// thread directly, and the last arrival releases the barrier itself and resumes thread 0: no trip through
+// the scheduler. Anything else (another order, another site, a watchdog signal) takes the general path.
 extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
-    if (__builtin_expect(L.wd_pending, 0)) return arrive_after_watchdog(file, where, kind, value, __builtin_return_address(0));
-    return arrive(file, where, kind, value, __builtin_return_address(0));
+    Launch& l = L;
+    int cur = (int)l.st->lin;
+    if (__builtin_expect(!l.rr || cur != l.nbar || l.wd_pending, 0))
+        return arrive(file, where, kind, value, __builtin_return_address(0));
+    if (cur == 0) {
+        l.bar_file = file;
+        l.bar_where = where;
+        l.bar_op = kind;
+        l.bar_count = 0;
+        l.bar_site = __builtin_return_address(0);
+    } else if (__builtin_expect(where != l.bar_where || kind != l.bar_op || file != l.bar_file, 0)) {
+        return arrive(file, where, kind, value, __builtin_return_address(0));
+    }
+    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
+    l.nbar = cur + 1;
+    Thread& th = l.threads[cur];
+    th.fiber = l.cur_fiber;
+    if (cur + 1 == l.nthreads) {  // every thread waits here: release (release_barrier's common case)
+        int op = l.bar_op, count = l.bar_count, n = l.nthreads;
+        l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
+        l.epoch++;
+        l.nbar = 0;
+        l.seq_next = 0;
+        l.seq_end = n;
+    }
+    int t = pick_thread();
+    if (__builtin_expect(t < 0, 0)) return rr_wait(th);
+    return park_thread(th, take_rr(t));
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
@@ -293,6 +357,7 @@ bool run_block() {
     l.seq_next = l.seq_end = 0;
     l.nwait = l.nbar = 0;
     l.bar_div = l.bar_fchk = false;
+    l.rr = l.rr_ok;
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;

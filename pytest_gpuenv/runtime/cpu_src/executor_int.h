@@ -109,6 +109,12 @@ struct Launch {
     bool bar_div;
     bool bar_fchk;     // an arrival's file pointer differed from the first's: compare the names at release
     uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
+    void* bar_site;    // the first arrival's return address
+    // round robin (unchecked, no lockstep): while every arrival of the interval so far is thread nbar in turn
+    // at the first one's site, nothing is written per thread but its saved context: threads [0, nbar) wait
+    // there implicitly and no thread's recorded state is above T_RUN; leave_rr records them as the general
+    // path does as soon as anything differs (executor.cpp)
+    bool rr, rr_ok;
     int cur;
     Fiber* cur_fiber;
     void* sched_sp;
@@ -164,6 +170,8 @@ uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's uconte
 
 // server.cpp
 uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
+
+void leave_rr();
 
 // warps.cpp
 int resolve_warps();

@@ -89,6 +89,7 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     w.wd_pending = 0;
     w.check = d->check & GPUENV_CHECK_ACCESS;
     w.lockstep = d->check & GPUENV_LOCKSTEP;
+    w.rr_ok = !w.check && !w.lockstep;
     w.t0 = t0;
     w.nsegs = 0;
     w.out_len = 0;
