@@ -85,7 +85,8 @@ static Fiber* acquire() {
 static inline void set_current(int t) {
     Launch& l = L;
     l.cur = t;
-    l.st->tid = l.threads[t].tid;
+    if (l.flat) l.st->tid.x = t;
+    else l.st->tid = l.threads[t].tid;
     l.st->lin = t;
 }
 
@@ -248,7 +249,7 @@ extern "C" int gpuenv_next_thread() {
 __attribute__((noinline)) static int arrive(const char* file, int where, int kind, int value, void* site) {
     Launch& l = L;
     if (l.wd_pending) check_watchdog_pending();
-    if (l.rr) leave_rr();
+    if (l.rr_at >= 0) leave_rr();
     int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
     Thread& th = l.threads[cur];
     th.file = file;
@@ -273,6 +274,7 @@ namespace gx {
 // path records them, which takes over until the barrier releases.
 void leave_rr() {
     Launch& l = L;
+    l.nbar = l.rr_at;
     for (int t = 0; t < l.nbar; t++) {
         Thread& th = l.threads[t];
         th.state = T_BAR;
@@ -280,7 +282,7 @@ void leave_rr() {
         th.where = l.bar_where;
         th.site = l.bar_site;
     }
-    l.rr = false;
+    l.rr_at = -1;
 }
 }  // namespace gx
 
@@ -288,6 +290,7 @@ void leave_rr() {
 // yet (the block's first interval), or the scheduler.
 __attribute__((noinline)) static int rr_wait(Thread& th) {
     Launch& l = L;
+    th.fiber = l.cur_fiber;
     if (l.rq_head < l.rq_tail) return park_thread(th, take(l.runq[l.rq_head++]));
     catch_up(l);
     if (l.next_new < l.nthreads) return wait_for_new(th);
@@ -301,7 +304,7 @@ __attribute__((noinline)) static int rr_wait(Thread& th) {
 extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
     Launch& l = L;
     int cur = (int)l.st->lin;
-    if (__builtin_expect(!l.rr || cur != l.nbar || l.wd_pending, 0))
+    if (__builtin_expect(cur != l.rr_at || l.wd_pending, 0))
         return arrive(file, where, kind, value, __builtin_return_address(0));
     if (cur == 0) {
         l.bar_file = file;
@@ -313,14 +316,16 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
         return arrive(file, where, kind, value, __builtin_return_address(0));
     }
     if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
-    l.nbar = cur + 1;
+    l.rr_at = cur + 1;
+    // (its fiber is recorded where it may be new: a thread that started in this interval is the newest, so
+    // either the next one has not started (rr_wait) or it is the last)
     Thread& th = l.threads[cur];
-    th.fiber = l.cur_fiber;
     if (cur + 1 == l.nthreads) {  // every thread waits here: release (release_barrier's common case)
+        th.fiber = l.cur_fiber;
         int op = l.bar_op, count = l.bar_count, n = l.nthreads;
         l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
         l.epoch++;
-        l.nbar = 0;
+        l.rr_at = 0;
         l.seq_next = 0;
         l.seq_end = n;
     }
@@ -357,7 +362,7 @@ bool run_block() {
     l.seq_next = l.seq_end = 0;
     l.nwait = l.nbar = 0;
     l.bar_div = l.bar_fchk = false;
-    l.rr = l.rr_ok;
+    l.rr_at = l.rr_ok ? 0 : -1;
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;

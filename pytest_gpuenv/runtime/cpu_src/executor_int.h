@@ -110,11 +110,14 @@ struct Launch {
     bool bar_fchk;     // an arrival's file pointer differed from the first's: compare the names at release
     uint64_t bar_res;  // what the released barrier returns (__syncthreads_count/_and/_or)
     void* bar_site;    // the first arrival's return address
-    // round robin (unchecked, no lockstep): while every arrival of the interval so far is thread nbar in turn
-    // at the first one's site, nothing is written per thread but its saved context: threads [0, nbar) wait
-    // there implicitly and no thread's recorded state is above T_RUN; leave_rr records them as the general
-    // path does as soon as anything differs (executor.cpp)
-    bool rr, rr_ok;
+    // round robin (unchecked, no lockstep): while every arrival of the interval so far was thread k at its
+    // k-th arrival, at the first one's site, nothing is written per thread but its saved context: rr_at is
+    // the thread whose arrival comes next (the count so far; nbar is written when the interval leaves round
+    // robin), threads [0, rr_at) wait there implicitly and no thread's recorded state is above T_RUN;
+    // leave_rr records them as the general path does as soon as anything differs (executor.cpp). -1: off
+    int rr_at;
+    bool rr_ok;
+    bool flat;  // a one-dimensional block: threadIdx is (linear id, 0, 0)
     int cur;
     Fiber* cur_fiber;
     void* sched_sp;

@@ -176,7 +176,7 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
 // release is O(1) (the threads run next in order, next_fiber); otherwise the scan below says why not.
 bool release_barrier() {
     int n = L.nthreads;
-    if (L.rr) leave_rr();  // (a round-robin interval that did not complete: its last arrival releases it itself)
+    if (L.rr_at >= 0) leave_rr();  // (a round-robin interval that did not complete: its last arrival releases it itself)
     if (L.nbar == n && !L.bar_div && L.bar_fchk) {  // one site by line and kind: the file names must match too
         for (int t = 0; t < n; t++)
             if (!same_site(L.threads[t], L.bar_file, L.bar_where)) L.bar_div = true;
@@ -192,7 +192,7 @@ bool release_barrier() {
         L.seq_end = n;
         if (L.rr_ok) {  // the next interval may go round robin: no recorded state above T_RUN
             for (int t = 0; t < n; t++) L.threads[t].state = T_RUN;
-            L.rr = true;
+            L.rr_at = 0;
         }
         return true;
     }
