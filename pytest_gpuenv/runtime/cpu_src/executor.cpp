@@ -19,12 +19,6 @@ namespace gx {
 __thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
 static size_t page;
 
-bool fiber_guard_hit(uintptr_t a) {
-    for (int i = 0; i < L.npool; i++)
-        if (a >= (uintptr_t)L.pool[i]->map && a < (uintptr_t)L.pool[i]->lo) return true;
-    return false;
-}
-
 double now() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -184,17 +178,6 @@ static void fiber_main() {
     }
 }
 
-void where_now(uint32_t block[3], uint32_t thread[3]) {
-    block[0] = L.st->bid.x;
-    block[1] = L.st->bid.y;
-    block[2] = L.st->bid.z;
-    thread[0] = L.st->tid.x;
-    thread[1] = L.st->tid.y;
-    thread[2] = L.st->tid.z;
-}
-
-void set_where(gpuenv_report_t* r) { where_now(r->block, r->thread); }
-
 void fail_in_fiber() {
     L.aborted = true;
     park_fiber(L.cur_fiber, sched_ctx());
@@ -287,7 +270,7 @@ void leave_rr() {
 }  // namespace gx
 
 // A round-robin arrival when no released thread is left to run: a queued one, the next thread not started
-// yet (the block's first interval), or the scheduler.
+// yet (the block's first interval), or the scheduler (pick_thread's order).
 __attribute__((noinline)) static int rr_wait(Thread& th) {
     Launch& l = L;
     th.fiber = l.cur_fiber;
@@ -329,9 +312,8 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
         l.seq_next = 0;
         l.seq_end = n;
     }
-    int t = pick_thread();
-    if (__builtin_expect(t < 0, 0)) return rr_wait(th);
-    return park_thread(th, take_rr(t));
+    if (__builtin_expect(l.seq_next >= l.seq_end, 0)) return rr_wait(th);  // (the block's first interval)
+    return park_thread(th, take_rr(pick_thread()));
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {

@@ -150,19 +150,16 @@ extern Shadow shadow_dyn[kShadowBytes];
 __attribute__((noreturn)) void fail_in_fiber();
 void block_here(uint8_t st, void* site);
 void enqueue(int t);
-void set_thread(gpuenv_report_t* r, int t);
-// the running thread's block and thread index, into a report's (or the death note's) fields
-void where_now(uint32_t block[3], uint32_t thread[3]);
-void set_where(gpuenv_report_t* r);
 uint64_t pc_rel(const void* pc);
 void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 double now();
 
 bool run_block();
 void after_abort();  // fibers left mid-thread are re-initialised before their next use
+void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
 
 // signals.cpp
-bool fiber_guard_hit(uintptr_t a);  // (executor.cpp) a is in a fiber's guard page
+bool fiber_guard_hit(uintptr_t a);  // a is in a fiber's guard page
 void find_module(void* entry);
 void install_signals();
 void uninstall_signals();
@@ -174,9 +171,11 @@ uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's uconte
 // server.cpp
 uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
 
-void leave_rr();
-
 // warps.cpp
+void set_thread(gpuenv_report_t* r, int t);
+// the running thread's block and thread index, into a report's (or the death note's) fields
+void where_now(uint32_t block[3], uint32_t thread[3]);
+void set_where(gpuenv_report_t* r);
 int resolve_warps();
 bool release_barrier();
 

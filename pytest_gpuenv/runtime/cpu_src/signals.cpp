@@ -17,6 +17,12 @@
 
 namespace gx {
 
+bool fiber_guard_hit(uintptr_t a) {
+    for (int i = 0; i < L.npool; i++)
+        if (a >= (uintptr_t)L.pool[i]->map && a < (uintptr_t)L.pool[i]->lo) return true;
+    return false;
+}
+
 void check_watchdog_pending() {
     if (L.wd_pending && !L.aborted) {
         L.r->kind = GPUENV_WATCHDOG;

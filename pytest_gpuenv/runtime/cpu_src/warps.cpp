@@ -42,6 +42,17 @@ static int src_lane(int op, int l, int arg, int width) {
     return idx;
 }
 
+void where_now(uint32_t block[3], uint32_t thread[3]) {
+    block[0] = L.st->bid.x;
+    block[1] = L.st->bid.y;
+    block[2] = L.st->bid.z;
+    thread[0] = L.st->tid.x;
+    thread[1] = L.st->tid.y;
+    thread[2] = L.st->tid.z;
+}
+
+void set_where(gpuenv_report_t* r) { where_now(r->block, r->thread); }
+
 void set_thread(gpuenv_report_t* r, int t) {
     gpuenv_launch_t* d = L.d;
     r->block[0] = L.st->bid.x;
