@@ -108,12 +108,12 @@ static inline void* take(int t) {
     return thread_ctx(th);
 }
 
-// take for a round-robin interval: no thread's recorded state is above T_RUN (executor_int.h: rr)
+// take for a round-robin interval, after a release: no thread's recorded state is above T_RUN (executor_int.h:
+// rr_at) and gpuenv_state.end is 0 (every thread has started)
 static inline void* take_rr(int t) {
     Launch& l = L;
     Thread& th = l.threads[t];
     set_current(t);
-    l.st->end = 0;
     l.cur_fiber = th.fiber;
     return thread_ctx(th);
 }
@@ -289,14 +289,13 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
     int cur = (int)l.st->lin;
     if (__builtin_expect(cur != l.rr_at || l.wd_pending, 0))
         return arrive(file, where, kind, value, __builtin_return_address(0));
-    if (cur == 0) {
-        l.bar_file = file;
+    if (__builtin_expect(where != l.bar_where || kind != l.bar_op || file != l.bar_file, 0)) {
+        if (cur) return arrive(file, where, kind, value, __builtin_return_address(0));
+        l.bar_file = file;  // the interval's first arrival (bar_where is -1 until then)
         l.bar_where = where;
         l.bar_op = kind;
         l.bar_count = 0;
         l.bar_site = __builtin_return_address(0);
-    } else if (__builtin_expect(where != l.bar_where || kind != l.bar_op || file != l.bar_file, 0)) {
-        return arrive(file, where, kind, value, __builtin_return_address(0));
     }
     if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
     l.rr_at = cur + 1;
@@ -309,8 +308,10 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
         l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
         l.epoch++;
         l.rr_at = 0;
+        l.bar_where = -1;
         l.seq_next = 0;
         l.seq_end = n;
+        l.st->end = 0;  // every thread has started: none starts the next one itself (take_rr)
     }
     if (__builtin_expect(l.seq_next >= l.seq_end, 0)) return rr_wait(th);  // (the block's first interval)
     return park_thread(th, take_rr(pick_thread()));
@@ -345,6 +346,7 @@ bool run_block() {
     l.nwait = l.nbar = 0;
     l.bar_div = l.bar_fchk = false;
     l.rr_at = l.rr_ok ? 0 : -1;
+    l.bar_where = -1;  // (no site: the first arrival records its own)
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;
