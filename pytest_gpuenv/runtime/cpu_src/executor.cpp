@@ -91,7 +91,7 @@ static inline int pick_thread() {
     Launch& l = L;
     if (l.seq_next < l.seq_end) {
         int t = l.seq_next++;
-        if (l.seq_next + 1 < l.seq_end) prefetch_stack(l.threads[l.seq_next + 1].sp);
+        prefetch_stack(l.threads[l.seq_next + 1].sp);  // (past the range: a stale or null address, never a fault)
         return t;
     }
     if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];

@@ -95,7 +95,7 @@ struct Launch {
     uint64_t own_cap;
     uint64_t* own_segs;
     gpuenv_report_t rep;
-    Thread threads[kMaxThreads];
+    Thread threads[kMaxThreads + 1];  // (one past the block: pick_thread prefetches from it unchecked)
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
