@@ -16,8 +16,9 @@ Unchecked launches run their blocks on one worker thread per core the process ma
 caps them), so the first unchecked figures use every core here; the "1 core" rows are the one-core ones.
 For one-core comparisons on a busy machine, count instructions instead (``valgrind --tool=callgrind``).
 Last measured on a shared 2-core VM, one core, the kernels alone (a C++ driver calling the executor library):
-block sum 94 ms against HIP-CPU's 70 ms, matmul 37 ms against 27 ms (callgrind: 1,017M against 749M and
-363M against 341M instructions), so the block sum's HIP-CPU goal is not met there (docs/explanation/cpu-executor.md).
+block sum about 1.2-1.3x HIP-CPU's time (e.g. 120 against 91 ms), matmul about 0.7-0.9x (26 against 37 ms);
+callgrind: 1,027M against 749M and 365M against 341M instructions. The block sum's HIP-CPU goal is not met
+there (docs/explanation/cpu-executor.md).
 """
 
 from __future__ import annotations
