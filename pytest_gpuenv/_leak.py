@@ -12,7 +12,8 @@ first cuBLAS matmuls 156 MiB, a first convolution 8 MiB). Two snapshots cost 0.6
 warns), naming the device and the bytes. Under xdist each worker checks its own GPUs.
 
 Nothing is imported and no GPU is touched here unless the test's process already initialised CUDA through
-torch; with the option off and no marker in the run, no hook of this module runs per test.
+torch. The module is a subsystem behind a boundary: with the option off and no marker in the run, it is not
+imported and no hook of it runs per test.
 """
 
 from __future__ import annotations
@@ -22,12 +23,9 @@ from typing import Any, NamedTuple, Optional
 
 import pytest
 
+from pytest_gpuenv.markers import LEAK_CHECK as MARKER
+from pytest_gpuenv.model import LEAK_MODES as MODES
 from pytest_gpuenv.model import format_size, parse_size, safe_repr
-
-MODES = ("off", "fail", "warn")
-MARKER = "gpuenv_leak_check"
-MARKER_LINE = (f"{MARKER}(mode='fail', threshold=None): check this test for GPU memory leaks (mode fail, warn "
-               "or off), even without --gpuenv-leak-check.")
 
 
 class Leak(NamedTuple):
@@ -37,22 +35,9 @@ class Leak(NamedTuple):
 
 
 def configure(config: pytest.Config, mode: str, threshold: int) -> None:
-    """Register the checker where it may run (``--gpuenv-leak-check`` and its threshold, resolved)."""
-    config.addinivalue_line("markers", MARKER_LINE)
-    checker = LeakChecker(mode, threshold)
-    if mode != "off":
-        config.pluginmanager.register(checker, "gpuenv-leak-check")
-    else:  # only where some collected test carries the marker
-        config.pluginmanager.register(_MarkerScan(checker), "gpuenv-leak-scan")
-
-
-class _MarkerScan:
-    def __init__(self, checker: LeakChecker) -> None:
-        self.checker = checker
-
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        if any(MARKER in item.keywords for item in items):  # (keywords: the node's and its parents' marks)
-            config.pluginmanager.register(self.checker, "gpuenv-leak-check")
+    """Register the checker: where ``--gpuenv-leak-check`` is on (``mode``, resolved with its threshold), or, with
+    it off, at collection where some test carries ``@gpuenv_leak_check`` (``_runtest.modify_items``)."""
+    config.pluginmanager.register(LeakChecker(mode, threshold), "gpuenv-leak-check")
 
 
 def _mark_settings(item: pytest.Item, mode: str, threshold: int) -> tuple[str, int]:

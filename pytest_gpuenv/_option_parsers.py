@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
 
-from pytest_gpuenv import _hide, _skip_patterns, capabilities, tolerance
+from pytest_gpuenv import _hide, _skip_patterns
 from pytest_gpuenv._ini import kind_of, path_text
 from pytest_gpuenv._paths import directory_problem, output_file_problem
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, parse_size, safe_repr
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv._options import Option
+    from pytest_gpuenv.tolerance import Rule
 
 #: ``(option, value, where, config) -> setting``
 Parser = Callable[["Option", Any, str, pytest.Config], Any]
@@ -92,6 +93,8 @@ def require(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
     v = str(value).strip().lower()
     if v in REQUIRE_MODES:
         return v
+    from pytest_gpuenv import capabilities  # boundary: GPU capabilities, only when some are required
+
     return capabilities.require_option(value, where, REQUIRE_MODES)
 
 
@@ -220,8 +223,12 @@ def hide_modules(opt: Option, value: Any, where: str, config: pytest.Config) -> 
     return _hide.parse_names(value, where) if value else []
 
 
-def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list[tolerance.Rule]:
-    return tolerance.ini_rules(value, where) if value else []
+def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list[Rule]:
+    if not value:
+        return []
+    from pytest_gpuenv import tolerance  # boundary: tolerance profiles, only when the ini file gives some
+
+    return tolerance.ini_rules(value, where)
 
 
 def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:

@@ -16,11 +16,10 @@ from typing import Any, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuenv import _leak
 from pytest_gpuenv import _option_parsers as p
 from pytest_gpuenv._ini import getini, ini_where
 from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX
-from pytest_gpuenv.model import BACKEND_CHOICES, PERF_MODES
+from pytest_gpuenv.model import BACKEND_CHOICES, LEAK_MODES, PERF_MODES
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PROBE_MODES = ("auto", "always", "never")
@@ -149,7 +148,7 @@ OPTIONS = (
     Option("gpuenv_leak_check", (
         "check each test for GPU memory it leaves allocated (torch's allocator and the driver): fail "
         "(the bare option) or warn."),
-        p.choice(_leak.MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
+        p.choice(LEAK_MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
     # first uses of cuBLAS took 156 MiB outside torch on the H200 (torch 2.11, CUDA 13), a first conv 8 MiB
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
            p.size, "512MiB", metavar="SIZE"),

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from pytest_gpuenv import capabilities
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, Usability, format_size, kind_label, safe_repr
 
 
@@ -209,5 +208,7 @@ def requires_capability(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: 
     want = ", ".join(r.text for r in value)
     if not _usable(env):
         return _skip_missing(env, want, "capability")
-    why = capabilities.missing(env, value)
+    from pytest_gpuenv.capabilities import missing  # boundary: the capability table (as the marker's parse)
+
+    why = missing(env, value)
     return None if why is None else Skip("capability", why.split(":")[0], why)

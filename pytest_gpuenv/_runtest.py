@@ -22,7 +22,6 @@ import pytest
 from pytest_gpuenv import _skip_patterns, _skipping, markers
 from pytest_gpuenv._session import GpuenvSession, HardwareSkip, get_session
 from pytest_gpuenv._skipping import Skip
-from pytest_gpuenv.plan import plan_lines
 from pytest_gpuenv.report import summary
 from pytest_gpuenv.runtime import poisoned
 
@@ -37,7 +36,9 @@ SKIP_PROPERTY = "gpuenv_skip"
 
 
 def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
-    if session.plan_profiles is not None:
+    if session.plan_profiles is not None:  # --gpuenv-plan (whose profiles _session.start read)
+        from pytest_gpuenv.plan import plan_lines
+
         session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
@@ -60,6 +61,11 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
         if perf_off and any(m.name == "perf" for m in marks):
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
+    settings = session.settings
+    if settings.leak_check == "off" and any(markers.LEAK_CHECK in item.keywords for item in items):
+        from pytest_gpuenv import _leak  # boundary: the leak check, entered where a test asks for it
+
+        _leak.configure(items[0].config, "off", settings.leak_threshold)
 
 
 def setup(item: pytest.Item, session: GpuenvSession) -> None:

@@ -23,7 +23,6 @@ from pytest_gpuenv._options import Settings
 from pytest_gpuenv._outputs import Outputs
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
 from pytest_gpuenv.model import GpuEnv
-from pytest_gpuenv.plan import profiles
 from pytest_gpuenv.report import hosts_json
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,6 +165,8 @@ def start(config: pytest.Config,
     if env.forced_backend == "cpu":
         session.set_environ(hide_gpus_env(env))
     if settings.plan and not hasattr(config, "workerinput"):
+        from pytest_gpuenv.plan import profiles  # boundary: the plan preview, only with --gpuenv-plan
+
         session.plan_profiles = profiles(settings.plan_profiles)
     # torch.cuda.is_available() through NVML/amdsmi does not poison fork (DETECTION.md section 0.5)
     if "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ:

@@ -21,13 +21,15 @@ the prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Optional
 
 import pytest
 
 from pytest_gpuenv import _requirements as req
-from pytest_gpuenv import capabilities
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, GpuEnv, parse_size, safe_repr
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.capabilities import Requirement
 
 PREFIX = "gpuenv_"
 #: the words skip_on/xfail_on accept besides arch patterns
@@ -84,8 +86,10 @@ def _arch_patterns(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[ArchPa
     return [ArchPattern.parse(a) for a in _at_least_one(args, "arch pattern")]
 
 
-def _capabilities(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[capabilities.Requirement]:
-    return [capabilities.parse(a) for a in _at_least_one(args, "capability")]
+def _capabilities(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Requirement]:
+    from pytest_gpuenv.capabilities import parse  # boundary: the capability table, entered by this marker
+
+    return [parse(a) for a in _at_least_one(args, "capability")]
 
 
 def _condition(c: Any) -> Any:
@@ -180,10 +184,14 @@ MARKERS = (
 )
 BY_NAME = {m.name: m for m in MARKERS}
 MARKER_NAMES = tuple(BY_NAME)
+#: the marker of the leak check (``_leak``), which a test may carry without ``--gpuenv-leak-check``
+LEAK_CHECK = "gpuenv_leak_check"
 #: the plugin's markers that exist only with the prefix (registered as they are, not evaluated as skips)
 PREFIXED_ONLY = [
     "gpuenv_tolerance(dtype='*', rtol=None, atol=None, arch=None): tolerances for the gpu_assert_close fixture "
     "in this test: for that dtype (glob), on that arch pattern or vendor (amd, nvidia, cpu) if given.",
+    f"{LEAK_CHECK}(mode='fail', threshold=None): check this test for GPU memory leaks (mode fail, warn or off), "
+    "even without --gpuenv-leak-check.",
 ]
 #: markers that only a test needing a GPU carries
 GPU_MARKERS = tuple(m.name for m in MARKERS if m.needs_gpu)

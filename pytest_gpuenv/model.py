@@ -28,6 +28,8 @@ _FAMILY = {"rocm": "rocm", "rocm-wsl": "rocm", "hip-windows": "rocm", "cuda": "c
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm")
 #: ``--gpuenv-perf`` values: read by the option parser and by the timer (``perf.PerfContext``)
 PERF_MODES = ("check", "strict", "warn", "off", "record")
+#: the values of ``--gpuenv-leak-check`` and of ``@gpuenv_leak_check(mode=...)``
+LEAK_MODES = ("off", "fail", "warn")
 
 
 def family(kind: str) -> str:

@@ -6,7 +6,10 @@ summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measure
 ``fixtures`` (the fixtures, found here by pytest).
 
 The subsystems behind a boundary are imported where a run needs them: ``_xdist`` (with pytest-xdist),
-the kernel compiler (``rtc``, by ``hip_kernel``) and the timer (``perf``, by ``gpu_bench``).
+the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``), the tolerance
+profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
+(``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
+``--gpuenv-plan``) and the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -18,7 +21,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _hide, _leak, _options, _routing, _runtest, _session, fixtures, markers, report
+from pytest_gpuenv import _crash, _hide, _options, _routing, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -40,7 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if session.settings.backend == "cpu":
         session.hidden = _hide.install(session.settings.hide_modules)
     config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
-    _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
+    if session.settings.leak_check != "off":
+        from pytest_gpuenv import _leak  # boundary: the leak check, only where it is on (or, see modify_items)
+
+        _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
     _crash.start(config, session)
     if session.settings.dist:
         _routing.check_dist_request(config)
