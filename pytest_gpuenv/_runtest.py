@@ -3,11 +3,13 @@
 ``modify_items``: ``gpu_bench`` users get the ``gpuenv_perf`` mark (and ``perf`` where that name is the
 plugin's), each item's plugin marks are read and checked once (a bad marker argument is kept to fail that
 test alone; the others are kept in the item's stash for setup), ``xfail_on`` becomes an ``xfail`` mark,
-``--gpuenv-perf=off`` skips perf tests, and ``--gpuenv-plan`` computes its table. ``setup``: the marks'
+``--gpuenv-perf=off`` skips perf tests, and ``--gpuenv-plan`` computes its table. ``setup`` (for the items
+collection found something to check: plugin marks or a GPU fixture): the marks'
 ``Skip`` against this process's host (or a skip naming the test that poisoned the GPU context, asked of
 ``pytest_gpuenv.runtime.poisoned``).
-``adjust_report``: a hardware skip carries its category, cause and host (``hardware_skip`` reads them
-back, on the xdist controller too) and points at the test rather than at this plugin; a skip the suite
+``adjust_report``: a hardware skip is recorded in the session and carries its category, cause and host in
+the report (``hardware_skip`` reads them back on an xdist controller) and points at the test rather than at
+this plugin; a skip the suite
 wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
 after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
 """
@@ -15,7 +17,7 @@ after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks``
 from __future__ import annotations
 
 import os
-from typing import NoReturn, Optional
+from typing import NoReturn, Optional, Union
 
 import pytest
 
@@ -26,9 +28,10 @@ from pytest_gpuenv.report import summary
 from pytest_gpuenv.runtime import poisoned
 
 _SKIP_INFO = pytest.StashKey[Skip]()
-_MARK_ERROR = pytest.StashKey[str]()
-#: an item's plugin marks, read and checked at collection (only items that have some)
-_MARKS = pytest.StashKey[list[markers.PluginMark]]()
+#: what ``setup`` checks of an item, decided at collection, only for items that have something to check: its
+#: plugin marks (read and checked; empty for a test that needs a GPU through a fixture only), or the error of a
+#: bad marker argument
+_GATE = pytest.StashKey[Union[str, list[markers.PluginMark]]]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
 #: the test report's user property that carries a hardware skip's [category, cause, host]
@@ -43,18 +46,20 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
     for item in items:
-        if "gpu_bench" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "gpu_bench" in fixtures:
             item.add_marker(pytest.mark.gpuenv_perf)
             if markers.owns(item.config, "perf"):
                 item.add_marker(pytest.mark.perf)
         marks = markers.plugin_marks(item, parents)
         if not marks:  # most tests: nothing to check, warn about or mark
+            if any(f in fixtures for f in _GPU_FIXTURES):  # (a poisoned GPU context skips it)
+                item.stash[_GATE] = marks
             continue
         error = markers.check_marks(marks)
+        item.stash[_GATE] = error or marks
         if error:
-            item.stash[_MARK_ERROR] = error
             continue
-        item.stash[_MARKS] = marks
         markers.warn_small_sizes(item, marks)
         xf = _skipping.xfail_for(marks, session.env)
         if xf is not None:
@@ -68,13 +73,16 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         _leak.configure(items[0].config, "off", settings.leak_threshold)
 
 
-def setup(item: pytest.Item, session: GpuenvSession) -> None:
+def setup(item: pytest.Item) -> None:
     """Fail on a bad marker argument; skip when a marker's requirement is not met on this host, or when
     the GPU context of this process was poisoned by an earlier test and this one needs a GPU. An xdist
     worker on another host than its controller's names the host in the reason."""
-    if _MARK_ERROR in item.stash:
-        pytest.fail(item.stash[_MARK_ERROR], pytrace=False)
-    marks = item.stash[_MARKS] if _MARKS in item.stash else []
+    if _GATE not in item.stash:  # most tests: no plugin mark and no GPU fixture (seen at collection)
+        return
+    marks = item.stash[_GATE]
+    if isinstance(marks, str):
+        pytest.fail(marks, pytrace=False)
+    session = get_session(item.config)
     skip = _skipping.evaluate(marks, session.env) if marks else None
     poison = poisoned() if skip is None else None
     if poison is not None and _uses_gpu(item, marks):
@@ -111,7 +119,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         return
     skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
     if skip is not None and rep.skipped:
-        rep.user_properties.append((SKIP_PROPERTY, [skip.category, skip.cause, get_session(item.config).host]))
+        _note_skip(rep, skip.category, skip.cause, get_session(item.config))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]
         if line is not None:
@@ -122,13 +130,27 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
         if line is not None:
             rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
     elif rep.skipped and not hasattr(rep, "wasxfail") and not _raised_in_plugin(call):
-        cause = suite_skip_cause(rep.longrepr, get_session(item.config))
+        session = get_session(item.config)
+        cause = suite_skip_cause(rep.longrepr, session)
         if cause is not None:
-            rep.user_properties.append((SKIP_PROPERTY, ["suite", cause, get_session(item.config).host]))
+            _note_skip(rep, "suite", cause, session)
     if rep.failed and rep.when == "call":
         poison = poisoned()
         if poison is not None and poison.by != item.nodeid:
             rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+
+
+def _note_skip(rep: pytest.TestReport, category: str, cause: str, session: GpuenvSession) -> None:
+    """A hardware skip: in the report (which carries it to an xdist controller, ``hardware_skip``) and in this
+    process's session."""
+    rep.user_properties.append((SKIP_PROPERTY, [category, cause, session.host]))
+    session.skips.append(HardwareSkip(rep.nodeid, category, cause, session.host))
+
+
+def tests_run_elsewhere(config: pytest.Config) -> bool:
+    """An xdist controller (after ``-n``/``--dist`` are resolved): its tests run in workers, and their hardware
+    skips arrive in the reports (``hardware_skip``), as do those of tests its scheduler skips itself."""
+    return not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
 
 
 def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:
@@ -165,7 +187,8 @@ def check_required(config: pytest.Config, session: GpuenvSession) -> None:
 
 
 def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
-    """The hardware skip a (possibly remote) test report carries, or None."""
+    """The hardware skip a test report from elsewhere (an xdist worker, the ``--dist gpu`` scheduler) carries,
+    or None."""
     if not report.skipped:
         return None
     for key, value in report.user_properties:
