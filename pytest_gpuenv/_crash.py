@@ -35,7 +35,7 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpuenv._paths import write_atomically
-from pytest_gpuenv._session import GpuenvSession
+from pytest_gpuenv._session import GpuenvSession, xdist_controller
 from pytest_gpuenv.detect._checks import SKIP_ABORT_VAR
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.runtime import _sticky
@@ -50,9 +50,7 @@ def start(config: pytest.Config, session: GpuenvSession) -> None:
     env = session.env
     if env.backend == "rocm" and SKIP_ABORT_VAR not in os.environ:
         session.set_environ({SKIP_ABORT_VAR: "1"})
-    opt = config.option
-    controller = not hasattr(config, "workerinput") and bool(getattr(opt, "numprocesses", None) or getattr(opt, "tx", None))
-    if not (_amd(session) or controller):
+    if not (_amd(session) or xdist_controller(config)):
         return
     guard = CrashGuard(config, session)
     config.pluginmanager.register(guard, "gpuenv-crash")
@@ -60,10 +58,8 @@ def start(config: pytest.Config, session: GpuenvSession) -> None:
 
 
 def _amd(session: GpuenvSession) -> bool:
-    """A machine where HIP kernels may run on a GPU: backend rocm, or an AMD GPU detected (kept out by a
-    problem such as a permission). ROCm installed without a driver (this CI machine) cannot fault."""
-    env = session.env
-    return env.backend == "rocm" or any(d.vendor == "amd" for d in env.devices)
+    """A machine where HIP kernels may run on a GPU (``GpuenvSession.hip_on_gpu``)."""
+    return session.hip_on_gpu
 
 
 def fault_line(session: GpuenvSession) -> Optional[str]:

@@ -8,14 +8,12 @@ each check in its marker's row; ``_skipping`` applies the rows to a test's marks
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, Usability, format_size, kind_label, safe_repr
 
 
-@dataclass(frozen=True)
-class Skip:
+class Skip(NamedTuple):
     """Why a test skips: its ``reason``, and the ``category`` ("vendor", "arch", "memory", "devices",
     "toolchain", "wsl", "platform", "problem", "backend-option", "condition", "no-gpu", "capability") and
     ``cause`` (a group label, no test-specific detail) that group it in the summary."""
@@ -26,7 +24,7 @@ class Skip:
 
     def noted(self, note: str) -> Skip:
         """This skip with ``note`` added to its reason."""
-        return replace(self, reason=self.reason + note)
+        return self._replace(reason=self.reason + note)
 
 
 def _blocking_problem(env: GpuEnv) -> Optional[Problem]:

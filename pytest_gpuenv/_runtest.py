@@ -148,9 +148,11 @@ def _note_skip(rep: pytest.TestReport, category: str, cause: str, session: Gpuen
 
 
 def tests_run_elsewhere(config: pytest.Config) -> bool:
-    """An xdist controller (after ``-n``/``--dist`` are resolved): its tests run in workers, and their hardware
-    skips arrive in the reports (``hardware_skip``), as do those of tests its scheduler skips itself."""
-    return not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
+    """An xdist controller that distributes (xdist's own test: a ``--dist`` mode and gateways): its tests run in
+    workers, and their hardware skips arrive in the reports (``hardware_skip``), as do those of tests its
+    scheduler skips itself."""
+    return (not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
+            and bool(config.getoption("tx", None)))
 
 
 def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:

@@ -80,6 +80,13 @@ class GpuenvSession:
         return self._perf
 
     @property
+    def hip_on_gpu(self) -> bool:
+        """HIP kernels may run on an AMD GPU in this process: backend rocm, or an AMD GPU detected (kept out by
+        a problem such as a permission). ROCm installed without a driver (a CPU runner) cannot fault."""
+        env = self.env
+        return env.backend == "rocm" or any(d.vendor == "amd" for d in env.devices)
+
+    @property
     def has_measurements(self) -> bool:
         return self._perf is not None and bool(self._perf.entries)
 
@@ -143,6 +150,12 @@ def get_session(config: pytest.Config) -> GpuenvSession:
 def get_env(config: pytest.Config) -> GpuEnv:
     """The session's environment model (detected once in pytest_configure)."""
     return config.stash[SESSION_KEY].env
+
+
+def xdist_controller(config: pytest.Config) -> bool:
+    """An xdist controller: workers asked for (``-n``, ``--tx``), and this process is not one of them."""
+    opt = config.option
+    return not hasattr(config, "workerinput") and bool(getattr(opt, "numprocesses", None) or getattr(opt, "tx", None))
 
 
 def get_settings(config: pytest.Config) -> Settings:

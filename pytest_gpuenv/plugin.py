@@ -9,7 +9,8 @@ The subsystems behind a boundary are imported where a run needs them: ``_xdist``
 the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``), the tolerance
 profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
 (``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
-``--gpuenv-plan``) and the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``).
+``--gpuenv-plan``), the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``)
+and the crash guard (``_crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -21,7 +22,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _crash, _hide, _options, _routing, _runtest, _session, fixtures, markers, report
+from pytest_gpuenv import _hide, _options, _routing, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._hosts import Host
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
@@ -32,7 +33,6 @@ from pytest_gpuenv.model import GpuEnv
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
-    pluginmanager.register(_LastConfigure(), "gpuenv-last-configure")
     pluginmanager.register(_routing.DistChoice(parser), "gpuenv-dist-choice")
 
 
@@ -47,7 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuenv import _leak  # boundary: the leak check, only where it is on (or, see modify_items)
 
         _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
-    _crash.start(config, session)
+    if session.hip_on_gpu or _session.xdist_controller(config):
+        from pytest_gpuenv import _crash  # boundary: the crash guard, where a GPU fault can end a process
+
+        _crash.start(config, session)
     if session.settings.dist:
         _routing.check_dist_request(config)
     if config.pluginmanager.hasplugin("xdist"):
@@ -70,11 +73,10 @@ def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Option
     return _xdist_worker.worker_env(config, settings, host)
 
 
-class _LastConfigure:
-    @pytest.hookimpl(trylast=True)
-    def pytest_configure(self, config: pytest.Config) -> None:
-        """After the ini file and the conftests loaded at start have registered their markers."""
-        markers.register_unprefixed(config)
+@pytest.hookimpl(trylast=True, specname="pytest_configure")
+def pytest_configure_last(config: pytest.Config) -> None:
+    """After the ini file and the conftests loaded at start have registered their markers."""
+    markers.register_unprefixed(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

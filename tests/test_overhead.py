@@ -84,10 +84,11 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 
 #: the subsystems behind a boundary, which a run of plain tests never needs: the timer, the kernel compiler, the
 #: GPU runtime's bindings, the xdist side, the features only some runs use (tolerance profiles, the capability
-#: table, the plan preview, the leak check), and the packages only some runs use (each costs 1-18 ms to import)
+#: table, the plan preview, the leak check, the crash guard), and the packages only some runs use (each costs
+#: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
         "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv.tolerance",
-        "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak",
+        "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 
 
