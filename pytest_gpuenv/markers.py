@@ -335,20 +335,20 @@ def _own_plugin_marks(node: Any, names: MarkerNames) -> list[PluginMark]:
 
 def plugin_marks(item: Any, parents: Optional[dict[Any, list[PluginMark]]] = None) -> list[PluginMark]:
     """The item's marks that mean plugin markers (closest first, the order of ``item.iter_markers()``), named
-    without the prefix. ``parents``: the marks of each parent node already walked (filled here), for one
-    pass over many items whose parents gain no mark meanwhile (collection)."""
+    without the prefix. ``parents``: the marks of each parent node and its own parents, already walked (filled
+    here), for one pass over many items whose parents gain no mark meanwhile (collection)."""
     names = _names(item.config)
     out = _own_plugin_marks(item, names)
-    node = item.parent
-    while node is not None:
-        if parents is None:
-            out += _own_plugin_marks(node, names)
-        else:
-            if node not in parents:
-                parents[node] = _own_plugin_marks(node, names)
-            out += parents[node]
-        node = node.parent
-    return out
+    parent = item.parent
+    return out + _chain(parent, names, {} if parents is None else parents) if parent is not None else out
+
+
+def _chain(node: Any, names: MarkerNames, walked: dict[Any, list[PluginMark]]) -> list[PluginMark]:
+    """The plugin marks of ``node`` and of its parents, closest first (each node's once, kept in ``walked``)."""
+    if node not in walked:
+        parent = node.parent
+        walked[node] = _own_plugin_marks(node, names) + (_chain(parent, names, walked) if parent is not None else [])
+    return walked[node]
 
 
 def _text(names: list[str]) -> str:
