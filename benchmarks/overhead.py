@@ -13,9 +13,13 @@ instructions), so they are the figures; each is also shown in milliseconds at th
 - **detection**: the first ``detect()`` of a fresh process that imported ``pytest_gpuenv.detect``, on this
   machine (the lazily imported platform modules included). Goal: at most 10 ms (CPU; 50 ms with NVML).
 
-Both sides run with plugin autoloading off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``; ``-p pytest_gpuenv.plugin``
-vs bare pytest), ``PYTHONHASHSEED=0``, no ``GPUENV_*`` variable, and the modules' bytecode cached (as a pip
-install leaves it: ``PYTHONPYCACHEPREFIX`` points at a temporary folder, written by a first native run).
+Both sides run with plugin autoloading off (``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1``), ``PYTHONHASHSEED=0``, no
+``GPUENV_*`` variable, and the modules' bytecode cached (as a pip install leaves it: ``PYTHONPYCACHEPREFIX``
+points at a temporary folder, written by a first native run). Each side names one plugin with ``-p``: the plugin
+side ``pytest_gpuenv.plugin``, the bare side an empty module. pytest looks a ``-p`` name up among every installed
+distribution's entry points (reading each one's ``entry_points.txt``), which a run with autoloading on (how a pip
+install loads the plugin) does in every run, with or without the plugin: that lookup is on both sides, and is
+printed on its own line (``-p lookup``), not counted as the plugin's.
 
 **Milliseconds**: the rate is measured, not assumed: the one-test ``-p pytest_gpuenv.plugin`` process runs
 natively ``--calibrate`` times (default 7); its instructions divided by the smallest user CPU time of those runs
@@ -40,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLUGIN = "pytest_gpuenv.plugin"
@@ -65,18 +70,25 @@ def make_suite(path: str, n_tests: int, per_file: int = 50) -> None:
         fh.write("[pytest]\n")
 
 
-def bench_env(pycache: str) -> dict[str, str]:
-    """The checkout first on sys.path, autoloading off, bytecode cached, a fixed hash seed, no gpuenv option."""
+def bench_env(pycache: str, modules: str) -> dict[str, str]:
+    """The checkout first on sys.path (then ``modules``, the empty plugin's folder), autoloading off, bytecode
+    cached, a fixed hash seed, no gpuenv option."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUENV_")}
     for name in ("PYTEST_ADDOPTS", "PYTHONDONTWRITEBYTECODE", "PYTEST_PLUGINS"):
         env.pop(name, None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, modules, env.get("PYTHONPATH")) if p)
     env.update(PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPYCACHEPREFIX=pycache, PYTHONHASHSEED="0")
     return env
 
 
-def pytest_cmd(plugin: bool) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-p", PLUGIN] if plugin else [])]
+#: the bare side's plugin: an empty module (written beside the suites, on the path)
+EMPTY = "gpuenv_bench_empty"
+
+
+def pytest_cmd(plugin: Optional[bool]) -> list[str]:
+    """``pytest -q`` with the plugin (True), with the empty module (False) or with no ``-p`` at all (None)."""
+    named = [] if plugin is None else ["-p", PLUGIN if plugin else EMPTY]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *named]
 
 
 def native(cmd: list[str], cwd: str, env: dict[str, str]) -> float:
@@ -156,7 +168,11 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as tmp:
-        env = bench_env(os.path.join(tmp, "pyc"))
+        modules = os.path.join(tmp, "modules")
+        os.makedirs(modules)
+        with open(os.path.join(modules, f"{EMPTY}.py"), "w") as fh:
+            fh.write('"""An empty plugin: what naming a plugin with -p costs pytest itself."""\n')
+        env = bench_env(os.path.join(tmp, "pyc"), modules)
         suites = {n: os.path.join(tmp, f"suite{n}") for n in (1, n1, n2)}
         for n, path in suites.items():
             make_suite(path, n)
@@ -169,13 +185,16 @@ def main() -> None:
         cpu = min(native(pytest_cmd(True), suites[1], env) for _ in range(max(1, args.calibrate)))
         rate = counts[(1, True)] / cpu
 
+        lookup = counts[(1, False)] - instructions(pytest_cmd(None), suites[1], env)
         print("instructions of a whole `pytest -q` process under callgrind (autoload off, bytecode cached):")
-        print(f"  {'suite':<12} {'bare':>10} {'-p ' + PLUGIN:>26} {'added':>10}")
+        print(f"  {'suite':<12} {'-p ' + EMPTY:>24} {'-p ' + PLUGIN:>26} {'added':>10}")
         added = {}
         for n in suites:
             added[n] = counts[(n, True)] - counts[(n, False)]
-            print(f"  {f'{n} test' + ('s' if n > 1 else ''):<12} {counts[(n, False)] / 1e6:9.1f}M "
+            print(f"  {f'{n} test' + ('s' if n > 1 else ''):<12} {counts[(n, False)] / 1e6:23.1f}M "
                   f"{counts[(n, True)] / 1e6:25.1f}M {added[n] / 1e6:9.1f}M")
+        print(f"-p lookup (pytest's, on both sides; a run with autoloading on makes it with or without the plugin): "
+              f"{lookup / 1e6:.1f} M instructions = {ms(lookup, rate):.1f} ms")
         print(f"machine rate: {rate / 1e9:.2f} G instructions/s (the one-test -p {PLUGIN} process: "
               f"{counts[(1, True)] / 1e6:.1f} M instructions / {cpu * 1e3:.0f} ms user CPU, the least of "
               f"{max(1, args.calibrate)} native runs)")
