@@ -16,8 +16,8 @@ Unchecked launches run their blocks on one worker thread per core the process ma
 caps them), so the first unchecked figures use every core here; the "1 core" rows are the one-core ones.
 For one-core comparisons on a busy machine, count instructions instead (``valgrind --tool=callgrind``).
 Last measured on a shared 2-core VM, one core, the kernels alone (a C++ driver calling the executor library):
-block sum about 1.2-1.3x HIP-CPU's time (e.g. 120 against 91 ms), matmul about 0.7-0.9x (26 against 37 ms);
-callgrind: 1,027M against 749M and 365M against 341M instructions. The block sum's HIP-CPU goal is not met
+block sum about 1.2x HIP-CPU's time (e.g. 90 against 76 ms), matmul about 0.7-0.9x (22 against 29 ms);
+callgrind: 979M against 749M and 361M against 341M instructions. The block sum's HIP-CPU goal is not met
 there (docs/explanation/cpu-executor.md).
 """
 

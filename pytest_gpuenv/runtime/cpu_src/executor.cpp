@@ -6,6 +6,7 @@
 // wild pointer) and the watchdog leave the launch through siglongjmp (signals.cpp); nothing stays broken.
 #include "executor_int.h"
 #include "fiber_switch.h"
+#include "fibers.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 namespace gx {
 
 __thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
-static size_t page;
 
 double now() {
     timespec ts;
@@ -39,43 +39,7 @@ uint64_t pc_rel(const void* pc) {
     return (p >= L.text_lo && p < L.text_hi) ? p - L.mod_base : 0;
 }
 
-// ------------------------------------------------------------------ context switch: fiber_switch.h
-
-static Fiber* new_fiber() {
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t len = kStack + page;
-    char* m = (char*)mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) return nullptr;
-    mprotect(m, page, PROT_NONE);
-    Fiber* f = new Fiber();
-    f->map = m;
-    f->lo = m + page;
-    f->fresh = true;
-    f->color = (size_t)(L.npool % 61) * 5 * 64;  // 61 prime, 5 lines apart: 305 lines before a repeat
-    L.pool[L.npool++] = f;
-    return f;
-}
-
-// The lines a waiting thread's fiber resumes on (saved registers, then the frames of the executor call,
-// the kernel and the entry): fetched one thread ahead, they are in L1 when the switch pops them (a block
-// of 256 waiting threads keeps more stack lines than L1 holds).
-static inline void prefetch_stack(const void* at) {
-    const char* sp = (const char*)at;
-    for (int i = 0; i < 5; i++) __builtin_prefetch(sp + 64 * i);
-}
-
-static Fiber* acquire() {
-    Launch& l = L;
-    Fiber* f = l.nfree ? l.freelist[--l.nfree] : new_fiber();
-    if (l.nfree) prefetch_stack(l.freelist[l.nfree - 1]->sp);  // the next block's next thread
-    if (f && f->fresh) {
-        ctx_init(f);
-        f->fresh = false;
-    }
-    return f;
-}
-
-// ------------------------------------------------------------------ threads
+// ------------------------------------------------------------------ threads (the context switch: fiber_switch.h, fibers: fibers.h)
 static inline void set_current(int t) {
     Launch& l = L;
     l.cur = t;
@@ -124,18 +88,6 @@ static Fiber* new_fiber_for_next() {
     return f;
 }
 
-// Where to go next without going through the scheduler: the first queued thread, else the next
-// thread a barrier released, else a fresh fiber for the next thread not started yet; the scheduler's context
-// when it must decide (warp operations, barriers, the end of the block). The order is the scheduler's,
-// so runs stay deterministic.
-static inline void* next_ctx() {
-    if (__builtin_expect(L.aborted, 0)) return sched_ctx();
-    int t = pick_thread();
-    if (t >= 0) return take(t);
-    Fiber* f = L.next_new < L.nthreads ? new_fiber_for_next() : nullptr;
-    return f ? fiber_ctx(f) : sched_ctx();
-}
-
 // The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
 // no call but the switch.
 __attribute__((noinline)) static int wait_for_new(Thread& me) {
@@ -166,15 +118,25 @@ static inline __attribute__((always_inline)) void catch_up(Launch& l) {
     }
 }
 
+// The current fiber has no thread left (none is left to start): it is free, and the next queued or released
+// thread goes on, else the scheduler (the end of the block, or it must decide). The order is the scheduler's,
+// so runs stay deterministic. Taken again (acquire), it returns here and its caller starts the next thread.
+static inline __attribute__((always_inline)) void free_fiber() {
+    Launch& l = L;
+    Fiber* f = l.cur_fiber;
+    l.freelist[l.nfree++] = f;
+    int t = __builtin_expect(l.aborted, 0) ? -1 : pick_thread();
+    park_fiber(f, t >= 0 ? take(t) : sched_ctx());
+}
+
 // A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
-// the next ones through gpuenv_next_thread, so a block without barriers is one loop on one fiber.
+// the next ones through gpuenv_next_thread, so a block without barriers is one loop on one fiber. The
+// entry does not return within a launch: a fiber enters it once (work() starts every fiber afresh at a launch).
 static void fiber_main() {
     Launch& l = L;
     for (;;) {
-        Fiber* f = l.cur_fiber;
         if (start_new()) l.entry(l.d->args);
-        l.freelist[l.nfree++] = f;  // resumed from here when taken again: the loop starts its next thread
-        park_fiber(f, l.rq_head < l.rq_tail || l.seq_next < l.seq_end ? next_ctx() : sched_ctx());
+        free_fiber();
     }
 }
 
@@ -219,11 +181,15 @@ static inline void watchdog_poll() {
 
 using namespace gx;
 
-// The current thread is done: start the next one on this fiber (1), or 0 when none is left.
+// The current thread is done: start the next one on this fiber (1). When none is left to start, the fiber
+// is free and waits here, in the module's entry (its arguments unpacked), until it is taken for a new thread:
+// a thread's start and end on a fiber of a block with barriers is then a switch, not a return from the entry
+// and a call into it (HIP-CPU's fibers loop the same way). Never 0 (older entries returned on 0).
 extern "C" int gpuenv_next_thread() {
     catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
-    return start_new();
+    while (!start_new()) free_fiber();
+    return 1;
 }
 
 // A barrier's arrival on the general path: every arrival records its site in its thread (for a report),
@@ -276,6 +242,11 @@ __attribute__((noinline)) static int rr_wait(Thread& th) {
     th.fiber = l.cur_fiber;
     if (l.rq_head < l.rq_tail) return park_thread(th, take(l.runq[l.rq_head++]));
     catch_up(l);
+    if (l.next_new < l.nthreads && l.nfree) {  // (the block's first interval: a free fiber starts the next thread)
+        Fiber* f = acquire();
+        l.cur_fiber = f;
+        return park_thread(th, fiber_ctx(f));
+    }
     if (l.next_new < l.nthreads) return wait_for_new(th);
     return park_thread(th, sched_ctx());
 }

@@ -28,7 +28,6 @@ struct Fiber {
     char* lo;  // usable stack [lo, lo + kStack); the guard page is below lo
     void* sp;  // while it is free (no thread waits on it): its saved stack pointer
     size_t color;  // bytes left unused at the stack's top (stack colouring, executor.cpp)
-    bool fresh;
 #ifdef GPUENV_UCONTEXT
     void* uc;
 #endif
@@ -155,7 +154,7 @@ void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(pr
 double now();
 
 bool run_block();
-void after_abort();  // fibers left mid-thread are re-initialised before their next use
+void after_abort();  // every fiber free and started afresh (fibers.h)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
 
 // signals.cpp

@@ -23,14 +23,6 @@ static uint64_t fail_block, next_block;
 
 __attribute__((constructor)) static void main_thread() { cur_launch = &main_launch; }
 
-void after_abort() {
-    L.nfree = 0;
-    for (int i = 0; i < L.npool; i++) {
-        L.pool[i]->fresh = true;
-        L.freelist[L.nfree++] = L.pool[i];
-    }
-}
-
 static void poison_block() {
     gpuenv_launch_t* d = L.d;
     poison_vars();
@@ -110,7 +102,7 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
 static void work() {
     find_module((void*)L.entry);
     setup_vars();
-    if (L.worker > 0) after_abort();  // its fibers last ran on another thread: start them afresh
+    after_abort();  // its fibers wait in the last launch's entry (gpuenv_next_thread), or ran on another thread: start them afresh
     L.active = true;
     bool ok = false;
     if (sigsetjmp(L.jb, 1) == 0) ok = run_blocks();

@@ -90,7 +90,8 @@ int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
 int gpuenv_barrier(const char* file, int where, int kind, int value);
 // The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
-// another thread on this fiber (run the kernel again), 0 when none is left.
+// another thread on this fiber (run the kernel again). When none is left, the fiber waits inside the call
+// until it starts a thread again (1); 0 is no longer returned (an entry that returns on 0 stays correct).
 int gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
 __attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
