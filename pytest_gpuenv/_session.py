@@ -20,12 +20,12 @@ import pytest
 from pytest_gpuenv import _hosts, _options
 from pytest_gpuenv._hide import HiddenModules
 from pytest_gpuenv._options import Settings
-from pytest_gpuenv._outputs import Outputs
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
 from pytest_gpuenv.model import GpuEnv
 from pytest_gpuenv.report import hosts_json
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv._outputs import Outputs
     from pytest_gpuenv.perf.session import PerfSession
 
 
@@ -173,6 +173,8 @@ def start(config: pytest.Config,
     session = GpuenvSession(env, settings, host=host.name)
     config.stash[SESSION_KEY] = session
     if settings.json_path or config.getoption("xmlpath", None):  # its per-test hooks only where read
+        from pytest_gpuenv._outputs import Outputs  # boundary: the run's files, only when one is asked for
+
         session.outputs = Outputs(config, session)
         config.pluginmanager.register(session.outputs, "gpuenv-outputs")
     if env.forced_backend == "cpu":

@@ -10,7 +10,8 @@ the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_
 profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
 (``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
 ``--gpuenv-plan``), the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``)
-and the crash guard (``_crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller).
+the crash guard (``_crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the
+run's files (``_outputs``, with ``--gpuenv-json`` or ``--junitxml``).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.

@@ -88,7 +88,7 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 #: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
         "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv.tolerance",
-        "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash",
+        "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash", "pytest_gpuenv._outputs",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 
 
