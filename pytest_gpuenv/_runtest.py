@@ -7,8 +7,8 @@ test alone; the others are kept in the item's stash for setup), ``xfail_on`` bec
 collection found something to check: plugin marks or a GPU fixture): the marks'
 ``Skip`` against this process's host (or a skip naming the test that poisoned the GPU context, asked of
 ``pytest_gpuenv.runtime.poisoned``).
-``adjust_report``: a hardware skip is recorded in the session and carries its category, cause and host in
-the report (``hardware_skip`` reads them back on an xdist controller) and points at the test rather than at
+``adjust_report``: a hardware skip carries its category, cause and host in the report (the process that
+logs the report counts it through ``hardware_skip``, wherever the test ran) and points at the test rather than at
 this plugin; a skip the suite
 wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
 after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
@@ -141,18 +141,9 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
 
 
 def _note_skip(rep: pytest.TestReport, category: str, cause: str, session: GpuenvSession) -> None:
-    """A hardware skip: in the report (which carries it to an xdist controller, ``hardware_skip``) and in this
-    process's session."""
+    """A hardware skip, in the report: the process that logs the report counts it (``hardware_skip``), so a
+    test run in an xdist worker or in a forked child (pytest-forked) is counted where the run is summarised."""
     rep.user_properties.append((SKIP_PROPERTY, [category, cause, session.host]))
-    session.skips.append(HardwareSkip(rep.nodeid, category, cause, session.host))
-
-
-def tests_run_elsewhere(config: pytest.Config) -> bool:
-    """An xdist controller that distributes (xdist's own test: a ``--dist`` mode and gateways): its tests run in
-    workers, and their hardware skips arrive in the reports (``hardware_skip``), as do those of tests its
-    scheduler skips itself."""
-    return (not hasattr(config, "workerinput") and config.getoption("dist", "no") != "no"
-            and bool(config.getoption("tx", None)))
 
 
 def _raised_in_plugin(call: pytest.CallInfo[None]) -> bool:

@@ -61,8 +61,6 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.dist = _routing.DIST
 
         _xdist.configure(config, session)
-    if _runtest.tests_run_elsewhere(config):  # (in-process, adjust_report records them)
-        config.pluginmanager.register(_ReportedSkips(session), "gpuenv-reported-skips")
 
 
 def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Optional[GpuEnv]:
@@ -132,26 +130,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 class _SkipCollector:
-    """Gathers the modules the suite skips for a GPU reason (``pytest.skip("CUDA not available",
-    allow_module_level=True)``) as hardware skips."""
-
-    def __init__(self, session: GpuenvSession) -> None:
-        self.session = session
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        skip = _runtest.collect_skip(report, self.session)
-        if skip is not None:
-            self.session.skips.append(skip)
-
-
-class _ReportedSkips:
-    """An xdist controller's hardware skips, from the test reports of its workers and of its scheduler."""
+    """Gathers hardware skips from the test reports, wherever the test ran (this process, an xdist worker, a
+    forked child as pytest-forked runs it: the report carries the skip, ``_runtest.hardware_skip``), and the
+    modules the suite skips for a GPU reason (``pytest.skip("CUDA not available", allow_module_level=True)``)."""
 
     def __init__(self, session: GpuenvSession) -> None:
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         skip = _runtest.hardware_skip(report) if report.skipped else None
+        if skip is not None:
+            self.session.skips.append(skip)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        skip = _runtest.collect_skip(report, self.session)
         if skip is not None:
             self.session.skips.append(skip)
 

@@ -276,3 +276,55 @@ def test_suite_skips_counted_once_under_xdist(pytester):
     result = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly")
     result.assert_outcomes(passed=1, skipped=11, xfailed=1)
     result.stdout.fnmatch_lines(["7 test(s) skipped for hardware reasons:"])
+
+
+#: what pytest-forked does: each test runs in a forked child, whose reports the parent logs
+FORKED_CONFTEST = """
+import os, pickle, pytest
+from _pytest.runner import runtestprotocol
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        data = [item.config.hook.pytest_report_to_serializable(config=item.config, report=x) for x in reports]
+        os.write(w, pickle.dumps(data))
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.waitpid(pid, 0)
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for d in pickle.loads(b"".join(chunks)):
+        item.ihook.pytest_runtest_logreport(report=item.config.hook.pytest_report_from_serializable(
+            config=item.config, data=d))
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+"""
+
+
+def test_skips_of_tests_run_in_a_forked_child_are_counted(pytester, roots):
+    """The skip travels in the report, and the process that logs it counts it (pytest-forked)."""
+    pytester.makeconftest(FORKED_CONFTEST)
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.requires_gpu
+        def test_marker(): pass
+        def test_suite(): pytest.skip("CUDA not available")
+        def test_plain(): pass
+        """
+    )
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={roots('cpu_only_container')}", "--gpuenv-json=r.json")
+    result.assert_outcomes(passed=1, skipped=2)
+    result.stdout.fnmatch_lines(["2 test(s) skipped for hardware reasons:"])
+    skips = json.loads((pytester.path / "r.json").read_text())["skips"]
+    assert sorted((s["nodeid"].split("::")[1], s["category"]) for s in skips) == [
+        ("test_marker", "no-gpu"), ("test_suite", "suite")]
