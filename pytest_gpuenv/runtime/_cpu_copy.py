@@ -2,10 +2,10 @@
 threads when they are large: ``ctypes.memmove`` releases the GIL, so the pieces run on as many cores as
 the launch's blocks may use (``GPUENV_CPU_WORKERS``). Small copies stay on the calling thread.
 
-The copy threads are a pool kept from launch to launch (starting a thread costs about 0.1 ms, as much as
-a second core saves on 12 MB) and shut down before any ``os.fork``: a forked process never inherits them,
-and the parent has no extra threads when it forks (Python 3.12 warns of a fork from a process with threads).
-The next large copy starts the pool again."""
+The copy threads are a pool kept from launch to launch and shut down before any ``os.fork``: a forked
+process never inherits them, and the parent has no extra threads when it forks (Python 3.12 warns of a fork
+from a process with threads). The next large copy starts the pool again. Pieces are handed to the pool under
+the lock ``shutdown`` takes, so a fork from another thread waits for them instead of cutting them off."""
 
 from __future__ import annotations
 
@@ -24,15 +24,16 @@ _POOL: Optional[tuple[int, concurrent.futures.ThreadPoolExecutor]] = None  # (th
 _POOL_LOCK = threading.Lock()
 
 
-def _pool(threads: int) -> concurrent.futures.ThreadPoolExecutor:
-    """The copy threads, at least ``threads`` of them."""
+def _submit(parts: Sequence[Sequence[Move]]) -> list[concurrent.futures.Future[None]]:
+    """Each of ``parts`` handed to a copy thread (the pool grown to one thread per part where needed)."""
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL[0] < threads:
-            old, _POOL = _POOL, (threads, concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="gpuenv-cpu-copy"))
+        if _POOL is None or _POOL[0] < len(parts):
+            pool = concurrent.futures.ThreadPoolExecutor(len(parts), thread_name_prefix="gpuenv-cpu-copy")
+            old, _POOL = _POOL, (len(parts), pool)
             if old is not None:
                 old[1].shutdown(wait=False)  # its threads end once their pieces are copied
-        return _POOL[1]
+        return [_POOL[1].submit(_run, part) for part in parts]
 
 
 def shutdown() -> None:
@@ -79,8 +80,7 @@ def copy_all(moves: Sequence[Move], threads: int) -> None:
         _run(moves)
         return
     parts = split(moves, pieces)
-    pool = _pool(pieces - 1)
-    pending = [pool.submit(_run, part) for part in parts[1:]]
+    pending = _submit(parts[1:])
     _run(parts[0])
     for f in pending:
         f.result()

@@ -94,7 +94,7 @@ struct Launch {
     uint64_t own_cap;
     uint64_t* own_segs;
     gpuenv_report_t rep;
-    Thread threads[kMaxThreads + 1];  // (one past the block: pick_thread prefetches from it unchecked)
+    Thread threads[kMaxThreads + 2];  // (two past the largest block: pick_thread reads the sp of seq_next + 1 unchecked)
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
