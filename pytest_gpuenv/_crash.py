@@ -35,7 +35,7 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpuenv._paths import write_atomically
-from pytest_gpuenv._session import GpuenvSession, xdist_controller
+from pytest_gpuenv._session import GpuenvSession
 from pytest_gpuenv.detect._checks import SKIP_ABORT_VAR
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.runtime import _sticky
@@ -44,22 +44,16 @@ _FAULT_CODES = ("hip-fault-aborts", "hip-fault-returns-error")
 
 
 def start(config: pytest.Config, session: GpuenvSession) -> None:
-    """Turn the runtime's opt-out on (backend rocm, the user's own setting wins) and register the guard where
-    it has work: a process that may launch HIP kernels (``_amd``), or an xdist controller (whose
-    workers may run on such a machine). Elsewhere no hook of it runs and no state dir is made."""
+    """Turn the runtime's opt-out on (backend rocm, the user's own setting wins) and register the guard. The
+    plugin calls it where the guard has work: a process that may launch HIP kernels on an AMD GPU
+    (``GpuenvSession.hip_on_gpu``), or an xdist controller (whose workers may run on such a machine);
+    elsewhere it does not import this module, so no hook of it runs and no state dir is made."""
     env = session.env
     if env.backend == "rocm" and SKIP_ABORT_VAR not in os.environ:
         session.set_environ({SKIP_ABORT_VAR: "1"})
-    if not (_amd(session) or xdist_controller(config)):
-        return
     guard = CrashGuard(config, session)
     config.pluginmanager.register(guard, "gpuenv-crash")
     _sticky.set_launch_hook(guard.before_launch)
-
-
-def _amd(session: GpuenvSession) -> bool:
-    """A machine where HIP kernels may run on a GPU (``GpuenvSession.hip_on_gpu``)."""
-    return session.hip_on_gpu
 
 
 def fault_line(session: GpuenvSession) -> Optional[str]:
@@ -249,7 +243,7 @@ class CrashGuard:
         """Records left by processes that died while a test of theirs had launched a HIP kernel."""
         if self._previous is None:
             self._previous = []
-            directory = self.state_dir() if self.worker is None and _amd(self.session) else None
+            directory = self.state_dir() if self.worker is None and self.session.hip_on_gpu else None
             for path in _running_files(directory) if directory is not None else []:
                 record = _read(path)
                 pid = record.get("pid") if record else None
