@@ -8,10 +8,9 @@ collection found something to check: plugin marks or a GPU fixture): the marks'
 ``Skip`` against this process's host (or a skip naming the test that poisoned the GPU context, asked of
 ``pytest_gpuenv.runtime.poisoned``).
 ``adjust_report``: a hardware skip carries its category, cause and host in the report (the process that
-logs the report counts it through ``hardware_skip``, wherever the test ran) and points at the test rather than at
-this plugin; a skip the suite
-wrote itself whose reason is a GPU one (``suite_skip_cause``) is carried as category ``suite``; a failure
-after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
+logs the report counts it through ``hardware_skip``, wherever the test ran) and points at the test rather
+than at this plugin; a skip the suite wrote itself whose reason is a GPU one (``suite_skip_cause``) is
+carried as category ``suite``; a failure after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
 """
 
 from __future__ import annotations
@@ -180,8 +179,8 @@ def check_required(config: pytest.Config, session: GpuenvSession) -> None:
 
 
 def hardware_skip(report: pytest.TestReport) -> Optional[HardwareSkip]:
-    """The hardware skip a test report from elsewhere (an xdist worker, the ``--dist gpu`` scheduler) carries,
-    or None."""
+    """The hardware skip a test report carries (made in this process, an xdist worker, a forked child or the
+    ``--dist gpu`` scheduler), or None."""
     if not report.skipped:
         return None
     for key, value in report.user_properties:

@@ -9,7 +9,7 @@ The subsystems behind a boundary are imported where a run needs them: ``_xdist``
 the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``), the tolerance
 profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
 (``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
-``--gpuenv-plan``), the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``)
+``--gpuenv-plan``), the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``),
 the crash guard (``_crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the
 run's files (``_outputs``, with ``--gpuenv-json`` or ``--junitxml``).
 
