@@ -154,7 +154,7 @@ void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(pr
 double now();
 
 bool run_block();
-void after_abort();  // every fiber free and started afresh (fibers.h)
+void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
 
 // signals.cpp

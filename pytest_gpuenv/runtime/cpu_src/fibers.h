@@ -42,9 +42,9 @@ static inline Fiber* acquire() {
     return f;
 }
 
-// Every fiber free and at the start of fiber_main: at a launch's start (they wait in the last launch's entry,
-// or last ran on another OS thread) and after an aborted one (some were left mid-thread).
-void after_abort() {
+// Every fiber free and at the start of fiber_main, at each launch's start: they wait in the last launch's entry,
+// or last ran on another OS thread, or an aborted launch left some mid-thread.
+void reset_fibers() {
     Launch& l = L;
     l.nfree = 0;
     for (int i = 0; i < l.npool; i++) {

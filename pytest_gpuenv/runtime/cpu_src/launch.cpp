@@ -95,20 +95,19 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     w.st->gdim = {d->grid[0], d->grid[1], d->grid[2]};
     w.st->dyn_shared = w.dyn_buf;
     // a module's entry starts the next thread itself where nothing checks between threads (next_inline)
-    w.inline_end = w.check || w.lockstep ? 0 : n;
+    w.inline_end = w.rr_ok ? n : 0;
 }
 
 // One worker's share of the launch, on the current thread (whose L is set).
 static void work() {
     find_module((void*)L.entry);
     setup_vars();
-    after_abort();  // its fibers wait in the last launch's entry (gpuenv_next_thread), or ran on another thread: start them afresh
+    reset_fibers();  // they wait in the last launch's entry (gpuenv_next_thread), ran on another thread, or were left mid-thread by an aborted launch
     L.active = true;
     bool ok = false;
     if (sigsetjmp(L.jb, 1) == 0) ok = run_blocks();
     L.active = false;
     if (!ok) {
-        after_abort();
         uint64_t seen = __atomic_load_n(&fail_block, __ATOMIC_RELAXED);
         while (L.block < seen && !__atomic_compare_exchange_n(&fail_block, &seen, L.block, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
     }
