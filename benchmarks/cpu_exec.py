@@ -125,6 +125,48 @@ def measure_here(name: str, check: bool, reps: int, cache: str) -> list[float]:
     return times
 
 
+def measure_parts(reps: int, cache: str) -> dict[str, float]:
+    """Median seconds of a vector add call's parts, in this process: the copies in and back (the runtime's
+    ``copy_all``), the request to the executor's process (the launch there and the round trip) and the call."""
+    from pytest_gpuenv.runtime import _cpu_child
+    from pytest_gpuenv.runtime import cpu as runtime
+
+    parts: dict[str, list[float]] = {"copy in": [], "request": [], "copy out": []}
+    copy_all, request = runtime.copy_all, _cpu_child.Child.request
+
+    def timed_copy(moves, threads):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        copy_all(moves, threads)
+        parts["copy out" if len(parts["copy in"]) > len(parts["copy out"]) else "copy in"].append(time.perf_counter() - t)
+
+    def timed_request(self, *args):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        try:
+            return request(self, *args)
+        finally:
+            if args[0] == 3:  # OP_LAUNCH
+                parts["request"].append(time.perf_counter() - t)
+
+    runtime.copy_all, _cpu_child.Child.request = timed_copy, timed_request  # type: ignore[method-assign]
+    calls = measure_here("vector_add", False, reps, cache)
+    return {"call": statistics.median(calls), **{k: statistics.median(v[-reps:]) for k, v in parts.items()}}
+
+
+def breakdown(cache: str, rounds: int = 5) -> None:
+    """Where a 1-core vector add call's time goes (medians over ``rounds`` fresh processes of 5 launches)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    got: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        out = pinned([sys.executable, os.path.abspath(__file__), "--parts", "5", cache], {cpus[0]})
+        for k, v in json.loads(out.strip().splitlines()[-1]).items():
+            got.setdefault(k, []).append(v)
+    med = {k: statistics.median(v) * 1e3 for k, v in got.items()}
+    rest = med["call"] - med["copy in"] - med["request"] - med["copy out"]
+    print(f"vector_add, 1 core, one call {med['call']:.2f} ms: copy in (12 MB) {med['copy in']:.2f} ms, the executor's "
+          f"process (launch and round trip) {med['request']:.2f} ms, copy back (4 MB) {med['copy out']:.2f} ms, "
+          f"the rest (Python) {rest:.2f} ms")
+
+
 def pinned(cmd: list[str], cpus: set[int]) -> str:
     """Run ``cmd`` in a fresh process limited to ``cpus``; its stdout."""
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -201,25 +243,35 @@ int main(int argc, char** argv) {
     hipMemcpy(da, a.data(), n * 4, hipMemcpyHostToDevice);
     hipMemcpy(db, b.data(), n * 4, hipMemcpyHostToDevice);
     std::function<void()> launch;
-    size_t out_n = n;
+    size_t out_n = n, in_n = n;
+    int ins = 2;  // the inputs a user's call copies in: da (and db) from a (and b)
     if (!strcmp(argv[1], "vector_add")) {
         launch = [&] { hipLaunchKernelGGL(vector_add, dim3(n / 256), dim3(256), 0, 0, dout, da, db, n); };
     } else if (!strcmp(argv[1], "matmul_tiled")) {
-        out_n = m * m;
+        out_n = in_n = m * m;
         launch = [&] { hipLaunchKernelGGL(matmul_tiled, dim3(m / 16, m / 16), dim3(16, 16), 0, 0, dout, da, db, m, m, m); };
     } else {
         out_n = n / 256;
+        ins = 1;
         launch = [&] { hipLaunchKernelGGL(block_sum, dim3(n / 256), dim3(256), 0, 0, dout, da, n); };
     }
+    // argv[4] "copies": time what a user's call does (the inputs copied to device buffers, the launch, the
+    // output copied back), else the launch alone
+    const bool copies = argc > 4 && !strcmp(argv[4], "copies");
+    std::vector<float> out(out_n);
     launch();
     hipDeviceSynchronize();
     for (int r = 0; r < atoi(argv[2]); ++r) {
         auto t = std::chrono::steady_clock::now();
+        if (copies) {
+            hipMemcpy(da, a.data(), in_n * 4, hipMemcpyHostToDevice);
+            if (ins > 1) hipMemcpy(db, b.data(), in_n * 4, hipMemcpyHostToDevice);
+        }
         launch();
         hipDeviceSynchronize();
+        if (copies) hipMemcpy(out.data(), dout, out_n * 4, hipMemcpyDeviceToHost);
         printf("%.9f\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
     }
-    std::vector<float> out(out_n);
     hipMemcpy(out.data(), dout, out_n * 4, hipMemcpyDeviceToHost);
     FILE* f = fopen(argv[3], "wb");
     fwrite(out.data(), 4, out_n, f);
@@ -244,10 +296,11 @@ def build_hip_cpu(hip_cpu_dir: str, tmp: str) -> str:
     return exe
 
 
-def hip_cpu(exe: str, name: str, cpus: set[int], reps: int, tmp: str) -> tuple[list[float], bool]:
-    """(seconds per launch, whether HIP-CPU's result matches numpy)."""
+def hip_cpu(exe: str, name: str, cpus: set[int], reps: int, tmp: str, copies: bool = False) -> tuple[list[float], bool]:
+    """(seconds per launch, whether HIP-CPU's result matches numpy); ``copies``: each time also covers the
+    inputs' hipMemcpy to device buffers and the output's back, as our call copies its arguments."""
     out_file = os.path.join(tmp, name + ".out")
-    times = [float(t) for t in pinned([exe, name, str(reps), out_file], cpus).split()]
+    times = [float(t) for t in pinned([exe, name, str(reps), out_file, "copies" if copies else "launch"], cpus).split()]
     *_, want, out = inputs(name)
     got = np.fromfile(out_file, np.float32).reshape(out.shape)
     return times, bool(np.allclose(got, want, rtol=1e-4, atol=1e-3))
@@ -266,23 +319,33 @@ def side_by_side(cache: str, rounds: int = 5) -> None:
         print(f"HIP-CPU comparison: skipped (HIP-CPU did not build: {err.strip().splitlines()[-1:]})")
         return
     cpus = sorted(os.sched_getaffinity(0))
-    print(f"HIP-CPU ({hip_cpu_dir}) beside ours, unchecked; medians of {rounds} interleaved rounds of 3 launches:")
+    print(f"HIP-CPU ({hip_cpu_dir}) beside ours, unchecked; medians of {rounds} interleaved rounds of 3 launches. Ours is "
+          "a Python call (its arguments copied to the executor's process and back); HIP-CPU's 'launch' is timed around "
+          "the launch alone, its '+copies' around what a user's call does (hipMemcpy of the inputs, the launch, "
+          "hipMemcpy of the output back):")
     for label, use in (("1 core", {cpus[0]}), (f"{min(2, len(cpus))} cores", set(cpus[:2]))):
         for name in ("vector_add", "matmul_tiled", "block_sum"):
-            t_ours, t_theirs, right = [], [], True
+            t_ours, t_launch, t_copies, right = [], [], [], True
             for _ in range(rounds):
                 t_ours += ours(name, use, 3, cache)
                 t, ok = hip_cpu(exe, name, use, 3, tmp)
-                t_theirs += t
-                right = right and ok
-            print(f"  {label:<8} {name:<14} ours {median_ms(t_ours):8.2f} ms  HIP-CPU {median_ms(t_theirs):8.2f} ms  "
-                  f"ours/HIP-CPU {median_ms(t_ours) / median_ms(t_theirs):5.2f}  HIP-CPU result {'ok' if right else 'WRONG'}")
+                t_launch += t
+                t, ok2 = hip_cpu(exe, name, use, 3, tmp, copies=True)
+                t_copies += t
+                right = right and ok and ok2
+            mine = median_ms(t_ours)
+            print(f"  {label:<8} {name:<14} ours {mine:8.2f} ms  HIP-CPU launch {median_ms(t_launch):8.2f} ms "
+                  f"(ours/it {mine / median_ms(t_launch):4.2f})  +copies {median_ms(t_copies):8.2f} ms "
+                  f"(ours/it {mine / median_ms(t_copies):4.2f})  HIP-CPU result {'ok' if right else 'WRONG'}")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--measure"]:  # a pinned child of speedup()/side_by_side(): kernel, launches, cache
         print(json.dumps(measure_here(sys.argv[2], False, int(sys.argv[3]), sys.argv[4])))
+        return
+    if sys.argv[1:2] == ["--parts"]:  # a pinned child of breakdown(): launches, cache
+        print(json.dumps(measure_parts(int(sys.argv[2]), sys.argv[3])))
         return
     cache = tempfile.mkdtemp(prefix="gpuenv-bench-")
     src_dir = tempfile.mkdtemp(prefix="gpuenv-bench-src-")
@@ -325,6 +388,7 @@ def main() -> None:
     line("cold compile", time.perf_counter() - t, f"reduce_sum, checked, cache_hit={k.cache_hit}")
     t = best(lambda: compile_kernel(src, "reduce_sum", arch="cpu", cache_dir=cache), 20)
     line("cache hit", t, "compile_kernel of the same source again")
+    breakdown(cache)
     speedup(cache)
     side_by_side(cache)
 

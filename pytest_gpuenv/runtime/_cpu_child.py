@@ -128,10 +128,9 @@ class Child:
         return text.decode("utf-8", "replace")
 
     def request(self, op: int, handle: int, payload: bytes, timeout: Optional[float]) -> tuple[int, int, bytes]:
-        """(status, value, payload) of the reply; Gone when the child ended or ran past ``timeout``."""
+        """(status, value, payload) of the reply; Gone when the child ended or ran past ``timeout`` (a child
+        that ended before the request is found by the write, or by the read's end of file)."""
         mark = 0 if self.out.closed else os.lseek(self.out.fileno(), 0, os.SEEK_CUR)
-        if not self.alive():
-            raise Gone(self._death(False, mark))
         try:
             self._write(P.HEAD.pack(op, handle, len(payload)) + payload)
             deadline = None if timeout is None else time.monotonic() + timeout

@@ -34,9 +34,10 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
 # launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
-# nglobals, nwrites, nreads; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes,
-# nwrites SYM_WRITE with name and bytes (module globals set before the launch), nreads SYM_READ with name
-# (read after it: the reply's payload is each one's bytes after a SYM_SIZE)
+# nglobals, nwrites, nreads; then nwrites SYM_WRITE with name and bytes (module globals set before the
+# launch), nreads SYM_READ with name (read after it: the reply's payload is each one's bytes after a
+# SYM_SIZE), which the child's Python handles; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE
+# with their bytes, which cpu_src/server.cpp (gpuenv_server_launch) reads: keep its structs in step
 LAUNCH = struct.Struct("<6IQQdiiiiiiii")
 SYM_WRITE = struct.Struct("<HI")  # name bytes, data bytes
 SYM_READ = struct.Struct("<H")

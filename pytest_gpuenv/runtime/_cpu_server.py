@@ -6,7 +6,9 @@ kernel does here (exit, abort, a fault outside a launch, fork, a thread, a hang)
 process only; pytest reads the death note (``cpu_src/server.cpp``) and starts a fresh one.
 
 A Python server (rather than a C++ one) reuses the ctypes descriptions pytest already has, needs no
-second build product, and costs one interpreter start (about 20 ms) per pytest process.
+second build product, and costs one interpreter start (about 20 ms) per pytest process. A launch request is
+read by the executor itself (``gpuenv_server_launch`` in server.cpp): the Python here handles its module
+globals, picks the workers and replies, so that a small launch's round trip is mostly the pipes' own.
 Standard library only; ``_cpu_proto`` is imported from this file's folder.
 """
 
@@ -25,6 +27,7 @@ else:  # imported as part of the package (tools, type checks): leave sys.path al
     from pytest_gpuenv.runtime import _cpu_proto as P
 
 _RTLD_DL_SYMENT = 1
+READ_AHEAD = 1 << 16  # the parent writes a request at once and waits for its reply: a read takes no more than it
 
 
 class Dlinfo(ctypes.Structure):
@@ -65,6 +68,7 @@ class Module:
         self.lib = lib
         self.binary, self.name = binary, name
         self.copies: list[ctypes.CDLL] = []  # each with its own globals, static __shared__ and gpuenv_state
+        self._workers: dict[int, ctypes.Array[P.Worker]] = {}
         lo, hi = ctypes.c_void_p(), ctypes.c_void_p()
         lib["__gpuenv_shared_range"](ctypes.byref(lo), ctypes.byref(hi))
         self.lo, self.hi = lo.value or 0, hi.value or 0
@@ -84,12 +88,14 @@ class Module:
         return [self.lib, *self.copies[:n - 1]]
 
     def workers(self, n: int) -> ctypes.Array[P.Worker]:
-        """Entry and ``gpuenv_state`` of this module and its copies, ``n`` in all."""
-        out = (P.Worker * n)()
-        for i, lib in enumerate(self.libs(n)):
-            state = lib["__gpuenv_state_ptr"]
-            state.restype = ctypes.c_void_p
-            out[i] = P.Worker(ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value, state())
+        """Entry and ``gpuenv_state`` of this module and its copies, ``n`` in all (made once for each ``n``)."""
+        out = self._workers.get(n)
+        if out is None:
+            out = self._workers[n] = (P.Worker * n)()
+            for i, lib in enumerate(self.libs(n)):
+                state = lib["__gpuenv_state_ptr"]
+                state.restype = ctypes.c_void_p
+                out[i] = P.Worker(ctypes.cast(lib["__gpuenv_entry"], ctypes.c_void_p).value, state())
         return out
 
 
@@ -106,8 +112,23 @@ def check_abi(exe: ctypes.CDLL) -> None:
     sizes = (ctypes.c_uint64 * (len(ABI_STRUCTS) + 1)).in_dll(exe, "gpuenv_abi_sizes")
     bad = [f"{cls.__name__}: ctypes {ctypes.sizeof(cls)} bytes, C {sizes[i]}" for i, cls in enumerate(ABI_STRUCTS)
            if ctypes.sizeof(cls) != sizes[i]]
+    request = (P.LAUNCH, P.SVAR, P.VAR, P.REGION, P.VALUE)  # in the order of server.cpp's gpuenv_request_sizes
+    sizes = (ctypes.c_uint64 * (len(request) + 1)).in_dll(exe, "gpuenv_request_sizes")
+    bad += [f"request part {fmt.format!r}: {fmt.size} bytes, C {sizes[i]}" for i, fmt in enumerate(request)
+            if fmt.size != sizes[i]]
     if bad:
         raise ValueError("the executor's ABI structs differ from runtime/_cpu_proto.py's copies: " + "; ".join(bad))
+
+
+def bind(exe: ctypes.CDLL) -> None:
+    """The argument types of the executor's server entry points."""
+    exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
+    # request, its bytes, where its SVAR section starts; arena, report, printf output, its capacity; the
+    # module's shared range and globals section; its workers and their number
+    u64, ptr = ctypes.c_uint64, ctypes.c_void_p
+    exe.gpuenv_server_launch.argtypes = (ctypes.c_char_p, u64, u64, ptr, ptr, ptr, u64, ptr, ptr, u64, u64,
+                                         ctypes.POINTER(P.Worker), ctypes.c_int32)
+    exe.gpuenv_server_launch.restype = ctypes.c_int64
 
 
 _LIBC = ctypes.CDLL(None)
@@ -126,7 +147,12 @@ class Server:
         self.exe: ctypes.CDLL | None = None
         self.modules: dict[int, Module] = {}
         self.report = P.Report.from_address(self.base + P.REPORT_OFF)
-        self.tasks = len(os.listdir("/proc/self/task"))
+        self.task_dir = os.open("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.tasks = self.threads()
+
+    def threads(self) -> int:
+        """The threads of this process, plus 2: the link count of ``/proc/self/task`` (one stat, not a listing)."""
+        return os.fstat(self.task_dir).st_nlink
 
     def remap(self, size: int) -> None:
         if size <= len(self.arena):
@@ -146,8 +172,15 @@ class Server:
     def serve(self) -> None:
         while True:
             try:
-                op, handle, n = P.HEAD.unpack(read_exact(self.req, P.HEAD.size))
-                payload = read_exact(self.req, n)
+                data = os.read(self.req, READ_AHEAD)  # the head and, mostly, all of the payload
+                if not data:
+                    return
+                if len(data) < P.HEAD.size:
+                    data += read_exact(self.req, P.HEAD.size - len(data))
+                op, handle, n = P.HEAD.unpack_from(data)
+                payload = data[P.HEAD.size:]
+                if len(payload) < n:
+                    payload += read_exact(self.req, n - len(payload))
             except EOFError:
                 return
             try:
@@ -174,8 +207,7 @@ class Server:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one memfd per kernel module lives here
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
         check_abi(self.exe)
-        self.exe.gpuenv_launch.argtypes = [ctypes.POINTER(P.LaunchDesc), ctypes.c_void_p]
-        self.exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
+        bind(self.exe)
         self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
         self.send(P.ST_OK, os.getpid())
 
@@ -188,7 +220,7 @@ class Server:
             forks = max(forks, 1)  # a child process exists: a raw fork/clone
         except ChildProcessError:
             pass
-        tasks = len(os.listdir("/proc/self/task"))
+        tasks = self.threads()
         if forks:
             self.send(P.ST_FORK, forks)
         elif tasks > self.tasks:
@@ -197,45 +229,11 @@ class Server:
             self.send(status, value, payload)
 
     def launch(self, mod: Module, payload: bytes) -> None:
+        """The symbol sections are handled here, the rest of the request by ``gpuenv_server_launch`` (C)."""
         assert self.exe is not None
-        (gx, gy, gz, bx, by, bz, shared_bytes, arena_bytes, watchdog, warp, check, nvars, nregions,
-         nvalues, nglobals, nwrites, nreads) = P.LAUNCH.unpack_from(payload)
+        (gx, gy, gz, _, _, _, _, arena_bytes, _, _, check, _, _, _, _, nwrites, nreads) = P.LAUNCH.unpack_from(payload)
         self.remap(arena_bytes)
         pos = P.LAUNCH.size
-        var_arr = (P.Region * max(1, nvars))()
-        for i in range(nvars):
-            off, size, index = P.SVAR.unpack_from(payload, pos)
-            pos += P.SVAR.size
-            var_arr[i] = P.Region(off, size, int(index < 0), index)
-        extra = []  # __device__ variables (parameter index -1 - i) and their section's red zones
-        for i in range(nglobals):
-            off, size = P.VAR.unpack_from(payload, pos)
-            pos += P.VAR.size
-            if mod.ghi > mod.glo:
-                extra.append(P.Region(mod.glo + off, size, 0, -1 - i))
-        if extra:
-            extra.append(P.Region(mod.glo, mod.ghi - mod.glo, P.RO_REDZONE, -1))
-        regs = (P.Region * (nregions + len(extra) + 1))()  # + 1: the argument values themselves
-        for i in range(nregions):
-            off, size, ro, index = P.REGION.unpack_from(payload, pos)
-            pos += P.REGION.size
-            regs[i] = P.Region(self.base + off, size, ro, index)
-        for i, r in enumerate(extra):
-            regs[nregions + i] = r
-        nregions += len(extra)
-        blob = bytearray()
-        offsets = []
-        for _ in range(nvalues):
-            kind, size, align = P.VALUE.unpack_from(payload, pos)
-            pos += P.VALUE.size
-            data = payload[pos:pos + size]
-            pos += size
-            if kind == P.VALUE_ARENA:
-                data = (self.base + int.from_bytes(data, "little")).to_bytes(8, "little")
-            blob += bytes(-len(blob) % max(align, 1))
-            offsets.append(len(blob))
-            blob += data
-        blob += b"\0"
         reads = []
         try:
             for _ in range(nwrites):
@@ -252,25 +250,16 @@ class Server:
         except SymbolError as e:
             self.send(P.ST_ERROR, 0, str(e).encode())
             return
-        storage = (ctypes.c_char * len(blob)).from_buffer(blob)
-        start = ctypes.addressof(storage)
-        argv = (ctypes.c_void_p * max(1, nvalues))(*[start + o for o in offsets])
-        # read-only and registered: a struct passed by value may be copied from here with memcpy
-        regs[nregions] = P.Region(start, len(blob), 1, P.ARGS_INDEX)
-        nregions += 1
         nworkers = 1
         if check & P.PARALLEL:  # one worker per core this process may use, at most one per block, at most the cap
             nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, (check >> 8) or P.MAX_WORKERS))
-        check &= 0xFF
-        workers = mod.workers(nworkers)
-        d = P.LaunchDesc(entry=mod.entry, args=ctypes.addressof(argv), grid=P.c_u32x3(gx, gy, gz),
-                         block=P.c_u32x3(bx, by, bz), shared_bytes=shared_bytes, warp_size=warp, check=check,
-                         shared_lo=mod.lo, shared_hi=mod.hi, regions=regs, nregions=nregions, nvars=nvars,
-                         vars=var_arr, watchdog_s=watchdog, out=self.base + P.OUT_OFF,
-                         out_cap=P.PRINTF_CAPACITY, out_len=0, nworkers=nworkers, workers=workers)
-        self.exe.gpuenv_launch(ctypes.byref(d), self.base + P.REPORT_OFF)
+        out_len = self.exe.gpuenv_server_launch(payload, len(payload), pos, self.base, self.base + P.REPORT_OFF,
+                                                self.base + P.OUT_OFF, P.PRINTF_CAPACITY, mod.lo, mod.hi, mod.glo,
+                                                mod.ghi, mod.workers(nworkers), nworkers)
+        if out_len < 0:
+            raise ValueError("malformed launch request")
         back = b"".join(P.SYM_SIZE.pack(len(b)) + b for b in (read_symbol(mod, name) for name in reads))
-        self.after(P.ST_OK, d.out_len, back)
+        self.after(P.ST_OK, out_len, back)
 
     def symbol(self, mod: Module, op: int, payload: bytes) -> None:
         """OP_READ: payload is the name; OP_WRITE: 2-byte name length, name, data."""

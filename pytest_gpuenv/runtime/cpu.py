@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Sequence
 from pytest_gpuenv.runtime import _cpu_errors as E
 from pytest_gpuenv.runtime import _cpu_proto as P
 from pytest_gpuenv.runtime._cpu_child import Arena, Child, Death, Gone
-from pytest_gpuenv.runtime._cpu_copy import copy_all, copy_threads
+from pytest_gpuenv.runtime._cpu_copy import PIECE_MIN, copy_all, copy_threads
 from pytest_gpuenv.runtime._cpu_proto import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
 
 __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
@@ -254,7 +254,7 @@ class CpuRuntime:
             spans, where, used = _spans(regions)
             self._arena.reserve(used)
             a = self._arena
-            threads = _copy_threads()
+            threads = _copy_threads() if used >= 2 * PIECE_MIN else 1  # (smaller copies stay on this thread)
             copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
                                       regions, where, values, device_globals, writes, reads)
@@ -267,7 +267,7 @@ class CpuRuntime:
             copy_all([(base, a.base + P.DATA_OFF + off, length) for base, length, off, writable in spans if writable],
                      threads)
             out_len = min(res[1], PRINTF_CAPACITY)
-            output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace")
+            output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace") if out_len else ""
             if self._child is not None:
                 output += self._child.new_output()
         if out_len >= PRINTF_CAPACITY - 1:
@@ -351,6 +351,12 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
                     reads: Sequence[str] = ()) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
                            len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
+    for name, data in writes:
+        raw = name.encode()
+        parts += [P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data)]
+    for name in reads:
+        raw = name.encode()
+        parts += [P.SYM_READ.pack(len(raw)), raw]
     parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
     parts += [P.VAR.pack(o, s) for o, s in device_globals]
     parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
@@ -361,12 +367,6 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
         else:
             raw = bytes(v)  # type: ignore[call-overload]
             parts += [P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw]
-    for name, data in writes:
-        raw = name.encode()
-        parts += [P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data)]
-    for name in reads:
-        raw = name.encode()
-        parts += [P.SYM_READ.pack(len(raw)), raw]
     return b"".join(parts)
 
 

@@ -136,3 +136,171 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_forks() {
     if (note) note->forks = 0;
     return n;
 }
+
+// ---- a launch request, parsed here: the server's Python only reads the pipe and picks the workers ----
+namespace {
+
+// The parts of a launch request's payload (_cpu_proto.py: LAUNCH, SVAR, VAR, REGION, VALUE): little-endian
+// with no padding, read with memcpy (the payload is a Python bytes object, aligned to nothing in particular).
+struct __attribute__((packed)) launch_head_t {
+    uint32_t grid[3], block[3];
+    uint64_t shared_bytes, arena_bytes;
+    double watchdog_s;
+    int32_t warp_size, check, nvars, nregions, nvalues, nglobals, nwrites, nreads;
+};
+struct __attribute__((packed)) svar_t {
+    uint64_t off, size;
+    int32_t index, pad;
+};
+struct __attribute__((packed)) var_t {
+    uint64_t off, size;
+};
+struct __attribute__((packed)) region_in_t {
+    uint64_t off, size;
+    int32_t readonly, index;
+};
+struct __attribute__((packed)) value_t {
+    uint8_t kind, pad[3];
+    uint32_t size, align;
+};
+static_assert(sizeof(launch_head_t) == 80 && sizeof(svar_t) == 24 && sizeof(var_t) == 16 &&
+              sizeof(region_in_t) == 24 && sizeof(value_t) == 12, "the request's layout (_cpu_proto.py)");
+
+constexpr int32_t kValueArena = 1;          // VALUE_ARENA: an 8-byte offset in the arena, made a pointer
+constexpr int32_t kArgsIndex = -(1 << 20);  // ARGS_INDEX: the argument values' own storage
+constexpr int32_t kRoRedzone = 2;           // RO_REDZONE
+constexpr size_t kBlobAlign = 64;           // the argument values' storage: any by-value argument's alignment
+
+// Buffers kept from request to request (the server serves one at a time).
+gpuenv_region_t *vars_buf, *regions_buf;
+void** argv_buf;
+char* blob_buf;
+size_t vars_cap, regions_cap, argv_cap, blob_cap;
+
+template <class T>
+T* room(T*& buf, size_t& cap, size_t n) {
+    if (n <= cap) return buf;
+    free(buf);
+    cap = n < 16 ? 16 : n;
+    if (posix_memalign((void**)&buf, kBlobAlign, cap * sizeof(T))) {
+        buf = nullptr;
+        cap = 0;
+    }
+    return buf;
+}
+
+// `n` items of `size` bytes at *pos, within len: their start, and *pos moved past them; nullptr if they overrun.
+const uint8_t* take(const uint8_t* p, uint64_t len, uint64_t* pos, uint64_t n, uint64_t size) {
+    if (n > len || *pos > len || size * n > len - *pos) return nullptr;
+    const uint8_t* at = p + *pos;
+    *pos += size * n;
+    return at;
+}
+
+}  // namespace
+
+// The sizes of those parts, which _cpu_server.py compares with _cpu_proto.py's struct formats at load.
+extern "C" __attribute__((visibility("default"))) const uint64_t gpuenv_request_sizes[] = {
+    sizeof(launch_head_t), sizeof(svar_t), sizeof(var_t), sizeof(region_in_t), sizeof(value_t), 0};
+
+// Runs the launch request `p` (`len` bytes, its symbol sections already handled: `pos` is where the
+// SVAR section starts) on the module whose workers are given (workers[0] is the module itself), its
+// argument copies at `base` (the arena in this process). Returns the device printf bytes written, or -1 if
+// the request is malformed (nothing ran). The report is at `report`, the printf output at `out`.
+extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
+    const uint8_t* p, uint64_t len, uint64_t pos, char* base, gpuenv_report_t* report, char* out, uint64_t out_cap,
+    char* shared_lo, char* shared_hi, uint64_t glo, uint64_t ghi, const gpuenv_worker_t* workers, int32_t nworkers) {
+    launch_head_t h;
+    if (len < sizeof h || nworkers < 1) return -1;
+    memcpy(&h, p, sizeof h);
+    if (h.nvars < 0 || h.nregions < 0 || h.nvalues < 0 || h.nglobals < 0) return -1;
+    const uint8_t* svars = take(p, len, &pos, h.nvars, sizeof(svar_t));
+    const uint8_t* gvars = take(p, len, &pos, h.nglobals, sizeof(var_t));
+    const uint8_t* regs = take(p, len, &pos, h.nregions, sizeof(region_in_t));
+    if (!svars || !gvars || !regs) return -1;
+    // __device__ variables (parameter index -1 - i) and, after them, their section's red zones
+    uint64_t nextra = ghi > glo && h.nglobals ? (uint64_t)h.nglobals + 1 : 0;
+    gpuenv_region_t* vars = room(vars_buf, vars_cap, h.nvars ? h.nvars : 1);
+    gpuenv_region_t* rs = room(regions_buf, regions_cap, h.nregions + nextra + 1);
+    void** argv = room(argv_buf, argv_cap, h.nvalues ? h.nvalues : 1);
+    if (!vars || !rs || !argv) return -1;
+    for (int32_t i = 0; i < h.nvars; i++) {
+        svar_t v;
+        memcpy(&v, svars + i * sizeof v, sizeof v);
+        vars[i] = {v.off, v.size, v.index < 0, v.index};
+    }
+    int32_t nr = 0;
+    for (int32_t i = 0; i < h.nregions; i++) {
+        region_in_t r;
+        memcpy(&r, regs + i * sizeof r, sizeof r);
+        if (r.off > h.arena_bytes || r.size > h.arena_bytes - r.off) return -1;  // (offsets in the arena)
+        rs[nr++] = {(uint64_t)(uintptr_t)(base + r.off), r.size, r.readonly, r.index};
+    }
+    for (uint64_t i = 0; i + 1 < nextra; i++) {
+        var_t v;
+        memcpy(&v, gvars + i * sizeof v, sizeof v);
+        rs[nr++] = {glo + v.off, v.size, 0, -1 - (int32_t)i};
+    }
+    if (nextra) rs[nr++] = {glo, ghi - glo, kRoRedzone, -1};
+    // the argument values, each at its alignment in one block of storage
+    uint64_t start = pos, used = 0;
+    for (int32_t i = 0; i < h.nvalues; i++) {
+        const uint8_t* at = take(p, len, &pos, 1, sizeof(value_t));
+        value_t v;
+        if (!at) return -1;
+        memcpy(&v, at, sizeof v);
+        const uint8_t* data = take(p, len, &pos, 1, v.size);
+        uint64_t off = 0;
+        if (data && v.kind == kValueArena) {
+            if (v.size == 8) memcpy(&off, data, 8);
+            if (v.size != 8 || off > h.arena_bytes) return -1;
+        }
+        if (!data || v.align > kBlobAlign) return -1;
+        used += -used % (v.align ? v.align : 1) + v.size;
+    }
+    char* blob = room(blob_buf, blob_cap, used + 1);
+    if (!blob) return -1;
+    pos = start;
+    used = 0;
+    for (int32_t i = 0; i < h.nvalues; i++) {
+        value_t v;
+        memcpy(&v, p + pos, sizeof v);
+        pos += sizeof v;
+        used += -used % (v.align ? v.align : 1);
+        argv[i] = blob + used;
+        if (v.kind == kValueArena) {
+            uint64_t off;
+            memcpy(&off, p + pos, 8);
+            char* ptr = base + off;
+            memcpy(blob + used, &ptr, 8);
+        } else {
+            memcpy(blob + used, p + pos, v.size);
+        }
+        pos += v.size;
+        used += v.size;
+    }
+    blob[used++] = 0;
+    // read-only and registered: a struct passed by value may be copied from here with memcpy
+    rs[nr++] = {(uint64_t)(uintptr_t)blob, used, 1, kArgsIndex};
+    gpuenv_launch_t d = {};
+    d.entry = workers[0].entry;
+    d.args = argv;
+    memcpy(d.grid, h.grid, sizeof d.grid);
+    memcpy(d.block, h.block, sizeof d.block);
+    d.shared_bytes = h.shared_bytes;
+    d.warp_size = h.warp_size;
+    d.check = h.check & 0xFF;
+    d.shared_lo = shared_lo;
+    d.shared_hi = shared_hi;
+    d.regions = rs;
+    d.nregions = nr;
+    d.nvars = h.nvars;
+    d.vars = vars;
+    d.watchdog_s = h.watchdog_s;
+    d.out = out;
+    d.out_cap = out_cap;
+    d.nworkers = nworkers;
+    d.workers = workers;
+    gpuenv_launch(&d, report);
+    return (int64_t)d.out_len;
+}
