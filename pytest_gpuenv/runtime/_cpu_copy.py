@@ -75,7 +75,7 @@ def _run(moves: Sequence[Move]) -> None:
 
 def copy_all(moves: Sequence[Move], threads: int) -> None:
     """Every copy of ``moves`` done when it returns; on up to ``threads`` threads (the caller's among them)."""
-    pieces = min(threads, sum(n for _, _, n in moves) // PIECE_MIN)
+    pieces = min(threads, sum(n for _, _, n in moves) // PIECE_MIN) if threads > 1 else 1
     if pieces <= 1:
         _run(moves)
         return

@@ -311,24 +311,21 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
     """Group overlapping buffers: spans (address, bytes, arena offset, any writable), each region's
     arena offset by position, and the bytes used. A span's copy keeps its address modulo SPAN_ALIGN."""
     order = sorted(range(len(regions)), key=lambda i: regions[i][0])
-    groups: list[list[int]] = []
-    end = -1
-    for i in order:
-        addr, size = regions[i][0], regions[i][1]
-        if groups and addr < end:
-            groups[-1].append(i)
-            end = max(end, addr + size)
-        else:
-            groups.append([i])
-            end = addr + size
-    spans, where, used = [], {}, 0
-    for g in groups:
-        lo = regions[g[0]][0]
-        hi = max(regions[i][0] + regions[i][1] for i in g)
+    spans: list[tuple[int, int, int, bool]] = []
+    where: dict[int, int] = {}
+    used = k = 0
+    while k < len(order):  # one span: the buffers from order[k] on that start before the span's end so far
+        lo = hi = regions[order[k]][0]
+        writable, first = False, k
+        while k < len(order) and (k == first or regions[order[k]][0] < hi):
+            addr, size, readonly, _ = regions[order[k]]
+            hi = max(hi, addr + size)
+            writable = writable or not readonly
+            k += 1
         used += P.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
         used += (lo - used) % P.SPAN_ALIGN
-        spans.append((lo, hi - lo, used, any(not regions[i][2] for i in g)))
-        for i in g:
+        spans.append((lo, hi - lo, used, writable))
+        for i in order[first:k]:
             where[i] = used + regions[i][0] - lo
         used += max(hi - lo, 1)
     return spans, where, used
@@ -353,23 +350,29 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
                            len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
     for name, data in writes:
         raw = name.encode()
-        parts += [P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data)]
+        parts += (P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data))
     for name in reads:
         raw = name.encode()
-        parts += [P.SYM_READ.pack(len(raw)), raw]
-    parts += [P.SVAR.pack(o, s, i) for o, s, i in shared_vars]
-    parts += [P.VAR.pack(o, s) for o, s in device_globals]
-    parts += [P.REGION.pack(P.DATA_OFF + where[i], r[1], int(r[2]), r[3]) for i, r in enumerate(regions)]
-    by_param = {r[3]: P.DATA_OFF + where[i] for i, r in enumerate(regions)}
+        parts += (P.SYM_READ.pack(len(raw)), raw)
+    for o, s, i in shared_vars:
+        parts.append(P.SVAR.pack(o, s, i))
+    for o, s in device_globals:
+        parts.append(P.VAR.pack(o, s))
+    by_param: dict[int, int] = {}
+    for i, (_, size, readonly, index) in enumerate(regions):
+        by_param[index] = at = P.DATA_OFF + where[i]
+        parts.append(P.REGION.pack(at, size, readonly, index))
     for i, v in enumerate(values):
-        if isinstance(v, ctypes.c_void_p) and i in by_param:
-            parts += [P.VALUE.pack(P.VALUE_ARENA, 8, 8), by_param[i].to_bytes(8, "little")]
+        arena = by_param.get(i)
+        if arena is not None and isinstance(v, ctypes.c_void_p):
+            parts += (_ARENA_VALUE, arena.to_bytes(8, "little"))
         else:
             raw = bytes(v)  # type: ignore[call-overload]
-            parts += [P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw]
+            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw)
     return b"".join(parts)
 
 
+_ARENA_VALUE = P.VALUE.pack(P.VALUE_ARENA, 8, 8)  # a pointer argument: its 8-byte offset in the arena follows
 _RUNTIME: Optional[CpuRuntime] = None
 _RUNTIME_LOCK = threading.Lock()
 
