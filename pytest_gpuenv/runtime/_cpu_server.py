@@ -123,6 +123,7 @@ def check_abi(exe: ctypes.CDLL) -> None:
 def bind(exe: ctypes.CDLL) -> None:
     """The argument types of the executor's server entry points."""
     exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
+    exe.gpuenv_server_after.argtypes = [ctypes.c_int, ctypes.c_int64]
     # request, its bytes, where its SVAR section starts; arena, report, printf output, its capacity; the
     # module's shared range and globals section; its workers and their number
     u64, ptr = ctypes.c_uint64, ctypes.c_void_p
@@ -147,12 +148,9 @@ class Server:
         self.exe: ctypes.CDLL | None = None
         self.modules: dict[int, Module] = {}
         self.report = P.Report.from_address(self.base + P.REPORT_OFF)
+        # the threads of this process, plus 2, are the link count of /proc/self/task (gpuenv_server_after)
         self.task_dir = os.open("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.tasks = self.threads()
-
-    def threads(self) -> int:
-        """The threads of this process, plus 2: the link count of ``/proc/self/task`` (one stat, not a listing)."""
-        return os.fstat(self.task_dir).st_nlink
+        self.tasks = os.fstat(self.task_dir).st_nlink
 
     def remap(self, size: int) -> None:
         if size <= len(self.arena):
@@ -214,17 +212,11 @@ class Server:
     def after(self, status: int, value: int = 0, payload: bytes = b"") -> None:
         """Reply, unless the kernel forked or left a thread running: then say that instead."""
         assert self.exe is not None
-        forks = self.exe.gpuenv_server_forks()
-        try:
-            os.waitpid(-1, os.WNOHANG)
-            forks = max(forks, 1)  # a child process exists: a raw fork/clone
-        except ChildProcessError:
-            pass
-        tasks = self.threads()
-        if forks:
-            self.send(P.ST_FORK, forks)
-        elif tasks > self.tasks:
-            self.send(P.ST_THREAD, tasks - self.tasks)
+        left = self.exe.gpuenv_server_after(self.task_dir, self.tasks)
+        if left > 0:
+            self.send(P.ST_FORK, left)
+        elif left < 0:
+            self.send(P.ST_THREAD, -left)
         else:
             self.send(status, value, payload)
 
@@ -251,14 +243,15 @@ class Server:
             self.send(P.ST_ERROR, 0, str(e).encode())
             return
         nworkers = 1
-        if check & P.PARALLEL:  # one worker per core this process may use, at most one per block, at most the cap
+        if check & P.PARALLEL and gx * gy * gz > 1:  # one worker per core this process may use, at most one per
+            # block, at most the cap
             nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, (check >> 8) or P.MAX_WORKERS))
         out_len = self.exe.gpuenv_server_launch(payload, len(payload), pos, self.base, self.base + P.REPORT_OFF,
                                                 self.base + P.OUT_OFF, P.PRINTF_CAPACITY, mod.lo, mod.hi, mod.glo,
                                                 mod.ghi, mod.workers(nworkers), nworkers)
         if out_len < 0:
             raise ValueError("malformed launch request")
-        back = b"".join(P.SYM_SIZE.pack(len(b)) + b for b in (read_symbol(mod, name) for name in reads))
+        back = b"".join([P.SYM_SIZE.pack(len(b)) + b for b in [read_symbol(mod, name) for name in reads]]) if reads else b""
         self.after(P.ST_OK, out_len, back)
 
     def symbol(self, mod: Module, op: int, payload: bytes) -> None:

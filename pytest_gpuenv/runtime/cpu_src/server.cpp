@@ -14,6 +14,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -130,11 +132,19 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* a
     return 0;
 }
 
-// The number of fork() calls since the last call (each new process ended at once).
-extern "C" __attribute__((visibility("default"))) int gpuenv_server_forks() {
-    int n = note ? note->forks : 0;
+// What a request left behind, checked before its reply: the fork() calls since the last call (each new
+// process ended at once), at least 1 while a process of ours exists (a raw fork or clone); else minus the
+// threads beyond `threads` (what fstat of the open directory /proc/self/task, `task_dir`, counted in links
+// before any request ran); 0 when neither.
+extern "C" __attribute__((visibility("default"))) int gpuenv_server_after(int task_dir, int64_t threads) {
+    int forks = note ? note->forks : 0;
     if (note) note->forks = 0;
-    return n;
+    int status;
+    if (waitpid(-1, &status, WNOHANG) >= 0 && forks < 1) forks = 1;
+    if (forks) return forks;
+    struct stat st;
+    if (fstat(task_dir, &st) == 0 && (int64_t)st.st_nlink > threads) return -(int)((int64_t)st.st_nlink - threads);
+    return 0;
 }
 
 // ---- a launch request, parsed here: the server's Python only reads the pipe and picks the workers ----
