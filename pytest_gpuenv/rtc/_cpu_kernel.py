@@ -60,7 +60,8 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         _args._check_dtype(p, "", typestr, f"an array of typestr {typestr!r}")
         addr, readonly = ai["data"]
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
-        _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
+        if p.vector is not None:
+            _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
         return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value, 0, False  # a raw address: not a registered buffer
@@ -113,6 +114,7 @@ class CpuKernel(Kernel):
         self.watchdog = watchdog_seconds()
         self._meta = dict(meta)
         self._cache_dir = cache_dir
+        self._module_name = re.sub(r"\W", "_", self.name)[:64]  # the executor's name for its library
 
     def __repr__(self) -> str:
         mode = ("checked" if self.check else "unchecked") + (", lockstep" if self.lockstep else "")
@@ -120,7 +122,7 @@ class CpuKernel(Kernel):
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
     def load(self, device: Optional[int] = None) -> Any:
-        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, re.sub(r"\W", "_", self.name)[:64])
+        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self._module_name)
 
     def _runtime_and_module(self) -> tuple[Any, Any]:
         return _cpu.runtime(get_cache(self._cache_dir)), self.load()
@@ -159,7 +161,8 @@ class CpuKernel(Kernel):
         for (_, arr), data in zip(mirrors, res.symbols):  # none when the executor process did not survive
             memoryview(arr.view("u1"))[:] = data
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
-            _cpu.emit_output(res.output, ())
+            if res.output:
+                _cpu.emit_output(res.output, ())
             return
         ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
             kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
