@@ -1,8 +1,10 @@
 """Speed of the CPU executor on this machine: vector add (1M floats, 256-thread blocks), tiled matmul
 256x256, a shared-memory block sum of 1M floats (256-thread blocks, 9 barriers each), unchecked and
 checked; a cold compile and a cache hit; the speed-up from one core to two; and, where a HIP-CPU checkout
-is given, AMD's HIP-CPU on the same kernels beside ours; a 4-byte launch's round trip to the
-executor's child process.
+is given, AMD's HIP-CPU on the same kernels beside ours (timed around its launch alone, and around what a
+user's call does: hipMemcpy of the inputs, the launch, hipMemcpy of the output back); a 4-byte launch's
+round trip to the executor's child process; where a vector add call's time goes (the copies into the
+executor's process and back, the request, Python).
 
     python3 benchmarks/cpu_exec.py
     HIP_CPU_DIR=/path/to/HIP-CPU python3 benchmarks/cpu_exec.py   # also the side-by-side (needs TBB)
@@ -11,7 +13,8 @@ Goals (2-core runner): vector add <= 50 ms unchecked / 150 ms checked; matmul <=
 unchecked no slower than HIP-CPU on one core (142 ms measured there); cold compile <= 1 s; cache hit
 <= 2 ms; 4-byte launch round trip <= 100 us (the median of 2,000); two cores at least 1.7x faster than
 one for vector add, matmul and the block sum. The first figures are the best of a few runs; the 1-core/2-core and HIP-CPU figures are medians of interleaved runs,
-each in a fresh process pinned to its cores (``sched_setaffinity``), timed around the launch alone.
+each in a fresh process pinned to its cores (``sched_setaffinity``); ours are timed around the Python call
+(the argument copies included), HIP-CPU's around its launch alone and around the launch with its hipMemcpys.
 Unchecked launches run their blocks on one worker thread per core the process may use (``GPUENV_CPU_WORKERS``
 caps them), so the first unchecked figures use every core here; the "1 core" rows are the one-core ones.
 For one-core comparisons on a busy machine, count instructions instead (``valgrind --tool=callgrind``).
@@ -153,18 +156,23 @@ def measure_parts(reps: int, cache: str) -> dict[str, float]:
 
 
 def breakdown(cache: str, rounds: int = 5) -> None:
-    """Where a 1-core vector add call's time goes (medians over ``rounds`` fresh processes of 5 launches)."""
+    """Where a vector add call's time goes, on one core and on two (medians over ``rounds`` fresh processes
+    of 5 launches each, interleaved)."""
     cpus = sorted(os.sched_getaffinity(0))
-    got: dict[str, list[float]] = {}
+    uses = [("1 core", {cpus[0]})] + ([("2 cores", set(cpus[:2]))] if len(cpus) > 1 else [])
+    got: dict[str, dict[str, list[float]]] = {label: {} for label, _ in uses}
     for _ in range(rounds):
-        out = pinned([sys.executable, os.path.abspath(__file__), "--parts", "5", cache], {cpus[0]})
-        for k, v in json.loads(out.strip().splitlines()[-1]).items():
-            got.setdefault(k, []).append(v)
-    med = {k: statistics.median(v) * 1e3 for k, v in got.items()}
-    rest = med["call"] - med["copy in"] - med["request"] - med["copy out"]
-    print(f"vector_add, 1 core, one call {med['call']:.2f} ms: copy in (12 MB) {med['copy in']:.2f} ms, the executor's "
-          f"process (launch and round trip) {med['request']:.2f} ms, copy back (4 MB) {med['copy out']:.2f} ms, "
-          f"the rest (Python) {rest:.2f} ms")
+        for label, use in uses:
+            out = pinned([sys.executable, os.path.abspath(__file__), "--parts", "5", cache], use)
+            for k, v in json.loads(out.strip().splitlines()[-1]).items():
+                got[label].setdefault(k, []).append(v)
+    print("vector_add call, where the time goes (medians of interleaved fresh processes):")
+    for label, parts in got.items():
+        med = {k: statistics.median(v) * 1e3 for k, v in parts.items()}
+        rest = med["call"] - med["copy in"] - med["request"] - med["copy out"]
+        print(f"  {label:<8} {med['call']:6.2f} ms: copy in (12 MB) {med['copy in']:.2f} ms, the executor's process "
+              f"(the launch, the round trip) {med['request']:.2f} ms, copy back (4 MB) {med['copy out']:.2f} ms, "
+              f"the rest (Python) {rest:.2f} ms")
 
 
 def pinned(cmd: list[str], cpus: set[int]) -> str:
