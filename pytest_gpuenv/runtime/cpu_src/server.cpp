@@ -179,7 +179,7 @@ static_assert(sizeof(launch_head_t) == 80 && sizeof(svar_t) == 24 && sizeof(var_
 constexpr int32_t kValueArena = 1;          // VALUE_ARENA: an 8-byte offset in the arena, made a pointer
 constexpr int32_t kArgsIndex = -(1 << 20);  // ARGS_INDEX: the argument values' own storage
 constexpr int32_t kRoRedzone = 2;           // RO_REDZONE
-constexpr size_t kBlobAlign = 64;           // the argument values' storage: any by-value argument's alignment
+constexpr size_t kBlobAlign = 64;           // the argument values' storage (a larger alignment: kept modulo this)
 
 // Buffers kept from request to request (the server serves one at a time).
 gpuenv_region_t *vars_buf, *regions_buf;
@@ -197,6 +197,12 @@ T* room(T*& buf, size_t& cap, size_t n) {
         cap = 0;
     }
     return buf;
+}
+
+// The bytes that bring `used` to a multiple of `align` (at most kBlobAlign: the storage's own alignment).
+uint64_t pad(uint64_t used, uint32_t align) {
+    uint64_t a = align < 1 ? 1 : align > kBlobAlign ? kBlobAlign : align;
+    return (a - used % a) % a;
 }
 
 // `n` items of `size` bytes at *pos, within len: their start, and *pos moved past them; nullptr if they overrun.
@@ -223,7 +229,9 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
     launch_head_t h;
     if (len < sizeof h || nworkers < 1) return -1;
     memcpy(&h, p, sizeof h);
-    if (h.nvars < 0 || h.nregions < 0 || h.nvalues < 0 || h.nglobals < 0) return -1;
+    if (h.nvars < 0 || h.nregions < 0 || h.nvalues < 0 || h.nglobals < 0 ||
+        (uint64_t)h.nvalues * sizeof(value_t) > len)
+        return -1;
     const uint8_t* svars = take(p, len, &pos, h.nvars, sizeof(svar_t));
     const uint8_t* gvars = take(p, len, &pos, h.nglobals, sizeof(var_t));
     const uint8_t* regs = take(p, len, &pos, h.nregions, sizeof(region_in_t));
@@ -265,8 +273,8 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
             if (v.size == 8) memcpy(&off, data, 8);
             if (v.size != 8 || off > h.arena_bytes) return -1;
         }
-        if (!data || v.align > kBlobAlign) return -1;
-        used += -used % (v.align ? v.align : 1) + v.size;
+        if (!data) return -1;
+        used += pad(used, v.align) + v.size;
     }
     char* blob = room(blob_buf, blob_cap, used + 1);
     if (!blob) return -1;
@@ -276,7 +284,7 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
         value_t v;
         memcpy(&v, p + pos, sizeof v);
         pos += sizeof v;
-        used += -used % (v.align ? v.align : 1);
+        used += pad(used, v.align);
         argv[i] = blob + used;
         if (v.kind == kValueArena) {
             uint64_t off;
