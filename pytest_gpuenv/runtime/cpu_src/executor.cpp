@@ -40,12 +40,17 @@ uint64_t pc_rel(const void* pc) {
 }
 
 // ------------------------------------------------------------------ threads (the context switch: fiber_switch.h, fibers: fibers.h)
-static inline void set_current(int t) {
-    Launch& l = L;
-    l.cur = t;
+// What device code reads of the running thread (threadIdx, the linear id); set_current also tells the
+// executor (the round-robin fast path leaves l.cur to sync_cur)
+static inline __attribute__((always_inline)) void set_tid(Launch& l, int t) {
     if (l.flat) l.st->tid.x = t;
     else l.st->tid = l.threads[t].tid;
     l.st->lin = t;
+}
+
+static inline void set_current(int t) {
+    L.cur = t;
+    set_tid(L, t);
 }
 
 // pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
@@ -55,7 +60,7 @@ static inline int pick_thread() {
     Launch& l = L;
     if (l.seq_next < l.seq_end) {
         int t = l.seq_next++;
-        prefetch_stack(l.threads[l.seq_next + 1].sp);  // (past the range: a stale or null address, never a fault)
+        prefetch_stack(l.sps[l.seq_next + 1]);  // (past the range: a stale or null address, never a fault)
         return t;
     }
     if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
@@ -69,17 +74,7 @@ static inline void* take(int t) {
     set_current(t);
     l.st->end = 0;  // a thread that waited: the ones after it have started (next_inline)
     l.cur_fiber = th.fiber;
-    return thread_ctx(th);
-}
-
-// take for a round-robin interval, after a release: no thread's recorded state is above T_RUN (executor_int.h:
-// rr_at) and gpuenv_state.end is 0 (every thread has started)
-static inline void* take_rr(int t) {
-    Launch& l = L;
-    Thread& th = l.threads[t];
-    set_current(t);
-    l.cur_fiber = th.fiber;
-    return thread_ctx(th);
+    return thread_ctx(t);
 }
 
 static Fiber* new_fiber_for_next() {
@@ -90,7 +85,7 @@ static Fiber* new_fiber_for_next() {
 
 // The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
 // no call but the switch.
-__attribute__((noinline)) static int wait_for_new(Thread& me) {
+__attribute__((noinline)) static int wait_for_new(int me) {
     Fiber* f = new_fiber_for_next();
     return park_thread(me, f ? fiber_ctx(f) : sched_ctx());
 }
@@ -141,6 +136,7 @@ static void fiber_main() {
 }
 
 void fail_in_fiber() {
+    if (L.rr_run) leave_rr();  // (cur_fiber)
     L.aborted = true;
     park_fiber(L.cur_fiber, sched_ctx());
     __builtin_unreachable();
@@ -160,15 +156,16 @@ static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* sit
     th.fiber = l.cur_fiber;
     if (__builtin_expect(!l.aborted, 1)) {
         int t = pick_thread();
-        if (t >= 0) return park_thread(th, take(t));
+        if (t >= 0) return park_thread(cur, take(t));
         catch_up(l);
-        if (l.next_new < l.nthreads) return wait_for_new(th);
+        if (l.next_new < l.nthreads) return wait_for_new(cur);
     }
     catch_up(l);
-    return park_thread(th, sched_ctx());
+    return park_thread(cur, sched_ctx());
 }
 
 void block_here(uint8_t st, void* site) {
+    if (L.rr_run) leave_rr();
     if (st != T_BAR) L.nwait++;
     wait_here(st, site, L.cur);
 }
@@ -186,6 +183,7 @@ using namespace gx;
 // a thread's start and end on a fiber of a block with barriers is then a switch, not a return from the entry
 // and a call into it (HIP-CPU's fibers loop the same way). Never 0 (older entries returned on 0).
 extern "C" int gpuenv_next_thread() {
+    if (L.rr_run) leave_rr();  // (an exit ends the round robin: the next thread's arrival would not match)
     catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     while (!start_new()) free_fiber();
@@ -223,6 +221,12 @@ namespace gx {
 // path records them, which takes over until the barrier releases.
 void leave_rr() {
     Launch& l = L;
+    if (l.rr_run) {  // the running thread is rr_at (executor_int.h)
+        l.rr_run = false;
+        l.cur = l.rr_at;
+        l.cur_fiber = l.threads[l.rr_at].fiber;
+        l.seq_next = l.rr_at + 1;
+    }
     l.nbar = l.rr_at;
     for (int t = 0; t < l.nbar; t++) {
         Thread& th = l.threads[t];
@@ -237,24 +241,46 @@ void leave_rr() {
 
 // A round-robin arrival when no released thread is left to run: a queued one, the next thread not started
 // yet (the block's first interval), or the scheduler (pick_thread's order).
-__attribute__((noinline)) static int rr_wait(Thread& th) {
+__attribute__((noinline)) static int rr_wait(int cur) {
     Launch& l = L;
-    th.fiber = l.cur_fiber;
-    if (l.rq_head < l.rq_tail) return park_thread(th, take(l.runq[l.rq_head++]));
+    l.threads[cur].fiber = l.cur_fiber;
+    if (l.rq_head < l.rq_tail) return park_thread(cur, take(l.runq[l.rq_head++]));
     catch_up(l);
     if (l.next_new < l.nthreads && l.nfree) {  // (the block's first interval: a free fiber starts the next thread)
         Fiber* f = acquire();
         l.cur_fiber = f;
-        return park_thread(th, fiber_ctx(f));
+        return park_thread(cur, fiber_ctx(f));
     }
-    if (l.next_new < l.nthreads) return wait_for_new(th);
-    return park_thread(th, sched_ctx());
+    if (l.next_new < l.nthreads) return wait_for_new(cur);
+    return park_thread(cur, sched_ctx());
+}
+
+// The last arrival of a round-robin interval releases the barrier (release_barrier's common case) and
+// resumes thread 0; every later interval of the block then runs with rr_run (executor_int.h).
+__attribute__((noinline)) static int rr_release(int cur) {
+    Launch& l = L;
+    if (!l.rr_run) l.threads[cur].fiber = l.cur_fiber;  // (the block's first interval: its fiber is new)
+    int op = l.bar_op, count = l.bar_count, n = l.nthreads;
+    l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
+    l.epoch++;
+    l.rr_at = 0;
+    l.rr_run = true;
+    l.bar_where = -1;
+    l.seq_end = n;
+    l.st->end = 0;  // every thread has started: none starts the next one itself
+    set_tid(l, 0);
+    prefetch_stack(l.sps[1]);
+    return park_thread(cur, thread_ctx(0));
 }
 
 // A barrier's arrival. The common case (an unchecked launch whose threads reach the barrier one after
 // another, 0 to n-1, at one site) records nothing per thread but the saved context, hands over to the next
 // thread directly, and the last arrival releases the barrier itself and resumes thread 0: no trip through
 // the scheduler. Anything else (another order, another site, a watchdog signal) takes the general path.
+// After a release (rr_run), the fast path writes only rr_at, the next thread's threadIdx and its own saved
+// stack pointer: the thread after cur is cur + 1, waiting at the last barrier (seq_end is n), so there is
+// nothing to look up; what the general path reads of the running thread is derived when it takes over
+// (leave_rr).
 extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
     Launch& l = L;
     int cur = (int)l.st->lin;
@@ -269,27 +295,19 @@ extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) 
         l.bar_site = __builtin_return_address(0);
     }
     if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
-    l.rr_at = cur + 1;
-    // (its fiber is recorded where it may be new: a thread that started in this interval is the newest, so
-    // either the next one has not started (rr_wait) or it is the last)
-    Thread& th = l.threads[cur];
-    if (cur + 1 == l.nthreads) {  // every thread waits here: release (release_barrier's common case)
-        th.fiber = l.cur_fiber;
-        int op = l.bar_op, count = l.bar_count, n = l.nthreads;
-        l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
-        l.epoch++;
-        l.rr_at = 0;
-        l.bar_where = -1;
-        l.seq_next = 0;
-        l.seq_end = n;
-        l.st->end = 0;  // every thread has started: none starts the next one itself (take_rr)
-    }
-    if (__builtin_expect(l.seq_next >= l.seq_end, 0)) return rr_wait(th);  // (the block's first interval)
-    return park_thread(th, take_rr(pick_thread()));
+    int next = cur + 1;
+    if (__builtin_expect(next == l.nthreads, 0)) return rr_release(cur);  // every thread waits here
+    l.rr_at = next;
+    // (the block's first interval: the next thread has not started; its fiber is recorded where it may be new)
+    if (__builtin_expect(next >= l.seq_end, 0)) return rr_wait(cur);
+    set_tid(l, next);
+    prefetch_stack(l.sps[next + 1]);
+    return park_thread(cur, thread_ctx(next));
 }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     Launch& l = L;
+    if (l.rr_run) leave_rr();
     watchdog_poll();
     catch_up(l);
     Thread& th = l.threads[l.cur];
@@ -317,6 +335,7 @@ bool run_block() {
     l.nwait = l.nbar = 0;
     l.bar_div = l.bar_fchk = false;
     l.rr_at = l.rr_ok ? 0 : -1;
+    l.rr_run = false;
     l.bar_where = -1;  // (no site: the first arrival records its own)
     l.epoch = 1;
     l.pend.kind = 0;

@@ -37,7 +37,6 @@ struct Thread {
     uint8_t state;
     uint8_t op;        // warp operation (with arg and width, its operands)
     gpuenv_u3 tid;     // threadIdx, set once per launch
-    void* sp;          // while it waits: its saved stack pointer (x86-64 switch), in the line its arrival writes
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column): the site's identity
@@ -94,7 +93,11 @@ struct Launch {
     uint64_t own_cap;
     uint64_t* own_segs;
     gpuenv_report_t rep;
-    Thread threads[kMaxThreads + 2];  // (two past the largest block: pick_thread reads the sp of seq_next + 1 unchecked)
+    Thread threads[kMaxThreads];
+    // while thread t waits: its saved stack pointer (x86-64 switch), apart from Thread so that the barrier's
+    // fast path indexes it without a multiply and eight share a cache line (two entries past the largest
+    // block: the fast path and pick_thread prefetch the stack of the thread after next unchecked)
+    void* sps[kMaxThreads + 2];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
@@ -116,6 +119,10 @@ struct Launch {
     // leave_rr records them as the general path does as soon as anything differs (executor.cpp). -1: off
     int rr_at;
     bool rr_ok;
+    // the running thread was resumed by the round-robin fast path (gpuenv_barrier): it is rr_at, and cur,
+    // cur_fiber and seq_next are not written per switch; sync_cur (executor.cpp) writes them before anything
+    // else reads them
+    bool rr_run;
     bool flat;  // a one-dimensional block: threadIdx is (linear id, 0, 0)
     int cur;
     Fiber* cur_fiber;
@@ -156,6 +163,7 @@ double now();
 bool run_block();
 void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
+void sync_cur();     // cur, cur_fiber and seq_next written where the fast path left them out (Launch::rr_run)
 
 // signals.cpp
 bool fiber_guard_hit(uintptr_t a);  // a is in a fiber's guard page

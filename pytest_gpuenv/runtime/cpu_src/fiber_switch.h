@@ -60,12 +60,12 @@ static void ctx_init(Fiber* f) {
     for (int i = 0; i < 6; i++) *--sp = nullptr;
     f->sp = sp;
 }
-// Contexts: a waiting thread's is saved in its Thread, a free fiber's (one no thread waits on) in the Fiber,
+// Contexts: a waiting thread t's is saved in L.sps[t], a free fiber's (one no thread waits on) in the Fiber,
 // the scheduler's in L.sched_sp. park_*: save the current one there and continue at `to`.
-static inline void* thread_ctx(const Thread& t) { return t.sp; }
+static inline void* thread_ctx(int t) { return L.sps[t]; }
 static inline void* fiber_ctx(const Fiber* f) { return f->sp; }
 static inline void* sched_ctx() { return L.sched_sp; }
-static inline int park_thread(Thread& me, void* to) { return gpuenv_switch(&me.sp, to, (int)L.bar_res); }
+static inline int park_thread(int me, void* to) { return gpuenv_switch(&L.sps[me], to, (int)L.bar_res); }
 static inline int park_fiber(Fiber* me, void* to) { return gpuenv_switch(&me->sp, to, (int)L.bar_res); }
 static inline void from_sched(void* to) { gpuenv_switch(&L.sched_sp, to, (int)L.bar_res); }
 #else
@@ -79,7 +79,7 @@ static void ctx_init(Fiber* f) {
     makecontext(u, fiber_main, 0);
 }
 // (a ucontext stays with its fiber: a waiting thread's is its fiber's)
-static inline void* thread_ctx(const Thread& t) { return t.fiber->uc; }
+static inline void* thread_ctx(int t) { return L.threads[t].fiber->uc; }
 static inline void* fiber_ctx(const Fiber* f) { return f->uc; }
 static inline void* sched_ctx() {
     if (!L.sched_uc) L.sched_uc = new ucontext_t;
@@ -89,7 +89,7 @@ static inline int park_fiber(Fiber* me, void* to) {
     swapcontext((ucontext_t*)me->uc, (ucontext_t*)to);
     return (int)L.bar_res;
 }
-static inline int park_thread(Thread& me, void* to) { return park_fiber(me.fiber, to); }
+static inline int park_thread(int me, void* to) { return park_fiber(L.threads[me].fiber, to); }
 static inline void from_sched(void* to) { swapcontext((ucontext_t*)sched_ctx(), (ucontext_t*)to); }
 #endif
 
