@@ -43,9 +43,8 @@ uint64_t pc_rel(const void* pc) {
 // What device code reads of the running thread (threadIdx, the linear id); set_current also tells the
 // executor (the round-robin fast path leaves l.cur to sync_cur)
 static inline __attribute__((always_inline)) void set_tid(Launch& l, int t) {
-    if (l.flat) l.st->tid.x = t;
-    else l.st->tid = l.threads[t].tid;
-    l.st->lin = t;
+    static_assert(offsetof(gpuenv_state_t, lin) == sizeof(gpuenv_u3) && sizeof(Launch::Ids) == 16, "tid, lin");
+    memcpy(&l.st->tid, &l.ids[t], sizeof(Launch::Ids));
 }
 
 static inline void set_current(int t) {
@@ -174,6 +173,33 @@ static inline void watchdog_poll() {
     if (__builtin_expect(L.wd_pending, 0)) check_watchdog_pending();
 }
 
+// A round-robin thread returns (rr_run, and every arrival of the interval so far was a return, in order): its
+// fiber keeps it, waiting here with its context in sps[cur], and the next thread goes on as at a barrier. The
+// block's last thread goes to the scheduler, which starts the next block's threads on the same fibers
+// (run_block): a barrier's fast path then starts thread t + 1 by switching to sps[t + 1], as it resumes a
+// waiting one, and every thread's start and end is one switch. Resumed, the fiber runs the thread that
+// the switch set (gpuenv_state), so the entry calls the kernel again.
+__attribute__((noinline)) static int rr_exit() {
+    Launch& l = L;
+    int cur = l.rr_at, next = cur + 1, n = l.nthreads;
+    l.bar_where = kExitSite;
+    if (next == n) {  // the block is done: what the scheduler reads of it, as the general path leaves it
+        l.rr_run = false;
+        l.rr_at = -1;
+        l.tied = true;
+        l.nlive = 0;
+        l.next_new = n;
+        l.seq_next = l.seq_end = 0;
+        park_thread(cur, sched_ctx());
+        return 1;
+    }
+    l.rr_at = next;
+    set_tid(l, next);
+    prefetch_stack(l.sps[next + 1]);
+    park_thread(cur, thread_ctx(next));
+    return 1;
+}
+
 }  // namespace gx
 
 using namespace gx;
@@ -183,7 +209,10 @@ using namespace gx;
 // a thread's start and end on a fiber of a block with barriers is then a switch, not a return from the entry
 // and a call into it (HIP-CPU's fibers loop the same way). Never 0 (older entries returned on 0).
 extern "C" int gpuenv_next_thread() {
-    if (L.rr_run) leave_rr();  // (an exit ends the round robin: the next thread's arrival would not match)
+    if (L.rr_run) {
+        if (L.bar_where < 0) return rr_exit();  // (-1: no arrival in this interval yet; kExitSite: only returns)
+        leave_rr();
+    }
     catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     while (!start_new()) free_fiber();
@@ -193,8 +222,9 @@ extern "C" int gpuenv_next_thread() {
 // A barrier's arrival on the general path: every arrival records its site in its thread (for a report),
 // the interval's kinds and values are counted in bar_*. Arrivals whose file pointer differs from the first
 // one's are compared by name when the barrier releases (release_barrier), not here.
-__attribute__((noinline)) static int arrive(const char* file, int where, int kind, int value, void* site) {
+__attribute__((noinline)) static int arrive(const char* file, int where, int value, void* site) {
     Launch& l = L;
+    int kind = where & 3;  // (where: the barrier's site, gpuenv_cpu.h)
     if (l.wd_pending) check_watchdog_pending();
     if (l.rr_at >= 0) leave_rr();
     int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
@@ -207,12 +237,12 @@ __attribute__((noinline)) static int arrive(const char* file, int where, int kin
         l.bar_op = kind;
         l.bar_count = 0;
         l.bar_site = site;
-    } else if (where != l.bar_where || kind != l.bar_op) {
+    } else if (where != l.bar_where) {  // (another position or another flavour)
         l.bar_div = true;
     } else if (file != l.bar_file) {
         l.bar_fchk = true;
     }
-    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;  // (__syncthreads_count/_and/_or)
+    l.bar_count += value;  // (__syncthreads_count/_and/_or; 0 for a plain barrier)
     return wait_here(T_BAR, site, cur);
 }
 
@@ -221,11 +251,24 @@ namespace gx {
 // path records them, which takes over until the barrier releases.
 void leave_rr() {
     Launch& l = L;
+    int n = l.nthreads;
     if (l.rr_run) {  // the running thread is rr_at (executor_int.h)
         l.rr_run = false;
         l.cur = l.rr_at;
         l.cur_fiber = l.threads[l.rr_at].fiber;
         l.seq_next = l.rr_at + 1;
+        if (l.tied_first) {  // the threads after rr_at start as the general path starts them, on free fibers
+            l.tied_first = false;
+            for (int t = n - 1; t > l.rr_at; t--) untie(t);
+            l.next_new = l.rr_at + 1;
+            l.seq_next = l.seq_end = 0;
+        }
+    }
+    if (l.bar_where == kExitSite) {  // threads [0, rr_at) returned
+        for (int t = 0; t < l.rr_at; t++) untie(t);
+        l.nlive -= l.rr_at;
+        l.rr_at = 0;
+        l.bar_where = -1;
     }
     l.nbar = l.rr_at;
     for (int t = 0; t < l.nbar; t++) {
@@ -259,12 +302,15 @@ __attribute__((noinline)) static int rr_wait(int cur) {
 // resumes thread 0; every later interval of the block then runs with rr_run (executor_int.h).
 __attribute__((noinline)) static int rr_release(int cur) {
     Launch& l = L;
+    if (l.wd_pending) check_watchdog_pending();  // (polled here, once an interval, rather than at each arrival)
     if (!l.rr_run) l.threads[cur].fiber = l.cur_fiber;  // (the block's first interval: its fiber is new)
-    int op = l.bar_op, count = l.bar_count, n = l.nthreads;
+    int op = l.bar_where & 3, count = l.bar_count, n = l.nthreads;
     l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
     l.epoch++;
     l.rr_at = 0;
     l.rr_run = true;
+    l.tied_first = false;
+    l.next_new = n;  // (every thread has started: a tied block's first interval left it at 1)
     l.bar_where = -1;
     l.seq_end = n;
     l.st->end = 0;  // every thread has started: none starts the next one itself
@@ -276,25 +322,25 @@ __attribute__((noinline)) static int rr_release(int cur) {
 // A barrier's arrival. The common case (an unchecked launch whose threads reach the barrier one after
 // another, 0 to n-1, at one site) records nothing per thread but the saved context, hands over to the next
 // thread directly, and the last arrival releases the barrier itself and resumes thread 0: no trip through
-// the scheduler. Anything else (another order, another site, a watchdog signal) takes the general path.
-// After a release (rr_run), the fast path writes only rr_at, the next thread's threadIdx and its own saved
-// stack pointer: the thread after cur is cur + 1, waiting at the last barrier (seq_end is n), so there is
-// nothing to look up; what the general path reads of the running thread is derived when it takes over
-// (leave_rr).
-extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
+// the scheduler. Anything else (another order, another site) takes the general path.
+// After a release (rr_run), the fast path writes only rr_at, the count of a __syncthreads_count/_and/_or,
+// the next thread's ids and its own saved stack pointer: the thread after cur is cur + 1, waiting at the
+// last barrier (seq_end is n), so there is nothing to look up; what the general path reads of the running
+// thread is derived when it takes over (leave_rr). The watchdog is polled at the release (rr_release): a
+// block whose threads only go from barrier to barrier still releases one every n arrivals.
+extern "C" int gpuenv_barrier(const char* file, int site, int value) {
     Launch& l = L;
     int cur = (int)l.st->lin;
-    if (__builtin_expect(cur != l.rr_at || l.wd_pending, 0))
-        return arrive(file, where, kind, value, __builtin_return_address(0));
-    if (__builtin_expect(where != l.bar_where || kind != l.bar_op || file != l.bar_file, 0)) {
-        if (cur) return arrive(file, where, kind, value, __builtin_return_address(0));
+    if (__builtin_expect(cur != l.rr_at, 0)) return arrive(file, site, value, __builtin_return_address(0));
+    if (__builtin_expect(site != l.bar_where || file != l.bar_file, 0)) {
+        if (cur || l.wd_pending) return arrive(file, site, value, __builtin_return_address(0));
         l.bar_file = file;  // the interval's first arrival (bar_where is -1 until then)
-        l.bar_where = where;
-        l.bar_op = kind;
+        l.bar_where = site;
+        l.bar_op = site & 3;
         l.bar_count = 0;
         l.bar_site = __builtin_return_address(0);
     }
-    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
+    l.bar_count += value;
     int next = cur + 1;
     if (__builtin_expect(next == l.nthreads, 0)) return rr_release(cur);  // every thread waits here
     l.rr_at = next;
@@ -336,11 +382,22 @@ bool run_block() {
     l.bar_div = l.bar_fchk = false;
     l.rr_at = l.rr_ok ? 0 : -1;
     l.rr_run = false;
+    l.tied_first = false;
     l.bar_where = -1;  // (no site: the first arrival records its own)
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;
     memset(l.warp_sync, 0, sizeof l.warp_sync);
+    if (l.tied) {  // every thread t starts on the fiber that ran thread t of the last block (rr_exit)
+        l.tied = false;
+        l.rr_run = l.tied_first = true;
+        l.seq_end = l.nthreads;  // (the fast path switches to sps[t + 1] while t + 1 < seq_end)
+        l.next_new = 1;
+        l.st->end = 0;  // (none starts the next one itself: each has its fiber)
+        set_tid(l, 0);
+        from_sched(thread_ctx(0));
+        if (l.aborted) return false;
+    }
     for (;;) {
         for (;;) {
             if (l.rq_head < l.rq_tail) {

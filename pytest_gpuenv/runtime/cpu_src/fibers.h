@@ -46,11 +46,20 @@ static inline Fiber* acquire() {
 // or last ran on another OS thread, or an aborted launch left some mid-thread.
 void reset_fibers() {
     Launch& l = L;
+    l.tied = false;
     l.nfree = 0;
     for (int i = 0; i < l.npool; i++) {
         ctx_init(l.pool[i]);
         l.freelist[l.nfree++] = l.pool[i];
     }
+}
+
+// A fiber that waited for its thread of the next block (Launch::tied) or for one that never started is free.
+static void untie(int t) {
+    Launch& l = L;
+    Fiber* f = l.threads[t].fiber;
+    ctx_init(f);
+    l.freelist[l.nfree++] = f;
 }
 
 }  // namespace gx

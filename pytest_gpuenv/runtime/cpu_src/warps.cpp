@@ -239,7 +239,7 @@ bool release_barrier() {
         }
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);
-        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
+        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 12);
     }
     int nexit = 0;
     for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state <= T_RUN);  // no longer waiting: returned

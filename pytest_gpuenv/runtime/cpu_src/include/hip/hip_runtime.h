@@ -117,15 +117,16 @@ struct dim3 {
 #endif
 #define GPUENV_HERE const char* gpuenv_file = __builtin_FILE(), int gpuenv_where = __builtin_LINE() * 1024 + GPUENV_COLUMN
 #define GPUENV_AT gpuenv_file, gpuenv_where
-inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_barrier(GPUENV_AT, GPUENV_BAR_PLAIN, 0); }
+#define GPUENV_BAR_AT(kind) gpuenv_file, gpuenv_where * 4 + (kind)  // a barrier's site (gpuenv_cpu.h)
+inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_PLAIN), 0); }
 inline __attribute__((always_inline)) int __syncthreads_count(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_COUNT, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_COUNT), p != 0);
 }
 inline __attribute__((always_inline)) int __syncthreads_and(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_AND, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_AND), p != 0);
 }
 inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_OR, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_OR), p != 0);
 }
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
