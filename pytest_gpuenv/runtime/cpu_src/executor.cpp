@@ -41,8 +41,8 @@ uint64_t pc_rel(const void* pc) {
 
 // ------------------------------------------------------------------ threads (the context switch: fiber_switch.h, fibers: fibers.h)
 // What device code reads of the running thread (threadIdx, the linear id); set_current also tells the
-// executor (the round-robin fast path leaves l.cur to sync_cur)
-static inline __attribute__((always_inline)) void set_tid(Launch& l, int t) {
+// executor (the round-robin fast path leaves l.cur to leave_rr)
+static inline __attribute__((always_inline)) void set_tid(Launch& l, unsigned t) {
     static_assert(offsetof(gpuenv_state_t, lin) == sizeof(gpuenv_u3) && sizeof(Launch::Ids) == 16, "tid, lin");
     memcpy(&l.st->tid, &l.ids[t], sizeof(Launch::Ids));
 }
@@ -84,7 +84,7 @@ static Fiber* new_fiber_for_next() {
 
 // The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
 // no call but the switch.
-__attribute__((noinline)) static int wait_for_new(int me) {
+__attribute__((noinline)) static void wait_for_new(int me) {
     Fiber* f = new_fiber_for_next();
     return park_thread(me, f ? fiber_ctx(f) : sched_ctx());
 }
@@ -143,11 +143,10 @@ void fail_in_fiber() {
 
 // The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
 // one switch per thread per barrier, not two through the scheduler.
-// Returns what the switch back to this thread hands over (a barrier's result).
 // `cur` is the current thread (gpuenv_state.lin). Threads the module's entry started itself (next_inline) are
 // counted only where no released or queued thread runs next: the entry starts threads only while some are
 // not started yet, and a barrier releases, and warp operations resolve, only once all have started.
-static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site, int cur) {
+static inline __attribute__((always_inline)) void wait_here(uint8_t st, void* site, int cur) {
     Launch& l = L;
     Thread& th = l.threads[cur];
     th.state = st;
@@ -184,7 +183,7 @@ __attribute__((noinline)) static int rr_exit() {
     int cur = l.rr_at, next = cur + 1, n = l.nthreads;
     l.bar_where = kExitSite;
     if (next == n) {  // the block is done: what the scheduler reads of it, as the general path leaves it
-        l.rr_run = false;
+        l.rr_run = l.tied_first = false;
         l.rr_at = -1;
         l.tied = true;
         l.nlive = 0;
@@ -222,7 +221,7 @@ extern "C" int gpuenv_next_thread() {
 // A barrier's arrival on the general path: every arrival records its site in its thread (for a report),
 // the interval's kinds and values are counted in bar_*. Arrivals whose file pointer differs from the first
 // one's are compared by name when the barrier releases (release_barrier), not here.
-__attribute__((noinline)) static int arrive(const char* file, int where, int value, void* site) {
+__attribute__((noinline)) static void arrive(const char* file, int where, int value, void* site) {
     Launch& l = L;
     int kind = where & 3;  // (where: the barrier's site, gpuenv_cpu.h)
     if (l.wd_pending) check_watchdog_pending();
@@ -284,7 +283,7 @@ void leave_rr() {
 
 // A round-robin arrival when no released thread is left to run: a queued one, the next thread not started
 // yet (the block's first interval), or the scheduler (pick_thread's order).
-__attribute__((noinline)) static int rr_wait(int cur) {
+__attribute__((noinline)) static void rr_wait(int cur) {
     Launch& l = L;
     l.threads[cur].fiber = l.cur_fiber;
     if (l.rq_head < l.rq_tail) return park_thread(cur, take(l.runq[l.rq_head++]));
@@ -300,7 +299,7 @@ __attribute__((noinline)) static int rr_wait(int cur) {
 
 // The last arrival of a round-robin interval releases the barrier (release_barrier's common case) and
 // resumes thread 0; every later interval of the block then runs with rr_run (executor_int.h).
-__attribute__((noinline)) static int rr_release(int cur) {
+__attribute__((noinline)) static void rr_release(int cur) {
     Launch& l = L;
     if (l.wd_pending) check_watchdog_pending();  // (polled here, once an interval, rather than at each arrival)
     if (!l.rr_run) l.threads[cur].fiber = l.cur_fiber;  // (the block's first interval: its fiber is new)
@@ -328,10 +327,11 @@ __attribute__((noinline)) static int rr_release(int cur) {
 // last barrier (seq_end is n), so there is nothing to look up; what the general path reads of the running
 // thread is derived when it takes over (leave_rr). The watchdog is polled at the release (rr_release): a
 // block whose threads only go from barrier to barrier still releases one every n arrivals.
-extern "C" int gpuenv_barrier(const char* file, int site, int value) {
+template <bool kCounted>
+static inline __attribute__((always_inline)) void barrier(const char* file, int site, int value) {
     Launch& l = L;
-    int cur = (int)l.st->lin;
-    if (__builtin_expect(cur != l.rr_at, 0)) return arrive(file, site, value, __builtin_return_address(0));
+    unsigned cur = l.st->lin;  // (unsigned: cur + 1 and cur + 2 index sps without a sign extension)
+    if (__builtin_expect(cur != (unsigned)l.rr_at, 0)) return arrive(file, site, value, __builtin_return_address(0));
     if (__builtin_expect(site != l.bar_where || file != l.bar_file, 0)) {
         if (cur || l.wd_pending) return arrive(file, site, value, __builtin_return_address(0));
         l.bar_file = file;  // the interval's first arrival (bar_where is -1 until then)
@@ -340,16 +340,24 @@ extern "C" int gpuenv_barrier(const char* file, int site, int value) {
         l.bar_count = 0;
         l.bar_site = __builtin_return_address(0);
     }
-    l.bar_count += value;
-    int next = cur + 1;
-    if (__builtin_expect(next == l.nthreads, 0)) return rr_release(cur);  // every thread waits here
+    if (kCounted) l.bar_count += value;  // (a plain barrier passes 0: gpuenv_sync leaves the sum out)
+    unsigned next = cur + 1;
     l.rr_at = next;
-    // (the block's first interval: the next thread has not started; its fiber is recorded where it may be new)
-    if (__builtin_expect(next >= l.seq_end, 0)) return rr_wait(cur);
+    // one comparison for both exceptions: seq_end is n after a release or in a tied block's first interval,
+    // 0 in an untied block's first interval, where the next thread has not started (rr_wait; its fiber is
+    // recorded where it may be new)
+    if (__builtin_expect(next >= (unsigned)l.seq_end, 0))
+        return next == (unsigned)l.nthreads ? rr_release(cur) : rr_wait(cur);  // (n: every thread waits here)
     set_tid(l, next);
     prefetch_stack(l.sps[next + 1]);
     return park_thread(cur, thread_ctx(next));
 }
+
+extern "C" int gpuenv_barrier(const char* file, int site, int value) {
+    barrier<true>(file, site, value);
+    return (int)L.bar_res;  // (resumed: the result of the barrier released since)
+}
+extern "C" void gpuenv_sync(const char* file, int site) { barrier<false>(file, site, 0); }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     Launch& l = L;

@@ -170,7 +170,6 @@ double now();
 bool run_block();
 void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
-void sync_cur();     // cur, cur_fiber and seq_next written where the fast path left them out (Launch::rr_run)
 
 // signals.cpp
 bool fiber_guard_hit(uintptr_t a);  // a is in a fiber's guard page

@@ -92,6 +92,7 @@ int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // A barrier's `site` is that position * 4 + its flavour (GPUENV_BAR_*), so that one comparison tells both;
 // `value` is its predicate as 0 or 1 (0 for a plain __syncthreads).
 int gpuenv_barrier(const char* file, int site, int value);
+void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_barrier(file, site, 0)
 // The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
 // another thread on this fiber (run the kernel again). When none is left, the fiber waits inside the call
 // until it starts a thread again (1); 0 is no longer returned (an entry that returns on 0 stays correct).

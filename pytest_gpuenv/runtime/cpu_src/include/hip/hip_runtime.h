@@ -118,7 +118,7 @@ struct dim3 {
 #define GPUENV_HERE const char* gpuenv_file = __builtin_FILE(), int gpuenv_where = __builtin_LINE() * 1024 + GPUENV_COLUMN
 #define GPUENV_AT gpuenv_file, gpuenv_where
 #define GPUENV_BAR_AT(kind) gpuenv_file, gpuenv_where * 4 + (kind)  // a barrier's site (gpuenv_cpu.h)
-inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_PLAIN), 0); }
+inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
 inline __attribute__((always_inline)) int __syncthreads_count(int p, GPUENV_HERE) {
     return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_COUNT), p != 0);
 }
