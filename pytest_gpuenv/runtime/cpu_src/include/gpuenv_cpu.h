@@ -93,10 +93,10 @@ int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // `value` is its predicate as 0 or 1 (0 for a plain __syncthreads).
 int gpuenv_barrier(const char* file, int site, int value);
 void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_barrier(file, site, 0)
-// The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
-// another thread on this fiber (run the kernel again). When none is left, the fiber waits inside the call
-// until it starts a thread again (1); 0 is no longer returned (an entry that returns on 0 stays correct).
-int gpuenv_next_thread(void);
+// The module's entry runs the thread the executor started, then asks for the next one: the call returns when
+// this fiber is to run the kernel again, for the thread gpuenv_state names (when none is left to start, the
+// fiber waits inside the call until it starts a thread again; the entry never returns within a launch).
+void gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
 __attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
 void gpuenv_atomic_check(void* p, int size, void* pc);

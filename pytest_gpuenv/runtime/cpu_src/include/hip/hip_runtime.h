@@ -372,8 +372,10 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
         /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
         auto v = gpuenv::args(name, a);                                                                      \
-        do gpuenv::call(name, v);                                                                            \
-        while (gpuenv::next_inline() || gpuenv_next_thread());                                              \
+        for (;;) {                                                                                           \
+            gpuenv::call(name, v);                                                                           \
+            if (!gpuenv::next_inline()) gpuenv_next_thread();                                                \
+        }                                                                                                    \
     }                                                                                                        \
     extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
     extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
