@@ -204,6 +204,7 @@ bool release_barrier() {
         if (L.rr_ok) {  // the next interval may go round robin: no recorded state above T_RUN
             for (int t = 0; t < n; t++) L.threads[t].state = T_RUN;
             L.rr_at = 0;
+            L.rr_run = true;  // (the scheduler resumes thread 0 first: it is rr_at)
             L.bar_where = -1;
         }
         return true;
@@ -238,7 +239,7 @@ bool release_barrier() {
         }
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);
-        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
+        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 12);
     }
     int nexit = 0;
     for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state <= T_RUN);  // no longer waiting: returned
