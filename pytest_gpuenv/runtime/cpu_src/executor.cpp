@@ -89,7 +89,7 @@ extern "C" void gpuenv_next_thread() {
 // one's are compared by name when the barrier releases (release_barrier), not here.
 __attribute__((noinline)) static void arrive(const char* file, int where, int value, void* site) {
     Launch& l = L;
-    int kind = where & 3;  // (where: the barrier's site, gpuenv_cpu.h)
+    int kind = gpuenv_site_flavour(where);
     if (l.wd_pending) check_watchdog_pending();
     if (l.rr_at >= 0) leave_rr();
     int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
@@ -112,8 +112,10 @@ __attribute__((noinline)) static void arrive(const char* file, int where, int va
 }
 
 namespace gx {
-// The arrivals of a round-robin interval (threads [0, nbar), at the first one's site) as the general
-// path records them, which takes over until the barrier releases.
+// Hands a round-robin interval to the general path, which takes over until the barrier releases: the
+// running thread's record (cur, cur_fiber), which the fast path leaves stale; the fibers of a tied block's
+// threads that have not started, freed; the threads that returned in order, counted; and the arrivals
+// (threads [0, nbar), at the first one's site) recorded as the general path records them.
 void leave_rr() {
     Launch& l = L;
     int n = l.nthreads;
@@ -167,10 +169,13 @@ __attribute__((noinline)) static void rr_wait(int cur) {
 // resumes thread 0; every later interval of the block then runs with rr_run (executor_int.h).
 __attribute__((noinline)) static void rr_release(int cur) {
     Launch& l = L;
-    if (l.wd_pending) check_watchdog_pending();  // (polled here, once an interval, rather than at each arrival)
+    if (l.wd_pending) {  // (polled here, once an interval, rather than at each arrival)
+        l.rr_at = cur;  // (the running thread, as fail_in_fiber's leave_rr reads it; the caller set it to n)
+        check_watchdog_pending();
+    }
     if (!l.rr_run) l.threads[cur].fiber = l.cur_fiber;  // (the block's first interval: its fiber is new)
-    int op = l.bar_where & 3, count = l.bar_count, n = l.nthreads;
-    l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
+    int n = l.nthreads;
+    l.bar_res = barrier_result(gpuenv_site_flavour(l.bar_where), l.bar_count, n);
     l.epoch++;
     l.rr_at = 0;
     l.rr_run = true;
@@ -180,6 +185,7 @@ __attribute__((noinline)) static void rr_release(int cur) {
     l.seq_end = n;
     l.st->end = 0;  // every thread has started: none starts the next one itself
     set_tid(l, 0);
+    if (cur == 0) return;  // (a one-thread block: the switch would save over the context it resumes)
     prefetch_stack(l.sps[1]);
     return park_thread(cur, thread_ctx(0));
 }
@@ -202,7 +208,7 @@ static inline __attribute__((always_inline)) void barrier(const char* file, int 
         if (cur || l.wd_pending) return arrive(file, site, value, __builtin_return_address(0));
         l.bar_file = file;  // the interval's first arrival (bar_where is -1 until then)
         l.bar_where = site;
-        l.bar_op = site & 3;
+        l.bar_op = gpuenv_site_flavour(site);
         l.bar_count = 0;
         l.bar_site = __builtin_return_address(0);
     }

@@ -19,6 +19,13 @@ constexpr int kMaxVars = 1024;              // static __shared__ variables and r
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
 
+// What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
+// among `n` threads (0 for a plain __syncthreads)
+inline int barrier_result(int flavour, int count, int n) {
+    return flavour == GPUENV_BAR_COUNT ? count : flavour == GPUENV_BAR_AND ? count == n
+         : flavour == GPUENV_BAR_OR ? count > 0 : 0;
+}
+
 // T_LOCK: in lockstep mode, waiting before a shared-memory access until every lane of its wave is there
 // (a thread that returned keeps T_NEW or T_RUN: when no thread can run, those are the ones that returned;
 // T_EXIT + 1 marks threads already listed in a barrier report)

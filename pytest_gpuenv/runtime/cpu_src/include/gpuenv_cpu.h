@@ -91,6 +91,9 @@ int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
 // A barrier's `site` is that position * 4 + its flavour (GPUENV_BAR_*), so that one comparison tells both;
 // `value` is its predicate as 0 or 1 (0 for a plain __syncthreads).
+static inline int gpuenv_where_line(int where) { return where >> 10; }  // a position's line
+static inline int gpuenv_site_line(int site) { return site >> 12; }     // a barrier site's line
+static inline int gpuenv_site_flavour(int site) { return site & 3; }    // a barrier site's GPUENV_BAR_*
 int gpuenv_barrier(const char* file, int site, int value);
 void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_barrier(file, site, 0)
 // The module's entry runs the thread the executor started, then asks for the next one: the call returns when
