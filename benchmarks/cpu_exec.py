@@ -18,10 +18,10 @@ each in a fresh process pinned to its cores (``sched_setaffinity``); ours are ti
 Unchecked launches run their blocks on one worker thread per core the process may use (``GPUENV_CPU_WORKERS``
 caps them), so the first unchecked figures use every core here; the "1 core" rows are the one-core ones.
 For one-core comparisons on a busy machine, count instructions instead (``valgrind --tool=callgrind``).
-Last measured on a shared 2-core VM, one core, the kernels alone (a C++ driver calling the executor library):
-block sum about 1.2x HIP-CPU's time (e.g. 90 against 76 ms), matmul about 0.7-0.9x (22 against 29 ms);
-callgrind: 979M against 749M and 361M against 341M instructions. The block sum's HIP-CPU goal is not met
-there (docs/explanation/cpu-executor.md).
+Last measured on a shared 2-core VM, one core, the kernels alone (a C++ driver calling the executor library,
+medians of interleaved pinned runs on a busy VM): block sum about 0.9x HIP-CPU's time (146 against 159 ms),
+matmul about 0.7x (44 against 63 ms), vector add about 0.5x; callgrind: 613M against 749M, 280M against
+341M and 48M against 93M instructions (docs/explanation/cpu-executor.md).
 """
 
 from __future__ import annotations

@@ -117,6 +117,26 @@ def _running_files(directory: Path) -> list[Path]:
     return sorted(directory / n for n in names if n.startswith("running-") and n.endswith(".json"))
 
 
+#: a temporary file of ``_write`` older than this was left by a process killed between writing and renaming it
+STALE_TEMPORARY_S = 60.0
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    """Remove ``running-*``/``records-*`` temporary files (``*.tmp``) that no live writer can still rename:
+    a writer holds its own for milliseconds, so one older than a minute belongs to a killed process."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        if name.startswith(("running-", "records-")) and name.endswith(".tmp"):
+            with contextlib.suppress(OSError):
+                st = os.lstat(directory / name)
+                if now - st.st_mtime > STALE_TEMPORARY_S:
+                    os.unlink(directory / name)
+
+
 class CrashGuard:
     """The running test on disk before HIP launches; crashed workers and dead earlier runs named."""
 
@@ -244,6 +264,8 @@ class CrashGuard:
         if self._previous is None:
             self._previous = []
             directory = self.state_dir() if self.worker is None and self.session.hip_on_gpu else None
+            if directory is not None:
+                _remove_stale_temporaries(directory)
             for path in _running_files(directory) if directory is not None else []:
                 record = _read(path)
                 pid = record.get("pid") if record else None

@@ -19,6 +19,7 @@ import json
 import os
 import pathlib
 import signal
+import time
 
 import pytest
 
@@ -190,11 +191,15 @@ def test_junk_running_records_are_neither_waited_on_nor_read_whole(planted):
     (state / "running-deep.json").write_text("[" * 60000)
     (state / "running-big.json").write_text('{"nodeid": "' + "x" * (1 << 20) + '"}')
     (state / "running-dead.json").write_text('{"nodeid": "t.py::dead", "pid": 2147483646}')
+    stale, fresh = state / "running-w1.json.0a1b2c.tmp", state / "running-w2.json.3d4e5f.tmp"
+    stale.write_text("{")  # left by a process killed before it renamed its record
+    os.utime(stale, (time.time() - 3600,) * 2)
+    fresh.write_text("{")  # another run's, being written now
     result = pytester.runpytest_subprocess(*args, "-k", "after", timeout=60)
     result.assert_outcomes(passed=1)
     assert result.stdout.str().count("an earlier run died") == 2  # the real record, and the header's echo
     result.stdout.fnmatch_lines(["*an earlier run died while t.py::dead had launched*"])
-    assert sorted(p.name for p in state.iterdir()) == []  # junk and record alike, forgotten
+    assert sorted(p.name for p in state.iterdir()) == [fresh.name]  # junk and record alike, forgotten
 
 
 def test_a_fifo_where_the_running_record_goes_does_not_block_the_launch(planted):

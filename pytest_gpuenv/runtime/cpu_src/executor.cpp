@@ -39,164 +39,57 @@ uint64_t pc_rel(const void* pc) {
     return (p >= L.text_lo && p < L.text_hi) ? p - L.mod_base : 0;
 }
 
-// ------------------------------------------------------------------ threads (the context switch: fiber_switch.h, fibers: fibers.h)
-static inline void set_current(int t) {
+// A round-robin thread returns (rr_run, and every arrival of the interval so far was a return, in order): its
+// fiber keeps it, waiting here with its context in sps[cur], and the next thread goes on as at a barrier. The
+// block's last thread goes to the scheduler, which starts the next block's threads on the same fibers
+// (run_block): a barrier's fast path then starts thread t + 1 by switching to sps[t + 1], as it resumes a
+// waiting one, and every thread's start and end is one switch. Resumed, the fiber runs the thread that
+// the switch set (gpuenv_state), so the entry calls the kernel again.
+__attribute__((noinline)) static void rr_exit() {
     Launch& l = L;
-    l.cur = t;
-    if (l.flat) l.st->tid.x = t;
-    else l.st->tid = l.threads[t].tid;
-    l.st->lin = t;
-}
-
-// pick_thread: the queued or released thread that runs next, -1 when none; take: it becomes current
-// (the two are never both non-empty: a barrier releases, and warp operations resolve, only when neither
-// has threads left; the barrier's release comes first, as the common case)
-static inline int pick_thread() {
-    Launch& l = L;
-    if (l.seq_next < l.seq_end) {
-        int t = l.seq_next++;
-        prefetch_stack(l.threads[l.seq_next + 1].sp);  // (past the range: a stale or null address, never a fault)
-        return t;
+    int cur = l.rr_at, next = cur + 1, n = l.nthreads;
+    l.bar_where = kExitSite;
+    if (next == n) {  // the block is done: what the scheduler reads of it, as the general path leaves it
+        l.rr_run = l.tied_first = false;
+        l.rr_at = -1;
+        l.tied = true;
+        l.nlive = 0;
+        l.next_new = n;
+        l.seq_next = l.seq_end = 0;
+        return park_thread(cur, sched_ctx());
     }
-    if (l.rq_head < l.rq_tail) return l.runq[l.rq_head++];
-    return -1;
-}
-
-static inline void* take(int t) {
-    Launch& l = L;
-    Thread& th = l.threads[t];
-    th.state = T_RUN;
-    set_current(t);
-    l.st->end = 0;  // a thread that waited: the ones after it have started (next_inline)
-    l.cur_fiber = th.fiber;
-    return thread_ctx(th);
-}
-
-// take for a round-robin interval, after a release: no thread's recorded state is above T_RUN (executor_int.h:
-// rr_at) and gpuenv_state.end is 0 (every thread has started)
-static inline void* take_rr(int t) {
-    Launch& l = L;
-    Thread& th = l.threads[t];
-    set_current(t);
-    l.cur_fiber = th.fiber;
-    return thread_ctx(th);
-}
-
-static Fiber* new_fiber_for_next() {
-    Fiber* f = acquire();
-    if (f) L.cur_fiber = f;
-    return f;
-}
-
-// The current thread waits for a fiber not started yet: out of line, so that wait_here's common paths make
-// no call but the switch.
-__attribute__((noinline)) static int wait_for_new(Thread& me) {
-    Fiber* f = new_fiber_for_next();
-    return park_thread(me, f ? fiber_ctx(f) : sched_ctx());
-}
-
-// Starts the next thread not started yet on the current fiber; false when none is left.
-static inline bool start_new() {
-    Launch& l = L;
-    if (l.next_new >= l.nthreads || l.aborted) return false;
-    set_current(l.next_new++);  // its state and fiber are written when it waits (wait_here)
-    l.st->end = l.inline_end;   // the newest thread: the module may start the ones after it itself
-    return true;
-}
-
-// The module's entry may have started threads itself since the executor last set the current thread
-// (hip_runtime.h: next_inline, unchecked launches only): each one it started means one that returned, and
-// it started them in order after the newest (so next_new stays the current thread + 1). Called by every
-// executor entry a running thread reaches before it reads the executor's count of threads (a barrier's
-// arrival only where it must: wait_here).
-static inline __attribute__((always_inline)) void catch_up(Launch& l) {
-    int lin = (int)l.st->lin;
-    if (__builtin_expect(lin != l.cur, 0)) {
-        l.nlive -= lin - l.cur;
-        l.next_new += lin - l.cur;
-        l.cur = lin;
-    }
-}
-
-// The current fiber has no thread left (none is left to start): it is free, and the next queued or released
-// thread goes on, else the scheduler (the end of the block, or it must decide). The order is the scheduler's,
-// so runs stay deterministic. Taken again (acquire), it returns here and its caller starts the next thread.
-static inline __attribute__((always_inline)) void free_fiber() {
-    Launch& l = L;
-    Fiber* f = l.cur_fiber;
-    l.freelist[l.nfree++] = f;
-    int t = __builtin_expect(l.aborted, 0) ? -1 : pick_thread();
-    park_fiber(f, t >= 0 ? take(t) : sched_ctx());
-}
-
-// A fiber takes the next thread not started yet and runs it; the kernel module's entry then goes on to
-// the next ones through gpuenv_next_thread, so a block without barriers is one loop on one fiber. The
-// entry does not return within a launch: a fiber enters it once (work() starts every fiber afresh at a launch).
-static void fiber_main() {
-    Launch& l = L;
-    for (;;) {
-        if (start_new()) l.entry(l.d->args);
-        free_fiber();
-    }
-}
-
-void fail_in_fiber() {
-    L.aborted = true;
-    park_fiber(L.cur_fiber, sched_ctx());
-    __builtin_unreachable();
-}
-
-// The current thread waits (barrier, warp operation, lockstep); the next runnable one goes on directly:
-// one switch per thread per barrier, not two through the scheduler.
-// Returns what the switch back to this thread hands over (a barrier's result).
-// `cur` is the current thread (gpuenv_state.lin). Threads the module's entry started itself (next_inline) are
-// counted only where no released or queued thread runs next: the entry starts threads only while some are
-// not started yet, and a barrier releases, and warp operations resolve, only once all have started.
-static inline __attribute__((always_inline)) int wait_here(uint8_t st, void* site, int cur) {
-    Launch& l = L;
-    Thread& th = l.threads[cur];
-    th.state = st;
-    th.site = site;
-    th.fiber = l.cur_fiber;
-    if (__builtin_expect(!l.aborted, 1)) {
-        int t = pick_thread();
-        if (t >= 0) return park_thread(th, take(t));
-        catch_up(l);
-        if (l.next_new < l.nthreads) return wait_for_new(th);
-    }
-    catch_up(l);
-    return park_thread(th, sched_ctx());
-}
-
-void block_here(uint8_t st, void* site) {
-    if (st != T_BAR) L.nwait++;
-    wait_here(st, site, L.cur);
-}
-
-static inline void watchdog_poll() {
-    if (__builtin_expect(L.wd_pending, 0)) check_watchdog_pending();
+    l.rr_at = next;
+    set_tid(l, next);
+    prefetch_stack(l.sps[next + 1]);
+    // (a tail call: resumed, the switch jumps straight back into the module's entry, with no `ret` that the
+    // return-stack predictor would miss after the other fibers' calls)
+    park_thread(cur, thread_ctx(next));
 }
 
 }  // namespace gx
 
 using namespace gx;
 
-// The current thread is done: start the next one on this fiber (1). When none is left to start, the fiber
+// The current thread is done: start the next one on this fiber. When none is left to start, the fiber
 // is free and waits here, in the module's entry (its arguments unpacked), until it is taken for a new thread:
 // a thread's start and end on a fiber of a block with barriers is then a switch, not a return from the entry
-// and a call into it (HIP-CPU's fibers loop the same way). Never 0 (older entries returned on 0).
-extern "C" int gpuenv_next_thread() {
+// and a call into it (HIP-CPU's fibers loop the same way).
+extern "C" void gpuenv_next_thread() {
+    if (L.rr_run) {
+        if (L.bar_where < 0) return rr_exit();  // (-1: no arrival in this interval yet; kExitSite: only returns)
+        leave_rr();
+    }
     catch_up(L);
     L.nlive--;  // its state stays T_RUN/T_NEW: a thread that does not wait when the block stalls has returned
     while (!start_new()) free_fiber();
-    return 1;
 }
 
 // A barrier's arrival on the general path: every arrival records its site in its thread (for a report),
 // the interval's kinds and values are counted in bar_*. Arrivals whose file pointer differs from the first
 // one's are compared by name when the barrier releases (release_barrier), not here.
-__attribute__((noinline)) static int arrive(const char* file, int where, int kind, int value, void* site) {
+__attribute__((noinline)) static void arrive(const char* file, int where, int value, void* site) {
     Launch& l = L;
+    int kind = gpuenv_site_flavour(where);
     if (l.wd_pending) check_watchdog_pending();
     if (l.rr_at >= 0) leave_rr();
     int cur = (int)l.st->lin;  // (wait_here: the executor catches up with the module's entry only if it must)
@@ -209,20 +102,41 @@ __attribute__((noinline)) static int arrive(const char* file, int where, int kin
         l.bar_op = kind;
         l.bar_count = 0;
         l.bar_site = site;
-    } else if (where != l.bar_where || kind != l.bar_op) {
+    } else if (where != l.bar_where) {  // (another position or another flavour)
         l.bar_div = true;
     } else if (file != l.bar_file) {
         l.bar_fchk = true;
     }
-    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;  // (__syncthreads_count/_and/_or)
+    l.bar_count += value;  // (__syncthreads_count/_and/_or; 0 for a plain barrier)
     return wait_here(T_BAR, site, cur);
 }
 
 namespace gx {
-// The arrivals of a round-robin interval (threads [0, nbar), at the first one's site) as the general
-// path records them, which takes over until the barrier releases.
+// Hands a round-robin interval to the general path, which takes over until the barrier releases: the
+// running thread's record (cur, cur_fiber), which the fast path leaves stale; the fibers of a tied block's
+// threads that have not started, freed; the threads that returned in order, counted; and the arrivals
+// (threads [0, nbar), at the first one's site) recorded as the general path records them.
 void leave_rr() {
     Launch& l = L;
+    int n = l.nthreads;
+    if (l.rr_run) {  // the running thread is rr_at (executor_int.h)
+        l.rr_run = false;
+        l.cur = l.rr_at;
+        l.cur_fiber = l.threads[l.rr_at].fiber;
+        l.seq_next = l.rr_at + 1;
+        if (l.tied_first) {  // the threads after rr_at start as the general path starts them, on free fibers
+            l.tied_first = false;
+            for (int t = n - 1; t > l.rr_at; t--) untie(t);
+            l.next_new = l.rr_at + 1;
+            l.seq_next = l.seq_end = 0;
+        }
+    }
+    if (l.bar_where == kExitSite) {  // threads [0, rr_at) returned
+        for (int t = 0; t < l.rr_at; t++) untie(t);
+        l.nlive -= l.rr_at;
+        l.rr_at = 0;
+        l.bar_where = -1;
+    }
     l.nbar = l.rr_at;
     for (int t = 0; t < l.nbar; t++) {
         Thread& th = l.threads[t];
@@ -237,59 +151,89 @@ void leave_rr() {
 
 // A round-robin arrival when no released thread is left to run: a queued one, the next thread not started
 // yet (the block's first interval), or the scheduler (pick_thread's order).
-__attribute__((noinline)) static int rr_wait(Thread& th) {
+__attribute__((noinline)) static void rr_wait(int cur) {
     Launch& l = L;
-    th.fiber = l.cur_fiber;
-    if (l.rq_head < l.rq_tail) return park_thread(th, take(l.runq[l.rq_head++]));
+    l.threads[cur].fiber = l.cur_fiber;
+    if (l.rq_head < l.rq_tail) return park_thread(cur, take(l.runq[l.rq_head++]));
     catch_up(l);
     if (l.next_new < l.nthreads && l.nfree) {  // (the block's first interval: a free fiber starts the next thread)
         Fiber* f = acquire();
         l.cur_fiber = f;
-        return park_thread(th, fiber_ctx(f));
+        return park_thread(cur, fiber_ctx(f));
     }
-    if (l.next_new < l.nthreads) return wait_for_new(th);
-    return park_thread(th, sched_ctx());
+    if (l.next_new < l.nthreads) return wait_for_new(cur);
+    return park_thread(cur, sched_ctx());
+}
+
+// The last arrival of a round-robin interval releases the barrier (release_barrier's common case) and
+// resumes thread 0; every later interval of the block then runs with rr_run (executor_int.h).
+__attribute__((noinline)) static void rr_release(int cur) {
+    Launch& l = L;
+    if (l.wd_pending) {  // (polled here, once an interval, rather than at each arrival)
+        l.rr_at = cur;  // (the running thread, as fail_in_fiber's leave_rr reads it; the caller set it to n)
+        check_watchdog_pending();
+    }
+    if (!l.rr_run) l.threads[cur].fiber = l.cur_fiber;  // (the block's first interval: its fiber is new)
+    int n = l.nthreads;
+    l.bar_res = barrier_result(gpuenv_site_flavour(l.bar_where), l.bar_count, n);
+    l.epoch++;
+    l.rr_at = 0;
+    l.rr_run = true;
+    l.tied_first = false;
+    l.next_new = n;  // (every thread has started: a tied block's first interval left it at 1)
+    l.bar_where = -1;
+    l.seq_end = n;
+    l.st->end = 0;  // every thread has started: none starts the next one itself
+    set_tid(l, 0);
+    if (cur == 0) return;  // (a one-thread block: the switch would save over the context it resumes)
+    prefetch_stack(l.sps[1]);
+    return park_thread(cur, thread_ctx(0));
 }
 
 // A barrier's arrival. The common case (an unchecked launch whose threads reach the barrier one after
 // another, 0 to n-1, at one site) records nothing per thread but the saved context, hands over to the next
 // thread directly, and the last arrival releases the barrier itself and resumes thread 0: no trip through
-// the scheduler. Anything else (another order, another site, a watchdog signal) takes the general path.
-extern "C" int gpuenv_barrier(const char* file, int where, int kind, int value) {
+// the scheduler. Anything else (another order, another site) takes the general path.
+// After a release (rr_run), the fast path writes only rr_at, the count of a __syncthreads_count/_and/_or,
+// the next thread's ids and its own saved stack pointer: the thread after cur is cur + 1, waiting at the
+// last barrier (seq_end is n), so there is nothing to look up; what the general path reads of the running
+// thread is derived when it takes over (leave_rr). The watchdog is polled at the release (rr_release): a
+// block whose threads only go from barrier to barrier still releases one every n arrivals.
+template <bool kCounted>
+static inline __attribute__((always_inline)) void barrier(const char* file, int site, int value) {
     Launch& l = L;
-    int cur = (int)l.st->lin;
-    if (__builtin_expect(cur != l.rr_at || l.wd_pending, 0))
-        return arrive(file, where, kind, value, __builtin_return_address(0));
-    if (__builtin_expect(where != l.bar_where || kind != l.bar_op || file != l.bar_file, 0)) {
-        if (cur) return arrive(file, where, kind, value, __builtin_return_address(0));
+    unsigned cur = l.st->lin;  // (unsigned: cur + 1 and cur + 2 index sps without a sign extension)
+    if (__builtin_expect(cur != (unsigned)l.rr_at, 0)) return arrive(file, site, value, __builtin_return_address(0));
+    if (__builtin_expect(site != l.bar_where || file != l.bar_file, 0)) {
+        if (cur || l.wd_pending) return arrive(file, site, value, __builtin_return_address(0));
         l.bar_file = file;  // the interval's first arrival (bar_where is -1 until then)
-        l.bar_where = where;
-        l.bar_op = kind;
+        l.bar_where = site;
+        l.bar_op = gpuenv_site_flavour(site);
         l.bar_count = 0;
         l.bar_site = __builtin_return_address(0);
     }
-    if (kind != GPUENV_BAR_PLAIN) l.bar_count += value != 0;
-    l.rr_at = cur + 1;
-    // (its fiber is recorded where it may be new: a thread that started in this interval is the newest, so
-    // either the next one has not started (rr_wait) or it is the last)
-    Thread& th = l.threads[cur];
-    if (cur + 1 == l.nthreads) {  // every thread waits here: release (release_barrier's common case)
-        th.fiber = l.cur_fiber;
-        int op = l.bar_op, count = l.bar_count, n = l.nthreads;
-        l.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
-        l.epoch++;
-        l.rr_at = 0;
-        l.bar_where = -1;
-        l.seq_next = 0;
-        l.seq_end = n;
-        l.st->end = 0;  // every thread has started: none starts the next one itself (take_rr)
-    }
-    if (__builtin_expect(l.seq_next >= l.seq_end, 0)) return rr_wait(th);  // (the block's first interval)
-    return park_thread(th, take_rr(pick_thread()));
+    if (kCounted) l.bar_count += value;  // (a plain barrier passes 0: gpuenv_sync leaves the sum out)
+    unsigned next = cur + 1;
+    l.rr_at = next;
+    // one comparison for both exceptions: seq_end is n after a release or in a tied block's first interval,
+    // 0 in an untied block's first interval, where the next thread has not started (rr_wait; its fiber is
+    // recorded where it may be new)
+    if (__builtin_expect(next >= (unsigned)l.seq_end, 0))
+        return next == (unsigned)l.nthreads ? rr_release(cur) : rr_wait(cur);  // (n: every thread waits here)
+    set_tid(l, next);
+    prefetch_stack(l.sps[next + 1]);
+    return park_thread(cur, thread_ctx(next));
 }
+
+extern "C" int gpuenv_barrier(const char* file, int site, int value) {
+    barrier<true>(file, site, value);
+    return (int)L.bar_res;  // (resumed: the result of the barrier released since)
+}
+extern "C" void gpuenv_sync(const char* file, int site) { barrier<false>(file, site, 0); }
 
 extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
     Launch& l = L;
+    if (l.rr_run) leave_rr();
     watchdog_poll();
     catch_up(l);
     Thread& th = l.threads[l.cur];
@@ -317,11 +261,23 @@ bool run_block() {
     l.nwait = l.nbar = 0;
     l.bar_div = l.bar_fchk = false;
     l.rr_at = l.rr_ok ? 0 : -1;
+    l.rr_run = false;
+    l.tied_first = false;
     l.bar_where = -1;  // (no site: the first arrival records its own)
     l.epoch = 1;
     l.pend.kind = 0;
     l.pend_ws.kind = 0;
     memset(l.warp_sync, 0, sizeof l.warp_sync);
+    if (l.tied) {  // every thread t starts on the fiber that ran thread t of the last block (rr_exit)
+        l.tied = false;
+        l.rr_run = l.tied_first = true;
+        l.seq_end = l.nthreads;  // (the fast path switches to sps[t + 1] while t + 1 < seq_end)
+        l.next_new = 1;
+        l.st->end = 0;  // (none starts the next one itself: each has its fiber)
+        set_tid(l, 0);
+        from_sched(thread_ctx(0));
+        if (l.aborted) return false;
+    }
     for (;;) {
         for (;;) {
             if (l.rq_head < l.rq_tail) {

@@ -17,6 +17,14 @@ constexpr size_t kDynMax = 64 * 1024;
 constexpr size_t kShadowBytes = 64 * 1024;  // shadowed shared memory per kind (static, dynamic)
 constexpr int kMaxVars = 1024;              // static __shared__ variables and red zones per module
 constexpr uint16_t kMany = 0xFFFF;
+constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
+
+// What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
+// among `n` threads (0 for a plain __syncthreads)
+inline int barrier_result(int flavour, int count, int n) {
+    return flavour == GPUENV_BAR_COUNT ? count : flavour == GPUENV_BAR_AND ? count == n
+         : flavour == GPUENV_BAR_OR ? count > 0 : 0;
+}
 
 // T_LOCK: in lockstep mode, waiting before a shared-memory access until every lane of its wave is there
 // (a thread that returned keeps T_NEW or T_RUN: when no thread can run, those are the ones that returned;
@@ -36,11 +44,9 @@ struct Fiber {
 struct Thread {
     uint8_t state;
     uint8_t op;        // warp operation (with arg and width, its operands)
-    gpuenv_u3 tid;     // threadIdx, set once per launch
-    void* sp;          // while it waits: its saved stack pointer (x86-64 switch), in the line its arrival writes
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
-    const char* file;  // with `where` (line * 1024 + column): the site's identity
+    const char* file;  // with `where` (line * 1024 + column; a barrier's: its site, gpuenv_cpu.h): the site's identity
     int where;
     int arg, width;
     uint64_t val, res;   // the thread's value in, the result out
@@ -94,7 +100,16 @@ struct Launch {
     uint64_t own_cap;
     uint64_t* own_segs;
     gpuenv_report_t rep;
-    Thread threads[kMaxThreads + 2];  // (two past the largest block: pick_thread reads the sp of seq_next + 1 unchecked)
+    Thread threads[kMaxThreads];
+    // each thread's threadIdx and linear id, as gpuenv_state starts: a switch writes them in one store (set_tid)
+    struct alignas(16) Ids {
+        gpuenv_u3 tid;
+        unsigned lin;
+    } ids[kMaxThreads];
+    // while thread t waits: its saved stack pointer (x86-64 switch), apart from Thread so that the barrier's
+    // fast path indexes it without a multiply and eight share a cache line (two entries past the largest
+    // block: the fast path and pick_thread prefetch the stack of the thread after next unchecked)
+    void* sps[kMaxThreads + 2];
     int nthreads, next_new, nlive, warp, warp_shift;  // warp = 1 << warp_shift
     unsigned inline_end;  // gpuenv_state.end of a newly started thread: nthreads, or 0 (checked, lockstep)
     int runq[kMaxThreads];
@@ -103,7 +118,7 @@ struct Launch {
     int nwait;              // threads waiting at a warp operation or in lockstep (resolve_warps has work)
     // the barrier interval's arrivals, counted as they come (a release needs no scan of the block):
     // how many, the first one's site and kind, whether any other differed, the sum of their predicates
-    int nbar, bar_where, bar_op, bar_count;
+    int nbar, bar_where, bar_op, bar_count;  // (bar_where: the first arrival's site, gpuenv_cpu.h)
     const char* bar_file;
     bool bar_div;
     bool bar_fchk;     // an arrival's file pointer differed from the first's: compare the names at release
@@ -116,7 +131,13 @@ struct Launch {
     // leave_rr records them as the general path does as soon as anything differs (executor.cpp). -1: off
     int rr_at;
     bool rr_ok;
-    bool flat;  // a one-dimensional block: threadIdx is (linear id, 0, 0)
+    // the running thread was resumed by the round-robin fast path (gpuenv_barrier, gpuenv_next_thread): it is
+    // rr_at, and cur, cur_fiber and seq_next are not written per switch; leave_rr writes them before anything
+    // else reads them. Threads that exit in order in such an interval (bar_where is kExitSite) keep their
+    // fibers: thread t's fiber waits in gpuenv_next_thread, its context in sps[t], until it starts thread t
+    // of the next block (tied: the last block ended so; tied_first: this block started so and its first
+    // barrier has not released, threads after rr_at have not started).
+    bool rr_run, tied, tied_first;
     int cur;
     Fiber* cur_fiber;
     void* sched_sp;

@@ -12,13 +12,13 @@ namespace gx {
 static void fiber_main();
 
 #if defined(__x86_64__) && !defined(GPUENV_UCONTEXT)
-// Saves the callee-saved registers and the stack pointer in *save, continues on stack `to`, and hands
-// `value` to the fiber it resumes as that fiber's return value (the barrier's result: a waiting thread
-// returns it straight from its own switch, so a barrier's fast path is a tail call with no frame of its own).
+// Saves the callee-saved registers and the stack pointer in *save and continues on stack `to`: a
+// barrier's fast path is a tail call with no frame of its own (a resumed thread whose barrier returns a
+// value reads it from L.bar_res, which the next release alone changes).
 // It leaves through an indirect jump to the popped return address, not `ret`: the return-stack predictor
 // always misses a switch's `ret` (the address belongs to another stack), while the jump's target, a
 // waiting thread's barrier call site, is mostly the same from one switch to the next and is predicted.
-extern "C" int gpuenv_switch(void** save, void* to, int value);
+extern "C" void gpuenv_switch(void** save, void* to);
 asm(R"(
 .text
 .globl gpuenv_switch
@@ -39,7 +39,6 @@ gpuenv_switch:
     popq %r12
     popq %rbx
     popq %rbp
-    movl %edx, %eax
     popq %rcx
     jmpq *%rcx
 .size gpuenv_switch,.-gpuenv_switch
@@ -60,14 +59,14 @@ static void ctx_init(Fiber* f) {
     for (int i = 0; i < 6; i++) *--sp = nullptr;
     f->sp = sp;
 }
-// Contexts: a waiting thread's is saved in its Thread, a free fiber's (one no thread waits on) in the Fiber,
+// Contexts: a waiting thread t's is saved in L.sps[t], a free fiber's (one no thread waits on) in the Fiber,
 // the scheduler's in L.sched_sp. park_*: save the current one there and continue at `to`.
-static inline void* thread_ctx(const Thread& t) { return t.sp; }
+static inline void* thread_ctx(unsigned t) { return L.sps[t]; }
 static inline void* fiber_ctx(const Fiber* f) { return f->sp; }
 static inline void* sched_ctx() { return L.sched_sp; }
-static inline int park_thread(Thread& me, void* to) { return gpuenv_switch(&me.sp, to, (int)L.bar_res); }
-static inline int park_fiber(Fiber* me, void* to) { return gpuenv_switch(&me->sp, to, (int)L.bar_res); }
-static inline void from_sched(void* to) { gpuenv_switch(&L.sched_sp, to, (int)L.bar_res); }
+static inline void park_thread(unsigned me, void* to) { gpuenv_switch(&L.sps[me], to); }
+static inline void park_fiber(Fiber* me, void* to) { gpuenv_switch(&me->sp, to); }
+static inline void from_sched(void* to) { gpuenv_switch(&L.sched_sp, to); }
 #else
 static void ctx_init(Fiber* f) {
     if (!f->uc) f->uc = new ucontext_t;
@@ -79,17 +78,14 @@ static void ctx_init(Fiber* f) {
     makecontext(u, fiber_main, 0);
 }
 // (a ucontext stays with its fiber: a waiting thread's is its fiber's)
-static inline void* thread_ctx(const Thread& t) { return t.fiber->uc; }
+static inline void* thread_ctx(unsigned t) { return L.threads[t].fiber->uc; }
 static inline void* fiber_ctx(const Fiber* f) { return f->uc; }
 static inline void* sched_ctx() {
     if (!L.sched_uc) L.sched_uc = new ucontext_t;
     return L.sched_uc;
 }
-static inline int park_fiber(Fiber* me, void* to) {
-    swapcontext((ucontext_t*)me->uc, (ucontext_t*)to);
-    return (int)L.bar_res;
-}
-static inline int park_thread(Thread& me, void* to) { return park_fiber(me.fiber, to); }
+static inline void park_fiber(Fiber* me, void* to) { swapcontext((ucontext_t*)me->uc, (ucontext_t*)to); }
+static inline void park_thread(unsigned me, void* to) { park_fiber(L.threads[me].fiber, to); }
 static inline void from_sched(void* to) { swapcontext((ucontext_t*)sched_ctx(), (ucontext_t*)to); }
 #endif
 

@@ -74,7 +74,7 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     w.warp_shift = d->warp_size == 64 ? 6 : 5;
     for (unsigned t = 0; t < n; t++) {
         unsigned bx = d->block[0], by = d->block[1];
-        w.threads[t].tid = {t % bx, (t / bx) % by, t / (bx * by)};
+        w.ids[t] = {{t % bx, (t / bx) % by, t / (bx * by)}, t};
         w.threads[t].state = T_NEW;  // (an aborted launch may have left waiting states)
     }
     w.aborted = false;
@@ -82,7 +82,6 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     w.check = d->check & GPUENV_CHECK_ACCESS;
     w.lockstep = d->check & GPUENV_LOCKSTEP;
     w.rr_ok = !w.check && !w.lockstep;
-    w.flat = d->block[1] == 1 && d->block[2] == 1;
     w.t0 = t0;
     w.nsegs = 0;
     w.out_len = 0;
@@ -90,7 +89,6 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
         memset(&w.rep, 0, sizeof w.rep);
         w.r = &w.rep;
     }
-    w.st->tid = {0, 0, 0};  // (a flat block's threads write only x)
     w.st->bdim = {d->block[0], d->block[1], d->block[2]};
     w.st->gdim = {d->grid[0], d->grid[1], d->grid[2]};
     w.st->dyn_shared = w.dyn_buf;

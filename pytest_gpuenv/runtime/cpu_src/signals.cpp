@@ -205,7 +205,7 @@ extern "C" void gpuenv_grid_sync(const char*, int where) {
     textf(L.r->text, sizeof L.r->text,
           "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
           "executor does not run: it runs blocks one after another, so no block could wait for the others",
-          (unsigned long)L.r->pc, where >> 10);
+          (unsigned long)L.r->pc, gpuenv_where_line(where));
     fail_in_fiber();
 }
 

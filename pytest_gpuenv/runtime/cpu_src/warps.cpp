@@ -184,7 +184,7 @@ static void ranges(char* out, size_t cap, const uint8_t* sel) {
 
 // Releases the barrier every live thread waits at; false (with a report) when it cannot. The arrivals
 // were counted as they came (gpuenv_barrier): when every thread of the block waits at one site, the
-// release is O(1) (the threads run next in order, next_fiber); otherwise the scan below says why not.
+// release is O(1) (the threads run next in order); otherwise the scan below says why not.
 bool release_barrier() {
     int n = L.nthreads;
     if (L.rr_at >= 0) leave_rr();  // (a round-robin interval that did not complete: its last arrival releases it itself)
@@ -194,8 +194,7 @@ bool release_barrier() {
         L.bar_fchk = false;
     }
     if (L.nbar == n && !L.bar_div) {
-        int op = L.bar_op, count = L.bar_count;
-        L.bar_res = op == GPUENV_BAR_COUNT ? count : op == GPUENV_BAR_AND ? count == n : op == GPUENV_BAR_OR ? count > 0 : 0;
+        L.bar_res = barrier_result(L.bar_op, L.bar_count, n);
         if (L.check) shadow_new_epoch();
         else L.epoch++;
         L.nbar = 0;
@@ -204,6 +203,7 @@ bool release_barrier() {
         if (L.rr_ok) {  // the next interval may go round robin: no recorded state above T_RUN
             for (int t = 0; t < n; t++) L.threads[t].state = T_RUN;
             L.rr_at = 0;
+            L.rr_run = true;  // (the scheduler resumes thread 0 first: it is rr_at)
             L.bar_where = -1;
         }
         return true;
@@ -238,7 +238,7 @@ bool release_barrier() {
         }
         textf(r->text, sizeof r->text, " threads ");
         ranges(r->text, sizeof r->text, sel);
-        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), where >> 10);
+        textf(r->text, sizeof r->text, " wait at the barrier at @pc:%lx:L%d@;", (unsigned long)pc_rel(pc), gpuenv_site_line(where));
     }
     int nexit = 0;
     for (int t = 0; t < n; t++) nexit += (sel[t] = L.threads[t].state <= T_RUN);  // no longer waiting: returned

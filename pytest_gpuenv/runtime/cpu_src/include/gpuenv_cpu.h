@@ -14,8 +14,9 @@ struct gpuenv_u3 {
 // kernel module defines its own (hip_runtime.h, GPUENV_ENTRY), so that every copy of a module loaded for a
 // worker thread has one: blocks of a launch run on several OS threads, each thread on its own copy.
 struct gpuenv_state_t {
-    gpuenv_u3 tid, bid, bdim, gdim;
-    unsigned lin;  // linear thread id within the block
+    gpuenv_u3 tid;
+    unsigned lin;  // linear thread id within the block (after tid: the executor writes the two in one 16-byte store)
+    gpuenv_u3 bid, bdim, gdim;
     // the module's entry may start the threads after this one, up to `end`, itself (hip_runtime.h:
     // next_inline): the executor sets it when it starts a thread not started before (the block's newest), 0
     // when it resumes one that waited, and always 0 in checked and lockstep launches
@@ -88,11 +89,17 @@ struct gpuenv_launch_t {
 int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r);
 // A barrier or warp operation is identified by its source position (file, line * 1024 + column), as the
 // header's __builtin_FILE/LINE/COLUMN default arguments give it: code the compiler duplicates stays one site.
-int gpuenv_barrier(const char* file, int where, int kind, int value);
-// The module's entry runs the thread the executor started, then asks for the next one: 1 when it started
-// another thread on this fiber (run the kernel again). When none is left, the fiber waits inside the call
-// until it starts a thread again (1); 0 is no longer returned (an entry that returns on 0 stays correct).
-int gpuenv_next_thread(void);
+// A barrier's `site` is that position * 4 + its flavour (GPUENV_BAR_*), so that one comparison tells both;
+// `value` is its predicate as 0 or 1 (0 for a plain __syncthreads).
+static inline int gpuenv_where_line(int where) { return where >> 10; }  // a position's line
+static inline int gpuenv_site_line(int site) { return site >> 12; }     // a barrier site's line
+static inline int gpuenv_site_flavour(int site) { return site & 3; }    // a barrier site's GPUENV_BAR_*
+int gpuenv_barrier(const char* file, int site, int value);
+void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_barrier(file, site, 0)
+// The module's entry runs the thread the executor started, then asks for the next one: the call returns when
+// this fiber is to run the kernel again, for the thread gpuenv_state names (when none is left to start, the
+// fiber waits inside the call until it starts a thread again; the entry never returns within a launch).
+void gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
 __attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
 void gpuenv_atomic_check(void* p, int size, void* pc);

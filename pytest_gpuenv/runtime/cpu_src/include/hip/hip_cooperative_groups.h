@@ -30,7 +30,7 @@ class thread_group {
     // a tile wider than a wavefront syncs with a block barrier (every tile must reach the same sync)
     void sync(GPUENV_HERE) const {
         if (kind_ == gpuenv_detail::k_block || (kind_ == gpuenv_detail::k_tile && size_ > (unsigned)warpSize))
-            gpuenv_barrier(GPUENV_AT, GPUENV_BAR_PLAIN, 0);
+            gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN));
         else if (kind_ == gpuenv_detail::k_grid)
             gpuenv_grid_sync(GPUENV_AT);
         else

@@ -117,15 +117,16 @@ struct dim3 {
 #endif
 #define GPUENV_HERE const char* gpuenv_file = __builtin_FILE(), int gpuenv_where = __builtin_LINE() * 1024 + GPUENV_COLUMN
 #define GPUENV_AT gpuenv_file, gpuenv_where
-inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_barrier(GPUENV_AT, GPUENV_BAR_PLAIN, 0); }
+#define GPUENV_BAR_AT(kind) gpuenv_file, gpuenv_where * 4 + (kind)  // a barrier's site (gpuenv_cpu.h)
+inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
 inline __attribute__((always_inline)) int __syncthreads_count(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_COUNT, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_COUNT), p != 0);
 }
 inline __attribute__((always_inline)) int __syncthreads_and(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_AND, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_AND), p != 0);
 }
 inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
-    return gpuenv_barrier(GPUENV_AT, GPUENV_BAR_OR, p);
+    return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_OR), p != 0);
 }
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
@@ -371,8 +372,10 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
     extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
         /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
         auto v = gpuenv::args(name, a);                                                                      \
-        do gpuenv::call(name, v);                                                                            \
-        while (gpuenv::next_inline() || gpuenv_next_thread());                                              \
+        for (;;) {                                                                                           \
+            gpuenv::call(name, v);                                                                           \
+            if (!gpuenv::next_inline()) gpuenv_next_thread();                                                \
+        }                                                                                                    \
     }                                                                                                        \
     extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
     extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
