@@ -1,7 +1,7 @@
 """The environment model: what the detector found, as plain serialisable data.
 
 ``GpuEnv.to_dict()`` is what ``gpuenv info --json`` prints and what reaches xdist workers through
-``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data (dataclasses): no I/O.
+``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data (dataclasses, and a NamedTuple for the one-field ``ArchPattern``): no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 SCHEMA = 1
 
@@ -327,8 +327,7 @@ _SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
 _SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 
 
-@dataclass(frozen=True)
-class ArchPattern:
+class ArchPattern(NamedTuple):
     """``gfx90a``, ``gfx94*``, ``sm_90``, ``sm_80+`` (8.0 or newer). Never matches the other vendor."""
 
     text: str

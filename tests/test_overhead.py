@@ -87,7 +87,8 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 #: table, the plan preview, the leak check, the crash guard), and the packages only some runs use (each costs
 #: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
-        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv.tolerance",
+        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv._hosts", "pytest_gpuenv._routing",
+        "pytest_gpuenv.tolerance",
         "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash", "pytest_gpuenv._outputs",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 
