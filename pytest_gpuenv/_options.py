@@ -9,8 +9,7 @@ turns a value into the setting (``_option_parsers``). Lookup order: command line
 (``args``, ``linelist``, ``paths``), so a TOML array is taken as it is.
 """
 
-from __future__ import annotations
-
+# (annotations are evaluated here, without PEP 563: typing.NamedTuple compiles each field's annotation text)
 import os
 from typing import Any, NamedTuple, Optional
 

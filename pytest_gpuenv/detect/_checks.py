@@ -203,12 +203,12 @@ def _installed_hip_python(ctx: Ctx) -> Optional[str]:
     every installed distribution and parse a METADATA file: about 8 ms of every detection)."""
     from pytest_gpuenv.detect._torch import _SITE_GLOBS
 
-    pats = list(_SITE_GLOBS) if ctx.fs.root_mode else [glob.escape(os.path.dirname(p)) for p in _hip_package()]
-    for pat in pats:
-        for path in ctx.fs.glob(pat + "/hip_python-*.dist-info"):
-            m = re.match(r"^hip_python-(.+)\.dist-info$", path.rsplit("/", 1)[-1])
-            if m:
-                return m.group(1)
+    fs = ctx.fs
+    dirs = [d for pat in _SITE_GLOBS for d in fs.glob(pat)] if fs.root_mode else [os.path.dirname(p) for p in _hip_package()]
+    for d in dirs:
+        for name in fs.listdir(d):
+            if name.startswith("hip_python-") and name.endswith(".dist-info") and len(name) > 21:
+                return name[len("hip_python-"):-len(".dist-info")]
     return None
 
 

@@ -6,8 +6,8 @@ runtime probe where files cannot count devices, the visible-devices masks, the c
 and the conclusion (backend, usable).
 
 A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
-loaded, ``_probe`` when the probe runs, ``_windows`` on Windows, ``_caches`` when there are devices): one
-detection on a machine without GPUs loads only what it reads.
+loaded, ``_rocr`` when AMD GPUs are usable, ``_probe`` when the probe runs, ``_windows`` on Windows,
+``_caches`` when there are devices): one detection on a machine without GPUs loads only what it reads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pytest_gpuenv.detect import _amd, _checks, _wsl
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.detect._rocr import agent_check
 from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, Usability, family
@@ -151,6 +150,8 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
     zero: list[Device] = []
     ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev, zero))
     if any(d.usable for d in amd):  # what ROCr itself leaves out of what libhsakmt kept
+        from pytest_gpuenv.detect._rocr import agent_check
+
         ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev, zero)
         ctx.problems.extend(probs)
         if ctx.dropped:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
@@ -48,16 +47,23 @@ def find_version_py(fs: Fs, environ: Any) -> Optional[str]:
     return None
 
 
-#: ``name = 'text'`` / ``"text"`` / ``None`` (an annotation allowed) at the start of a line, for the fields read
-_FIELD = r"(?m)^(__version__|hip|cuda|xpu)\s*(?::[^=\n]*)?=\s*(?:'([^'\n]*)'|\"([^\"\n]*)\"|(None))"
+#: the fields read, each from its first ``name = 'text'`` / ``"text"`` / ``None`` at the start of a line (an
+#: annotation allowed: ``cuda: Optional[str] = None``)
+_NAMES = ("__version__", "hip", "cuda", "xpu")
 
 
 def _fields(text: str) -> dict[str, Optional[str]]:
-    """The first assignment of each field (one pass, one pattern); a field set to None maps to None."""
+    """The first assignment of each field (a string, or None for ``None``); other assignments are passed over."""
     out: dict[str, Optional[str]] = {}
-    for m in re.finditer(_FIELD, text):
-        if m.group(1) not in out:
-            out[m.group(1)] = None if m.group(4) else (m.group(2) if m.group(2) is not None else m.group(3))
+    for line in text.splitlines():
+        target, eq, value = line.partition("=")
+        name, value = target.partition(":")[0].rstrip(), value.strip()
+        if not eq or name not in _NAMES or name in out:
+            continue
+        if value.startswith("None"):
+            out[name] = None
+        elif value[:1] in ("'", '"') and value[0] in value[1:]:
+            out[name] = value[1:value.index(value[0], 1)]
     return out
 
 
