@@ -9,7 +9,7 @@ The controller's scheduler (``_dist``) sends each test only to workers that can 
 can run is skipped once with ``no_host_reason``, each host and what it lacked. ``--gpuenv-plan`` with
 several profiles previews the same routing (``plan_lines``).
 
-``--dist gpu`` is xdist's ``--dist`` with one more choice (``_dist_choice``); ``--gpuenv-dist`` asks for the
+``--dist gpu`` is xdist's ``--dist`` with one more choice (``_options.DistChoice``); ``--gpuenv-dist`` asks for the
 same. This module is the xdist side's: a run loads it with pytest-xdist's ``--dist gpu`` or ``--gpuenv-plan``.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import pytest
 
 from pytest_gpuenv import _skipping, markers
-from pytest_gpuenv._dist_choice import DIST
+from pytest_gpuenv._options import DIST
 from pytest_gpuenv._skipping import Skip
 
 if TYPE_CHECKING:  # pragma: no cover

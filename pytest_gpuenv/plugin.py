@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _dist_choice, _hide, _options, _runtest, _session, fixtures, markers, report
+from pytest_gpuenv import _hide, _options, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
 from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
@@ -34,7 +34,7 @@ from pytest_gpuenv.model import GpuEnv
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
-    pluginmanager.register(_dist_choice.DistChoice(parser), "gpuenv-dist-choice")
+    pluginmanager.register(_options.DistChoice(parser), "gpuenv-dist-choice")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,12 +53,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         _crash.start(config, session)
     if session.settings.dist:
-        _dist_choice.check_dist_request(config)
+        _options.check_dist_request(config)
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
 
         if session.settings.dist and not hasattr(config, "workerinput"):  # --gpuenv-dist: as --dist gpu
-            config.option.dist = _dist_choice.DIST
+            config.option.dist = _options.DIST
 
         _xdist.configure(config, session)
 

@@ -16,10 +16,10 @@ import sys
 from typing import Any, Optional
 
 from pytest_gpuenv.detect import _amd, _checks, _wsl
+from pytest_gpuenv.detect._checks import read_torch
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, Usability, family
 
