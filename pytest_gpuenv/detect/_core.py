@@ -6,8 +6,9 @@ runtime probe where files cannot count devices, the visible-devices masks, the c
 and the conclusion (backend, usable).
 
 A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
-loaded, ``_rocr`` when AMD GPUs are usable, ``_probe`` when the probe runs, ``_windows`` on Windows,
-``_caches`` when there are devices): one detection on a machine without GPUs loads only what it reads.
+loaded, ``_access`` when AMD GPUs are found, ``_rocr`` when they are usable, ``_probe`` when the probe runs,
+``_windows`` on Windows, ``_caches`` when there are devices): one detection on a machine without GPUs loads
+only what it reads.
 """
 
 from __future__ import annotations
@@ -143,8 +144,10 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
             d.usable, d.unusable_reason = False, "amdgpu module not live"
     if not amd:
         return amd
+    from pytest_gpuenv.detect._access import check_access
+
     found = len(amd)
-    amd, probs = _amd.check_access(fs, amd, ctx.env.container, ev)
+    amd, probs = check_access(fs, amd, ctx.env.container, ev)
     ctx.problems.extend(probs)
     # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
     zero: list[Device] = []
