@@ -25,7 +25,7 @@ def _modules_after(code: str) -> dict[str, object]:
 
 
 def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
-    """A Linux tree with no GPU: neither NVML, the probe, the NVIDIA, ROCr, /dev access or Windows module, nor package
+    """A Linux tree with no GPU: neither NVML, the probe, the NVIDIA, ROCr, /dev access, WSL or Windows module, nor package
     metadata (importlib.metadata's METADATA parser), nor the AMD cache table is loaded; that table compiles
     its patterns on its first lookup, not at import."""
     (tmp_path / "proc").mkdir()
@@ -42,7 +42,7 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     loaded = set(res["mods"])
     for lazy in ("pytest_gpuenv.runtime.nvml", "pytest_gpuenv.detect._probe", "pytest_gpuenv.detect._nvidia",
                  "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect._caches", "pytest_gpuenv.detect._rocr",
-                 "pytest_gpuenv.detect._access",
+                 "pytest_gpuenv.detect._access", "pytest_gpuenv.detect._wsl",
                  "email.parser"):
         assert lazy not in loaded, lazy
     assert res["patterns"] == 0
