@@ -17,8 +17,7 @@ from typing import Any, NamedTuple, Optional
 import pytest
 
 from pytest_gpuenv import _option_parsers as p
-from pytest_gpuenv._ini import getini, ini_where
-from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX
+from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX, getini, ini_where
 from pytest_gpuenv.model import BACKEND_CHOICES, LEAK_MODES, PERF_MODES
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
