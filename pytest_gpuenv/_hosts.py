@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional
 
 import pytest
 
+from pytest_gpuenv._session import host_name
 from pytest_gpuenv.detect._visible import MASK_VARS, amd_worker_masks
 from pytest_gpuenv.model import Device, GpuEnv
 
@@ -92,10 +93,8 @@ def here(root: Optional[str], backend: str = "auto", probe: str = "auto") -> Hos
     key_of = json.dumps([hostname, _boot_id(), root, masks], sort_keys=True)
     env = {k: v for k, v in os.environ.items() if k.startswith(_INPUT_PREFIXES) or k in _INPUT_NAMES}
     inputs_of = json.dumps([sys.executable, backend, probe, env], sort_keys=True)
-    bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
-    bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
     key = _digest(key_of)
-    return Host(hostname + (f" ({', '.join(bits)})" if bits else ""), key, _digest(key + inputs_of))
+    return Host(host_name(root), key, _digest(key + inputs_of))
 
 
 class Seats:

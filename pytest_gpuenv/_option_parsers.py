@@ -3,10 +3,17 @@
 Each parser takes the option, the value as found (a command-line or environment text, or what the ini file
 holds: a string, a list, or under pytest 9's ``[tool.pytest]`` any TOML value), where it came from, and the
 config; it returns the setting or raises ``pytest.UsageError`` naming the value and its source.
+
+The ini values as the file holds them: pytest converts an ini value to the option's registered type; where the
+file holds another TOML type, pytest refuses it (``[tool.pytest]``: TypeError, 9.2: UsageError; a list given to a
+``string`` option under ``[tool.pytest.ini_options]``: a deprecation warning, an error from pytest 10).
+``getini`` then returns the value as the file holds it, so the option's own check names it (a number is a fine
+``gpuenv_perf_max_time``).
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import shlex
@@ -15,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import pytest
 
 from pytest_gpuenv import _hide, _skip_patterns
-from pytest_gpuenv._ini import kind_of, path_text
 from pytest_gpuenv._paths import directory_problem, output_file_problem
 from pytest_gpuenv.model import MAX_DEVICES, ArchPattern, parse_size, safe_repr
 
@@ -29,6 +35,54 @@ Parser = Callable[["Option", Any, str, pytest.Config], Any]
 PROBE_TIMEOUT_MAX = 3600
 
 
+# ------------------------------------------------------------------------------------------ ini values
+def _raw(config: pytest.Config, name: str) -> Any:
+    # pytest 9.1+ keeps the file's values in _inicfg (ConfigValue objects) and deprecates inicfg
+    cfg = getattr(config, "_inicfg", None)
+    raw = (cfg if cfg is not None else config.inicfg).get(name)
+    return getattr(raw, "value", raw)
+
+
+def getini(config: pytest.Config, name: str, kind: str = "string") -> Any:
+    """``config.getini(name)`` of an option of pytest type ``kind``, or the value as the file holds it where
+    pytest would refuse its TOML type (a non-string value of a ``string`` option is never handed to pytest)."""
+    if kind == "string":
+        raw = _raw(config, name)
+        if raw is not None and not isinstance(raw, str):
+            return raw
+    try:
+        return config.getini(name)
+    except (TypeError, ValueError, pytest.UsageError):
+        # 9.2 reports a type mismatch as a UsageError; 9.1 lets shlex's ValueError ("No closing quotation")
+        # of an ``args`` value out as it is
+        return _raw(config, name)
+
+
+def ini_where(config: pytest.Config, name: str) -> str:
+    """``ini option NAME in FILE``, for messages."""
+    return f"ini option {name}" + (f" in {config.inipath.name}" if config.inipath is not None else "")
+
+
+def kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, text in ((list, "a list"), (dict, "a table"), ((int, float), "a number"),
+                       ((datetime.date, datetime.time), "a date or time")):
+        if isinstance(value, kind):
+            return text
+    return f"a {type(value).__name__}"
+
+
+def path_text(value: Any, what: str, where: str) -> str:
+    """``value`` when it can name a file: a string without a NUL character; else a UsageError naming the
+    value, where it came from and what it is."""
+    if isinstance(value, str) and "\0" not in value:
+        return value
+    problem = "holds a NUL character" if isinstance(value, str) else f"is {kind_of(value)}"
+    raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}; expected a path")
+
+
+# ------------------------------------------------------------------------------------------ parsers
 def _worker(config: pytest.Config) -> bool:
     """An xdist worker: output paths are checked where they are written (it may run on another host)."""
     return hasattr(config, "workerinput")

@@ -1,5 +1,6 @@
 """Options: one ``gpuenv`` group, declared once in ``OPTIONS``, which drives the command-line options, their ini
-twins and the resolution (``resolve``).
+twins and the resolution (``resolve``); and ``--dist gpu``, the choice added to pytest-xdist's ``--dist``
+(``DistChoice``), with ``--gpuenv-dist`` checked where it cannot take effect (``check_dist_request``).
 
 Each row names the option (``gpuenv_backend``: the dest, the ini name and ``--gpuenv-backend``), its
 environment variable, its ini type, metavar, help, default (as a user would write it) and the parser that
@@ -9,16 +10,14 @@ turns a value into the setting (``_option_parsers``). Lookup order: command line
 (``args``, ``linelist``, ``paths``), so a TOML array is taken as it is.
 """
 
-from __future__ import annotations
-
+# (annotations are evaluated here, without PEP 563: typing.NamedTuple compiles each field's annotation text)
 import os
 from typing import Any, NamedTuple, Optional
 
 import pytest
 
 from pytest_gpuenv import _option_parsers as p
-from pytest_gpuenv._ini import getini, ini_where
-from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX
+from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX, getini, ini_where
 from pytest_gpuenv.model import BACKEND_CHOICES, LEAK_MODES, PERF_MODES
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
@@ -222,3 +221,35 @@ def resolve(config: pytest.Config) -> Settings:
 def defaults(config: pytest.Config) -> Settings:
     """Every option at its default (a run where the plugin is not configured)."""
     return Settings(**{opt.setting: opt.parse(opt, opt.default, "default", config) for opt in OPTIONS})
+
+
+# ------------------------------------------------------------------------------------------ --dist gpu
+#: the ``--dist`` value pytest-xdist takes for ``--gpuenv-dist`` (routed by ``_routing``)
+DIST = "gpu"
+
+
+class DistChoice:
+    """Adds ``gpu`` to xdist's ``--dist`` choices once xdist has registered its options."""
+
+    def __init__(self, parser: pytest.Parser) -> None:
+        self.parser = parser
+
+    def pytest_plugin_registered(self, plugin: Any, plugin_name: str, manager: Any) -> None:
+        if plugin_name != "xdist":
+            return
+        for option in self.parser.getgroup("xdist").options:
+            attrs = option.attrs()
+            if "--dist" in option.names() and isinstance(attrs.get("choices"), list) and DIST not in attrs["choices"]:
+                attrs["choices"] = [*attrs["choices"], DIST]
+
+
+def check_dist_request(config: pytest.Config) -> None:
+    """``--gpuenv-dist`` where it cannot take effect is a usage error, not a run quietly scheduled otherwise:
+    without pytest-xdist (not installed, or ``-p no:xdist``), or beside another explicit ``--dist`` mode."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        raise pytest.UsageError("gpuenv: --gpuenv-dist from command line needs pytest-xdist, which is not "
+                                "loaded here (not installed, or disabled with -p no:xdist)")
+    mode = config.getoption("dist", None)
+    if mode not in (None, "no", "load", DIST):  # load: what -n alone sets
+        raise pytest.UsageError(f"gpuenv: --gpuenv-dist from command line conflicts with --dist {mode}: "
+                                f"give one of them (--gpuenv-dist is --dist {DIST})")

@@ -9,8 +9,8 @@ The controller's scheduler (``_dist``) sends each test only to workers that can 
 can run is skipped once with ``no_host_reason``, each host and what it lacked. ``--gpuenv-plan`` with
 several profiles previews the same routing (``plan_lines``).
 
-``--dist gpu`` is xdist's ``--dist`` with one more choice: ``DistChoice`` adds it when xdist registers
-its options; ``--gpuenv-dist`` asks for the same.
+``--dist gpu`` is xdist's ``--dist`` with one more choice (``_options.DistChoice``); ``--gpuenv-dist`` asks for the
+same. This module is the xdist side's: a run loads it with pytest-xdist's ``--dist gpu`` or ``--gpuenv-plan``.
 """
 
 from __future__ import annotations
@@ -20,42 +20,14 @@ from typing import TYPE_CHECKING, Any, Optional
 import pytest
 
 from pytest_gpuenv import _skipping, markers
+from pytest_gpuenv._options import DIST
 from pytest_gpuenv._skipping import Skip
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.model import GpuEnv
 
-#: the ``--dist`` value
-DIST = "gpu"
 #: fixtures that skip where no GPU is usable (``hip_kernel`` runs on the CPU executor instead)
 _GPU_FIXTURES = ("gpu_device", "gpu_bench")
-
-
-class DistChoice:
-    """Adds ``gpu`` to xdist's ``--dist`` choices once xdist has registered its options."""
-
-    def __init__(self, parser: pytest.Parser) -> None:
-        self.parser = parser
-
-    def pytest_plugin_registered(self, plugin: Any, plugin_name: str, manager: Any) -> None:
-        if plugin_name != "xdist":
-            return
-        for option in self.parser.getgroup("xdist").options:
-            attrs = option.attrs()
-            if "--dist" in option.names() and isinstance(attrs.get("choices"), list) and DIST not in attrs["choices"]:
-                attrs["choices"] = [*attrs["choices"], DIST]
-
-
-def check_dist_request(config: pytest.Config) -> None:
-    """``--gpuenv-dist`` where it cannot take effect is a usage error, not a run quietly scheduled otherwise:
-    without pytest-xdist (not installed, or ``-p no:xdist``), or beside another explicit ``--dist`` mode."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        raise pytest.UsageError("gpuenv: --gpuenv-dist from command line needs pytest-xdist, which is not "
-                                "loaded here (not installed, or disabled with -p no:xdist)")
-    mode = config.getoption("dist", None)
-    if mode not in (None, "no", "load", DIST):  # load: what -n alone sets
-        raise pytest.UsageError(f"gpuenv: --gpuenv-dist from command line conflicts with --dist {mode}: "
-                                f"give one of them (--gpuenv-dist is --dist {DIST})")
 
 
 def wanted(config: pytest.Config) -> bool:

@@ -1,6 +1,6 @@
 """The plugin's state for one run: one ``GpuenvSession`` in ``config.stash`` under ``SESSION_KEY``.
 
-``start(config, worker_env)`` resolves the options, names this host, detects the environment (or
+``start(config, worker_env)`` resolves the options, names this host (``host_name``), detects the environment (or
 takes the model an xdist controller sent down), sets the variables the run needs and stores the
 session; hooks and fixtures read it with ``get_session`` (or ``get_env`` / ``get_settings``). The
 session holds the hardware skips, the ``--gpuenv-plan`` table, the xdist worker's GPUs, the hosts of
@@ -12,15 +12,17 @@ timer is a subsystem the run imports only where a test measures). ``start`` also
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuenv import _hosts, _options
+from pytest_gpuenv import _options
 from pytest_gpuenv._hide import HiddenModules
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
+from pytest_gpuenv.detect._visible import MASK_VARS
 from pytest_gpuenv.model import GpuEnv
 from pytest_gpuenv.report import hosts_json
 
@@ -162,15 +164,25 @@ def get_settings(config: pytest.Config) -> Settings:
     return config.stash[SESSION_KEY].settings
 
 
+def host_name(root: Optional[str]) -> str:
+    """This host for people (``GpuenvSession.host``, ``_hosts.Host.name``): the host name, with the root the
+    detection reads and the visible-devices masks where set, as the environment stands now."""
+    root = root or "/"
+    bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
+    masks = {k: os.environ[k] for k in MASK_VARS if k in os.environ}
+    bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
+    return (socket.gethostname() or "localhost") + (f" ({', '.join(bits)})" if bits else "")
+
+
 def start(config: pytest.Config,
-          worker_env: Callable[[pytest.Config, Settings, _hosts.Host], Optional[GpuEnv]]) -> GpuenvSession:
+          worker_env: Callable[[pytest.Config, Settings], Optional[GpuEnv]]) -> GpuenvSession:
     """Resolve the options, detect (unless ``worker_env`` gives the model an xdist controller sent), store
-    the session."""
+    the session. ``worker_env`` runs before this run sets any variable."""
     settings = _options.resolve(config)
-    host = _hosts.here(settings.root, settings.backend, settings.probe)
-    env = worker_env(config, settings, host)
+    name = host_name(settings.root)
+    env = worker_env(config, settings)
     env = env if env is not None else _detect(config, settings)
-    session = GpuenvSession(env, settings, host=host.name)
+    session = GpuenvSession(env, settings, host=name)
     config.stash[SESSION_KEY] = session
     if settings.json_path or config.getoption("xmlpath", None):  # its per-test hooks only where read
         from pytest_gpuenv._outputs import Outputs  # boundary: the run's files, only when one is asked for

@@ -1,7 +1,8 @@
 """The environment model: what the detector found, as plain serialisable data.
 
 ``GpuEnv.to_dict()`` is what ``gpuenv info --json`` prints and what reaches xdist workers through
-``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data (dataclasses): no I/O.
+``workerinput``; ``GpuEnv.from_dict()`` rebuilds it. Everything here is pure data (dataclasses; NamedTuples for
+the records never changed, ``Problem`` and ``ArchPattern``): no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 SCHEMA = 1
 
@@ -52,9 +53,9 @@ STABLE_CODES = (
 )
 
 
-@dataclass
-class Problem:
-    """Something wrong (or worth knowing) about the environment, with the fix a person needs."""
+class Problem(NamedTuple):
+    """Something wrong (or worth knowing) about the environment, with the fix a person needs (a record made once,
+    never changed)."""
 
     code: str
     message: str
@@ -66,7 +67,7 @@ class Problem:
     category: str = "environment"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self._asdict()
 
 
 @dataclass
@@ -174,7 +175,7 @@ class GpuEnv:
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "usable": self.usable.value}
+        return {**dataclasses.asdict(self), "usable": self.usable.value, "problems": [p.to_dict() for p in self.problems]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GpuEnv:
@@ -188,7 +189,7 @@ class GpuEnv:
         data["hidden_devices"] = [
             Device(**{k: v for k, v in d.items() if k in dev_fields}) for d in data.get("hidden_devices", [])
         ]
-        prob_fields = {f.name for f in dataclasses.fields(Problem)}
+        prob_fields = set(Problem._fields)
         data["problems"] = [Problem(**{k: v for k, v in p.items() if k in prob_fields}) for p in data.get("problems", [])]
         return cls(**data)
 
@@ -327,8 +328,7 @@ _SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
 _SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 
 
-@dataclass(frozen=True)
-class ArchPattern:
+class ArchPattern(NamedTuple):
     """``gfx90a``, ``gfx94*``, ``sm_90``, ``sm_80+`` (8.0 or newer). Never matches the other vendor."""
 
     text: str

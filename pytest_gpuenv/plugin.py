@@ -5,7 +5,8 @@ markers and their evaluation), ``_runtest`` (what happens to each test), ``repor
 summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measurements sent back),
 ``fixtures`` (the fixtures, found here by pytest).
 
-The subsystems behind a boundary are imported where a run needs them: ``_xdist`` (with pytest-xdist),
+The subsystems behind a boundary are imported where a run needs them: ``_xdist`` (with pytest-xdist; the
+hosts, ``_hosts``, and the routing of ``--dist gpu``, ``_routing``, with it),
 the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``), the tolerance
 profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
 (``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
@@ -23,8 +24,7 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _hide, _options, _routing, _runtest, _session, fixtures, markers, report
-from pytest_gpuenv._hosts import Host
+from pytest_gpuenv import _hide, _options, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._options import Settings
 from pytest_gpuenv._session import GpuenvSession, get_env, get_session
 from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
@@ -34,7 +34,7 @@ from pytest_gpuenv.model import GpuEnv
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     _options.add_options(parser)
-    pluginmanager.register(_routing.DistChoice(parser), "gpuenv-dist-choice")
+    pluginmanager.register(_options.DistChoice(parser), "gpuenv-dist-choice")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -53,23 +53,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
         _crash.start(config, session)
     if session.settings.dist:
-        _routing.check_dist_request(config)
+        _options.check_dist_request(config)
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_gpuenv import _xdist
 
         if session.settings.dist and not hasattr(config, "workerinput"):  # --gpuenv-dist: as --dist gpu
-            config.option.dist = _routing.DIST
+            config.option.dist = _options.DIST
 
         _xdist.configure(config, session)
 
 
-def _worker_env(config: pytest.Config, settings: Settings, host: Host) -> Optional[GpuEnv]:
-    """In an xdist worker, the model its controller sent (``_xdist_worker.worker_env``); None elsewhere."""
+def _worker_env(config: pytest.Config, settings: Settings) -> Optional[GpuEnv]:
+    """In an xdist worker, the model its controller sent (``_xdist_worker.worker_env``, given this host as it
+    stands before the run sets any variable); None elsewhere."""
     if not hasattr(config, "workerinput"):
         return None
-    from pytest_gpuenv import _xdist_worker
+    from pytest_gpuenv import _hosts, _xdist_worker
 
-    return _xdist_worker.worker_env(config, settings, host)
+    return _xdist_worker.worker_env(config, settings, _hosts.here(settings.root, settings.backend, settings.probe))
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_configure")

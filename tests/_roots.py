@@ -173,7 +173,7 @@ args = json.loads(sys.argv[1])
 # files may live where the scenario user cannot read them (e.g. /root/.pyenv)
 import glob, grp, pwd, zlib, hashlib, subprocess, signal, ctypes, importlib.util, copy, errno, stat
 import pytest_gpuenv.detect as D
-from pytest_gpuenv.detect import _core, _amd, _nvidia, _wsl, _windows, _checks, _torch, _compilers, _probe, _visible, _fs
+from pytest_gpuenv.detect import _core, _amd, _nvidia, _wsl, _windows, _checks, _compilers, _probe, _rocr, _access, _visible, _fs
 os.setgroups(args["groups"])
 os.setgid(args["gid"])
 os.setuid(args["uid"])

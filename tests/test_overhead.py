@@ -25,7 +25,7 @@ def _modules_after(code: str) -> dict[str, object]:
 
 
 def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
-    """A Linux tree with no GPU: neither NVML, the probe, the NVIDIA or Windows module, nor package
+    """A Linux tree with no GPU: neither NVML, the probe, the NVIDIA, ROCr, /dev access, WSL or Windows module, nor package
     metadata (importlib.metadata's METADATA parser), nor the AMD cache table is loaded; that table compiles
     its patterns on its first lookup, not at import."""
     (tmp_path / "proc").mkdir()
@@ -41,7 +41,9 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
     assert res["backend"] == "cpu"
     loaded = set(res["mods"])
     for lazy in ("pytest_gpuenv.runtime.nvml", "pytest_gpuenv.detect._probe", "pytest_gpuenv.detect._nvidia",
-                 "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect._caches", "email.parser"):
+                 "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect._caches", "pytest_gpuenv.detect._rocr",
+                 "pytest_gpuenv.detect._access", "pytest_gpuenv.detect._wsl",
+                 "email.parser"):
         assert lazy not in loaded, lazy
     assert res["patterns"] == 0
 
@@ -87,7 +89,8 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 #: table, the plan preview, the leak check, the crash guard), and the packages only some runs use (each costs
 #: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
-        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv.tolerance",
+        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv._hosts", "pytest_gpuenv._routing",
+        "pytest_gpuenv.tolerance",
         "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash", "pytest_gpuenv._outputs",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 

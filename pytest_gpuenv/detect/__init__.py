@@ -9,7 +9,8 @@ becomes a ``Problem``.
 
 Modules: ``_core`` (the decision procedure) with ``_amd``, ``_nvidia``, ``_wsl`` and ``_windows`` per
 platform, ``_compilers`` (ROCm/CUDA installs, compilers, libraries), ``_visible`` (the masks),
-``_probe`` (T3), ``_checks`` (arch and torch build), ``_torch``, ``_fs`` (every read, under a root).
+``_probe`` (T3), ``_checks`` (torch's build read from its files; arch and torch build checks), ``_fs`` (every
+read, under a root).
 """
 
 from __future__ import annotations

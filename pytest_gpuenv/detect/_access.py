@@ -12,9 +12,6 @@ from typing import Optional
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem
 
-#: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology
-RENDER_MINORS = (128, 255)
-
 
 def check_access(
     fs: Fs, devices: list[Device], container: bool, ev: list[str]

@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._access import RENDER_MINORS as _RENDER_MINORS
-from pytest_gpuenv.detect._access import check_access
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
 
-__all__ = ["check_access"]
+#: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology (``_access``)
+_RENDER_MINORS = (128, 255)
 
 KFD_TOPOLOGY = ("/sys/class/kfd/kfd/topology", "/sys/devices/virtual/kfd/kfd/topology")
 #: one ``%u`` of libhsakmt's ``sscanf("%u.%u.%u%c")``: C-locale space, a sign, ASCII digits

@@ -98,8 +98,9 @@ def rocm_userspace(fs: Fs, environ: Any, ev: list[str]) -> dict[str, Any]:
     if not _rocm_home(fs, environ, info, ev):
         # Debian/Ubuntu packages: libamdhip64 in the multiarch dir, version in the changelog
         for libdir in _multiarch_dirs(fs):
-            if any(fs.exists(f"{libdir}/libamdhip64.so.{major}") for major in _HIP_MAJORS):
-                info.update(path="/usr", lib_dirs=[libdir], version=_debian_version(fs, ev))
+            major = next((m for m in _HIP_MAJORS if fs.exists(f"{libdir}/libamdhip64.so.{m}")), None)
+            if major is not None:
+                info.update(path="/usr", lib_dirs=[libdir], version=_debian_version(fs, ev, major))
                 break
     for libdir in info["lib_dirs"]:
         for major in _HIP_MAJORS:
@@ -154,10 +155,10 @@ def _version_file(fs: Fs, root: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def _debian_version(fs: Fs, ev: list[str]) -> Optional[str]:
-    for name in fs.listdir("/usr/share/doc"):
-        if not name.startswith("libamdhip64"):
-            continue
+def _debian_version(fs: Fs, ev: list[str], major: str) -> Optional[str]:
+    """The version in the changelog of the package that installed ``libamdhip64.so.<major>`` (Debian names
+    it after the library's major: ``libamdhip64-5``) or of its ``-dev`` package, else in hip_version.h."""
+    for name in (f"libamdhip64-{major}", "libamdhip64-dev"):
         path = f"/usr/share/doc/{name}/changelog.Debian.gz"
         data = fs.read_bytes(path, 4096)
         if not data:

@@ -1,13 +1,14 @@
 """The decision procedure of DETECTION.md section 2, filling a ``GpuEnv`` in place.
 
 Platform first (``_platform``), then where the devices come from: native Linux here (KFD sysfs for AMD,
-/proc/driver/nvidia plus NVML for NVIDIA), WSL in ``_wsl``, native Windows in ``_windows``. Then the
+/proc/driver/nvidia plus NVML for NVIDIA), WSL 2 in ``_wsl``, native Windows in ``_windows``. Then the
 runtime probe where files cannot count devices, the visible-devices masks, the checks of ``_checks``,
 and the conclusion (backend, usable).
 
 A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
-loaded, ``_probe`` when the probe runs, ``_windows`` on Windows, ``_caches`` when there are devices): one
-detection on a machine without GPUs loads only what it reads.
+loaded, ``_wsl`` under WSL 2, ``_access`` when AMD GPUs are found, ``_rocr`` when they are usable, ``_probe``
+when the probe runs, ``_windows`` on Windows, ``_caches`` when there are devices): one detection on a machine
+without GPUs loads only what it reads.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _amd, _checks, _wsl
+from pytest_gpuenv.detect import _amd, _checks
+from pytest_gpuenv.detect._checks import read_torch
 from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.detect._rocr import agent_check
-from pytest_gpuenv.detect._torch import read_torch
 from pytest_gpuenv.detect._visible import apply_masks, visible_vars
 from pytest_gpuenv.model import Device, GpuEnv, Usability, family
 
@@ -76,12 +76,24 @@ def _platform(fs: Fs, override: Optional[str]) -> str:
 
 
 # ------------------------------------------------------------------------------------------ Linux
+def _wsl_version(fs: Fs, osrel: str, environ: Any) -> Optional[int]:
+    """1 or 2 under WSL (from the kernel release, the WSL variables and files), else None."""
+    low = osrel.lower()
+    if "microsoft" in low or "wsl" in low:
+        return 1 if ("Microsoft" in osrel and "standard" not in low) else 2
+    if environ.get("WSL_DISTRO_NAME") or fs.exists("/proc/sys/fs/binfmt_misc/WSLInterop") or fs.isdir("/run/WSL"):
+        if environ.get("WSL_INTEROP") or fs.exists("/dev/dxg") or fs.isdir("/run/WSL"):
+            return 2
+        return 1 if environ.get("WSL_DISTRO_NAME") else 2
+    return None
+
+
 def _linux(ctx: Ctx) -> None:
     fs, env, ev, environ = ctx.fs, ctx.env, ctx.ev, ctx.environ
     osrel = (fs.read("/proc/sys/kernel/osrelease", 256) or "").strip()
     if osrel:
         ev.append(f"/proc/sys/kernel/osrelease: {osrel[:80]}")
-    env.wsl = _wsl.version(fs, osrel, environ)
+    env.wsl = _wsl_version(fs, osrel, environ)
     env.container = (
         fs.exists("/.dockerenv")
         or fs.exists("/run/.containerenv")
@@ -103,6 +115,8 @@ def _linux(ctx: Ctx) -> None:
         env.kind = "cpu"
         return
     if env.wsl == 2:
+        from pytest_gpuenv.detect import _wsl
+
         _wsl.wsl2(ctx)
         return
     _native_linux(ctx)
@@ -144,13 +158,17 @@ def _amd_devices(ctx: Ctx, mod: dict[str, Any], topo: Optional[str]) -> list[Dev
             d.usable, d.unusable_reason = False, "amdgpu module not live"
     if not amd:
         return amd
+    from pytest_gpuenv.detect._access import check_access
+
     found = len(amd)
-    amd, probs = _amd.check_access(fs, amd, ctx.env.container, ev)
+    amd, probs = check_access(fs, amd, ctx.env.container, ev)
     ctx.problems.extend(probs)
     # after check_access: HSA_OVERRIDE_GFX_VERSION_<n> counts only the nodes libhsakmt keeps
     zero: list[Device] = []
     ctx.problems.extend(_amd.apply_override(fs, topo or "", amd, ctx.environ, ev, zero))
     if any(d.usable for d in amd):  # what ROCr itself leaves out of what libhsakmt kept
+        from pytest_gpuenv.detect._rocr import agent_check
+
         ctx.dropped, probs = agent_check(fs, topo or "", amd, ctx.env.rocm.get("version"), ev, zero)
         ctx.problems.extend(probs)
         if ctx.dropped:

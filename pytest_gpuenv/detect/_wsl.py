@@ -1,4 +1,4 @@
-"""WSL: which version (WSL 1 has no GPU compute), and WSL 2's two GPU paths (DETECTION.md).
+"""WSL 2's two GPU paths (DETECTION.md); which WSL a system is (WSL 1 has no GPU compute) is ``_core``'s.
 
 CUDA reaches the GPU through the Windows driver's libraries in /usr/lib/wsl (libcuda, libnvidia-ml);
 ROCm through /dev/dxg and librocdxg. There is no /proc/driver/nvidia or KFD sysfs to list devices, so
@@ -7,25 +7,13 @@ NVML (CUDA, on a real system) or the runtime probe counts them.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._fs import Fs
 from pytest_gpuenv.model import Device
 
 WSL_LIB = "/usr/lib/wsl/lib"
-
-
-def version(fs: Fs, osrel: str, environ: Any) -> Optional[int]:
-    """1 or 2 under WSL (from the kernel release, the WSL variables and files), else None."""
-    low = osrel.lower()
-    if "microsoft" in low or "wsl" in low:
-        return 1 if ("Microsoft" in osrel and "standard" not in low) else 2
-    if environ.get("WSL_DISTRO_NAME") or fs.exists("/proc/sys/fs/binfmt_misc/WSLInterop") or fs.isdir("/run/WSL"):
-        if environ.get("WSL_INTEROP") or fs.exists("/dev/dxg") or fs.isdir("/run/WSL"):
-            return 2
-        return 1 if environ.get("WSL_DISTRO_NAME") else 2
-    return None
 
 
 def wsl2(ctx: Ctx) -> None:
