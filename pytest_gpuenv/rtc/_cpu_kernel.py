@@ -157,7 +157,8 @@ class CpuKernel(Kernel):
         mirrors = [] if self.module is None else self.module._mirror_list()
         writes += [(sym, arr.tobytes()) for sym, arr in mirrors]
         res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
-                        [(o, s) for _, o, s in dev_globals], writes, [sym for sym, _ in mirrors])
+                        [(o, s) for _, o, s in dev_globals], writes, [sym for sym, _ in mirrors],
+                        [p.align for p in self.params])
         for (_, arr), data in zip(mirrors, res.symbols):  # none when the executor process did not survive
             memoryview(arr.view("u1"))[:] = data
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import fcntl
 import mmap
 import os
 import select
@@ -89,6 +90,9 @@ class Child:
         req_r, self.req = os.pipe()
         self.reply, rep_w = os.pipe()
         self.out = tempfile.TemporaryFile(prefix="gpuenv-cpu-")
+        # appended to whatever a kernel does to the offset (lseek(1, ...)): the file's size is where output ends
+        fd = self.out.fileno()
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
         env = dict(os.environ, LIBC_FATAL_STDERR_="1")
         cmd = [sys.executable, "-I", "-S", SERVER, str(req_r), str(rep_w), str(arena.fd)]
         try:
@@ -120,7 +124,7 @@ class Child:
     def new_output(self) -> str:
         """What the child wrote to stdout/stderr since the last call (a kernel's puts or std::cout)."""
         fd = self.out.fileno()
-        end = os.lseek(fd, 0, os.SEEK_CUR)  # the child writes through this file's own offset: its end
+        end = os.fstat(fd).st_size
         if end <= self._shown:
             return ""
         text = os.pread(fd, min(end - self._shown, P.PRINTF_CAPACITY), self._shown)
@@ -130,7 +134,7 @@ class Child:
     def request(self, op: int, handle: int, payload: bytes, timeout: Optional[float]) -> tuple[int, int, bytes]:
         """(status, value, payload) of the reply; Gone when the child ended or ran past ``timeout`` (a child
         that ended before the request is found by the write, or by the read's end of file)."""
-        mark = 0 if self.out.closed else os.lseek(self.out.fileno(), 0, os.SEEK_CUR)
+        mark = 0 if self.out.closed else os.fstat(self.out.fileno()).st_size
         try:
             self._write(P.HEAD.pack(op, handle, len(payload)) + payload)
             deadline = None if timeout is None else time.monotonic() + timeout

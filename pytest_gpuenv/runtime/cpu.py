@@ -229,7 +229,8 @@ class CpuRuntime:
         self._child.discard()  # its extra threads or processes end with it
         self._child = None
         r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
-        what = (f"the kernel called fork() ({count} time(s)); the new process was ended at once" if status == P.ST_FORK
+        what = (f"the kernel started a process ({count} time(s): fork(), system(), popen(), posix_spawn())"
+                if status == P.ST_FORK
                 else f"the kernel started {count} thread(s) that were still running when the {phase} ended")
         r.text = (f"{what}: a GPU kernel cannot start processes or threads; the next launch starts a fresh executor "
                   "process").encode()
@@ -239,7 +240,7 @@ class CpuRuntime:
                regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
                shared_mem: int, warp_size: int, check: int, watchdog_s: float,
                device_globals: Sequence[tuple[int, int]] = (), writes: Sequence[tuple[str, bytes]] = (),
-               reads: Sequence[str] = ()) -> LaunchResult:
+               reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> LaunchResult:
         """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
 
         ``writes``: (symbol, bytes) of module globals set just before it, ``reads``: symbols whose bytes
@@ -257,7 +258,7 @@ class CpuRuntime:
             threads = _copy_threads() if used >= 2 * PIECE_MIN else 1  # (smaller copies stay on this thread)
             copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
             payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
-                                      regions, where, values, device_globals, writes, reads)
+                                      regions, where, values, device_globals, writes, reads, aligns)
             res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
@@ -345,7 +346,7 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
                     warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
                     regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
                     device_globals: Sequence[tuple[int, int]], writes: Sequence[tuple[str, bytes]] = (),
-                    reads: Sequence[str] = ()) -> bytes:
+                    reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> bytes:
     parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
                            len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
     for name, data in writes:
@@ -368,7 +369,9 @@ def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, 
             parts += (_ARENA_VALUE, arena.to_bytes(8, "little"))
         else:
             raw = bytes(v)  # type: ignore[call-overload]
-            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), ctypes.alignment(v)), raw)
+            # the parameter's alignment (a double4 or __align__(32) struct: 32) where the ctypes type's is less
+            align = max(ctypes.alignment(v), aligns[i] if i < len(aligns) else 0)
+            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), align), raw)
     return b"".join(parts)
 
 

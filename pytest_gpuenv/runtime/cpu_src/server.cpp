@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,6 +142,14 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_after(int ta
     if (note) note->forks = 0;
     int status;
     if (waitpid(-1, &status, WNOHANG) >= 0 && forks < 1) forks = 1;
+    // a child already waited for (system(), popen(): posix_spawn runs no fork handlers) left its context
+    // switches in RUSAGE_CHILDREN; every process switches at least once, when it ends
+    static long switches;
+    struct rusage ru;
+    if (getrusage(RUSAGE_CHILDREN, &ru) == 0 && ru.ru_nvcsw + ru.ru_nivcsw != switches) {
+        switches = ru.ru_nvcsw + ru.ru_nivcsw;
+        if (forks < 1) forks = 1;
+    }
     if (forks) return forks;
     struct stat st;
     if (fstat(task_dir, &st) == 0 && (int64_t)st.st_nlink > threads) return -(int)((int64_t)st.st_nlink - threads);
@@ -257,6 +266,7 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
     for (uint64_t i = 0; i + 1 < nextra; i++) {
         var_t v;
         memcpy(&v, gvars + i * sizeof v, sizeof v);
+        if (v.off > ghi - glo || v.size > ghi - glo - v.off) return -1;  // (offsets in the globals section)
         rs[nr++] = {glo + v.off, v.size, 0, -1 - (int32_t)i};
     }
     if (nextra) rs[nr++] = {glo, ghi - glo, kRoRedzone, -1};
