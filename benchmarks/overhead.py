@@ -13,7 +13,12 @@ instructions), so they are the figures; each is also shown in milliseconds at th
   fall at different tests on either side, steps of several million instructions that swamp a per-test figure
   (as they made the slope between 50 and 300 tests move by 5-20 k instructions between runs). The collection
   pytest itself makes at the end (``gc.collect()`` in its unconfigure) still runs on both sides: what it spends
-  on the objects the plugin keeps per test is counted. Goal: at most 10 us.
+  on the objects the plugin keeps per test is counted. Goal: at most 10 us. A second line gives the part of it
+  that is no hook's work: the same slope where the bare side's module only imports ``pytest_gpuenv.plugin``
+  (every module the plugin loads, no hook registered). With more code loaded the interpreter's attribute
+  look-ups miss its type cache more often (callgrind puts that part in ``find_name_in_mro`` and the dictionary
+  look-ups under it), so pytest's own per-test work costs more: about 5 k instructions per test for ten stdlib
+  modules, about 11 k for the plugin's.
 - **detection**: the first ``detect()`` of a fresh process that imported ``pytest_gpuenv.detect``, on this
   machine (the lazily imported platform modules included). Goal: at most 10 ms (CPU; 50 ms with NVML).
 
@@ -89,12 +94,15 @@ def bench_env(pycache: str, modules: str) -> dict[str, str]:
 EMPTY = "gpuenv_bench_empty"
 #: the module both sides of the per-test runs name first: it turns the automatic garbage collector off
 NOGC = "gpuenv_bench_nogc"
+#: a plugin that only imports the plugin's modules (registering none of its hooks)
+IMPORTED = "gpuenv_bench_imported"
 
 
-def pytest_cmd(plugin: Optional[bool], nogc: bool = False) -> list[str]:
-    """``pytest -q`` with the plugin (True), with the empty module (False) or with no ``-p`` at all (None);
-    ``nogc``: with the automatic garbage collector off from the first ``-p`` module on."""
-    named = [] if plugin is None else ["-p", PLUGIN if plugin else EMPTY]
+def pytest_cmd(plugin: Optional[bool], nogc: bool = False, imported: bool = False) -> list[str]:
+    """``pytest -q`` with the plugin (True), with the empty module (False, or the module that only imports the
+    plugin's with ``imported``) or with no ``-p`` at all (None); ``nogc``: with the automatic garbage collector
+    off from the first ``-p`` module on."""
+    named = [] if plugin is None else ["-p", PLUGIN if plugin else IMPORTED if imported else EMPTY]
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-p", NOGC] if nogc else []), *named]
 
 
@@ -186,6 +194,8 @@ def main() -> None:
             fh.write('"""An empty plugin: what naming a plugin with -p costs pytest itself."""\n')
         with open(os.path.join(modules, f"{NOGC}.py"), "w") as fh:
             fh.write('"""The automatic garbage collector off, from this import on."""\nimport gc\n\ngc.disable()\n')
+        with open(os.path.join(modules, f"{IMPORTED}.py"), "w") as fh:
+            fh.write(f'"""The plugin\'s modules loaded, none of its hooks registered."""\nimport {PLUGIN}  # noqa: F401\n')
         env = bench_env(os.path.join(tmp, "pyc"), modules)
         suites = {n: os.path.join(tmp, f"suite{n}") for n in {1, *sizes}}
         for n, path in suites.items():
@@ -193,6 +203,8 @@ def main() -> None:
         counts = {(1, plugin): instructions(pytest_cmd(plugin), suites[1], env) for plugin in (False, True)}
         nogc = {(n, plugin): instructions(pytest_cmd(plugin, nogc=True), suites[n], env)
                 for n in sizes for plugin in (False, True)}
+        only_imported = {n: nogc[(n, True)] - instructions(pytest_cmd(False, nogc=True, imported=True), suites[n], env)
+                         for n in sizes}
         detect_code = "import pytest_gpuenv.detect as d"
         d0 = instructions([sys.executable, "-c", detect_code], tmp, env)
         d1 = instructions([sys.executable, "-c", detect_code + "; d.detect()"], tmp, env)
@@ -223,6 +235,10 @@ def main() -> None:
         print(f"per test (slope {between}, the automatic garbage collector off): {per_test / 1e3:.1f} k "
               f"instructions = {ms(per_test, rate) * 1e3:.1f} us; goal <= {GOAL_PER_TEST_US:g} us: "
               f"{verdict(ms(per_test, rate) * 1e3, GOAL_PER_TEST_US)}")
+        hooks = slope(only_imported)[0]
+        print(f"  of which the plugin's hooks (the slope against a bare side that imports the plugin's modules): "
+              f"{hooks / 1e3:.1f} k; the rest, {(per_test - hooks) / 1e3:.1f} k, is pytest's own work made slower by "
+              f"the code loaded")
         if len(sizes) > 2:
             print(f"  (the largest distance of a size's added instructions from the line: {off_line / 1e3:.1f} k)")
         print(f"detection (first detect() in a fresh process, on this machine): {detect / 1e6:.1f} M instructions = "

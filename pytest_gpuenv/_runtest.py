@@ -85,6 +85,10 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         from pytest_gpuenv.plan import plan_lines
 
         session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
+    if not items:
+        return
+    config = items[0].config
+    run_names = markers.names(config)
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
     gated = False  # some item carries a plugin mark or uses a fixture of the plugin that may skip
@@ -92,9 +96,9 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         fixtures = getattr(item, "fixturenames", ())
         if "gpu_bench" in fixtures:
             item.add_marker(pytest.mark.gpuenv_perf)
-            if markers.owns(item.config, "perf"):
+            if run_names.owns("perf"):
                 item.add_marker(pytest.mark.perf)
-        marks = markers.plugin_marks(item, parents)
+        marks = markers.plugin_marks(item, parents, run_names)
         if not marks:  # most tests: nothing to check, warn about or mark
             if not _GPU_FIXTURES.isdisjoint(fixtures):  # (a poisoned GPU context skips it)
                 item.stash[_GATE] = marks
@@ -111,9 +115,6 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
         if perf_off and any(m.name == "perf" for m in marks):
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
-    if not items:
-        return
-    config = items[0].config
     if gated and config.pluginmanager.get_plugin("gpuenv-gate") is None:
         config.pluginmanager.register(Gate(), "gpuenv-gate")
     settings = session.settings
