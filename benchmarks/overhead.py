@@ -19,6 +19,11 @@ instructions), so they are the figures; each is also shown in milliseconds at th
   look-ups miss its type cache more often (callgrind puts that part in ``find_name_in_mro`` and the dictionary
   look-ups under it), so pytest's own per-test work costs more: about 5 k instructions per test for ten stdlib
   modules, about 11 k for the plugin's.
+  The figure is the same to within about 0.5 k from run to run, but that cache also makes it depend on where
+  things lie in memory, which the hash seed moves: with ``PYTHONHASHSEED`` 0, 1 and 2 the same checkout gave
+  22.6, 22.3 and 32.5 k (both sides move by up to 10 M instructions at 1300 tests, mostly together). ``--seeds
+  0,1,2`` runs the per-test suites under each seed and gives their mean (and each), a figure less tied to one
+  layout; ``--jobs`` runs that many of those callgrind processes at once (the counts do not depend on it).
 - **detection**: the first ``detect()`` of a fresh process that imported ``pytest_gpuenv.detect``, on this
   machine (the lazily imported platform modules included). Goal: at most 10 ms (CPU; 50 ms with NVML).
 
@@ -40,7 +45,7 @@ whole process, a few C functions of the interpreter (``callgrind_annotate``, inc
 generated code (the methods dataclasses and NamedTuples write), class creation, unmarshalling bytecode, the
 garbage collector.
 
-    python benchmarks/overhead.py [--tests 50,1300] [--calibrate 7] [--where]
+    python benchmarks/overhead.py [--tests 50,1300] [--seeds 0] [--jobs 2] [--calibrate 7] [--where]
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -179,12 +185,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tests", default="50,1300",
                     help="the suite sizes of the per-test slope, two or more (default 50,1300)")
+    ap.add_argument("--seeds", default="0", help="hash seeds of the per-test runs; with several, the figure is their "
+                    "mean (default 0)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="callgrind processes of the per-test suites run at once (default 2)")
     ap.add_argument("--calibrate", type=int, default=7, help="native runs that measure instructions per second")
     ap.add_argument("--where", action="store_true", help="also show where the fixed instructions go")
     args = ap.parse_args()
     sizes = sorted({int(x) for x in args.tests.split(",")})
     if len(sizes) < 2 or sizes[0] < 1:
         raise SystemExit(f"--tests: two or more sizes of at least 1 test, got {args.tests!r}")
+    seeds = [int(x) for x in args.seeds.split(",")]
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -201,10 +212,17 @@ def main() -> None:
         for n, path in suites.items():
             make_suite(path, n)
         counts = {(1, plugin): instructions(pytest_cmd(plugin), suites[1], env) for plugin in (False, True)}
-        nogc = {(n, plugin): instructions(pytest_cmd(plugin, nogc=True), suites[n], env)
+        def per_test_run(key: tuple[int, int, str]) -> int:
+            seed, n, side = key
+            cmd = pytest_cmd(side == "plugin", nogc=True, imported=side == "imported")
+            return instructions(cmd, suites[n], dict(env, PYTHONHASHSEED=str(seed)))
+
+        keys = [(seed, n, side) for seed in seeds for n in sizes for side in ("bare", "plugin", "imported")]
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            nogc_runs = dict(zip(keys, pool.map(per_test_run, keys)))
+        #: each size's instructions on either side, the mean over the seeds
+        nogc = {(n, plugin): sum(nogc_runs[(seed, n, "plugin" if plugin else "bare")] for seed in seeds) / len(seeds)
                 for n in sizes for plugin in (False, True)}
-        only_imported = {n: nogc[(n, True)] - instructions(pytest_cmd(False, nogc=True, imported=True), suites[n], env)
-                         for n in sizes}
         detect_code = "import pytest_gpuenv.detect as d"
         d0 = instructions([sys.executable, "-c", detect_code], tmp, env)
         d1 = instructions([sys.executable, "-c", detect_code + "; d.detect()"], tmp, env)
@@ -224,6 +242,8 @@ def main() -> None:
         print(f"machine rate: {rate / 1e9:.2f} G instructions/s (the one-test -p {PLUGIN} process: "
               f"{counts[(1, True)] / 1e6:.1f} M instructions / {cpu * 1e3:.0f} ms user CPU, the least of "
               f"{max(1, args.calibrate)} native runs)")
+        by_seed = {seed: slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "bare")] for n in sizes})[0]
+                   for seed in seeds}
         per_test, off_line = slope({n: added[n] for n in sizes})
         fixed = added[1] - per_test
         detect = d1 - d0
@@ -232,10 +252,14 @@ def main() -> None:
               f"{verdict(ms(fixed, rate), GOAL_FIXED_MS)}")
         between = (f"between {sizes[0]} and {sizes[1]} tests" if len(sizes) == 2 else
                    f"least squares over {', '.join(map(str, sizes))} tests")
-        print(f"per test (slope {between}, the automatic garbage collector off): {per_test / 1e3:.1f} k "
+        seeded = f"hash seed {seeds[0]}" if len(seeds) == 1 else f"the mean over hash seeds {args.seeds}"
+        print(f"per test (slope {between}, the automatic garbage collector off, {seeded}): {per_test / 1e3:.1f} k "
               f"instructions = {ms(per_test, rate) * 1e3:.1f} us; goal <= {GOAL_PER_TEST_US:g} us: "
               f"{verdict(ms(per_test, rate) * 1e3, GOAL_PER_TEST_US)}")
-        hooks = slope(only_imported)[0]
+        if len(seeds) > 1:
+            print("  by hash seed: " + ", ".join(f"{seed}: {b / 1e3:.1f} k" for seed, b in by_seed.items()))
+        hooks = sum(slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "imported")] for n in sizes})[0]
+                    for seed in seeds) / len(seeds)
         print(f"  of which the plugin's hooks (the slope against a bare side that imports the plugin's modules): "
               f"{hooks / 1e3:.1f} k; the rest, {(per_test - hooks) / 1e3:.1f} k, is pytest's own work made slower by "
               f"the code loaded")
