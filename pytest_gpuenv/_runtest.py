@@ -191,17 +191,16 @@ def log_report(report: pytest.TestReport, session: GpuenvSession) -> Optional[Ha
     test ran in this process or in a forked child (not an xdist worker's report, which carries its ``node`` and
     was seen there): a skip the suite wrote itself for a GPU reason is noted as category ``suite``, and a
     failure after a GPU fault says so."""
-    if getattr(report, "node", None) is None:
-        if report.skipped and not hasattr(report, "wasxfail") and not hasattr(report, PLUGIN_SKIP) \
-                and hardware_skip(report) is None:
-            cause = suite_skip_cause(report.longrepr, session)
-            if cause is not None:
-                _note_skip(report, "suite", cause, session)
-        elif report.failed and report.when == "call":
-            poison = poisoned()
-            if poison is not None and poison.by != report.nodeid:
-                report.sections.append(
-                    ("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+    made_here = getattr(report, "node", None) is None
+    theirs = not (hasattr(report, "wasxfail") or hasattr(report, PLUGIN_SKIP))  # the suite's skip, not an xfail
+    if made_here and report.skipped and theirs and hardware_skip(report) is None:
+        cause = suite_skip_cause(report.longrepr, session)
+        if cause is not None:
+            _note_skip(report, "suite", cause, session)
+    elif made_here and report.failed and report.when == "call":
+        poison = poisoned()
+        if poison is not None and poison.by != report.nodeid:
+            report.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
     return hardware_skip(report)
 
 
