@@ -17,13 +17,15 @@ instructions), so they are the figures; each is also shown in milliseconds at th
   that is no hook's work: the same slope where the bare side's module only imports ``pytest_gpuenv.plugin``
   (every module the plugin loads, no hook registered). With more code loaded the interpreter's attribute
   look-ups miss its type cache more often (callgrind puts that part in ``find_name_in_mro`` and the dictionary
-  look-ups under it), so pytest's own per-test work costs more: about 5 k instructions per test for ten stdlib
-  modules, about 11 k for the plugin's.
+  look-ups under it), so pytest's own per-test work costs more: 5-11 k instructions per test here, for ten
+  stdlib modules or the plugin's.
   The figure is the same to within about 0.5 k from run to run, but that cache also makes it depend on where
-  things lie in memory, which the hash seed moves: with ``PYTHONHASHSEED`` 0, 1 and 2 the same checkout gave
-  22.6, 22.3 and 32.5 k (both sides move by up to 10 M instructions at 1300 tests, mostly together). ``--seeds
-  0,1,2`` runs the per-test suites under each seed and gives their mean (and each), a figure less tied to one
-  layout; ``--jobs`` runs that many of those callgrind processes at once (the counts do not depend on it).
+  things lie in memory, which the hash seed and any loaded text move: with ``PYTHONHASHSEED`` 0, 1 and 2 the
+  same checkout gave 23.2, 22.1 and 23.3 k, and 32.5 k under seed 2 in a scratch run whose empty module had no
+  docstring; the split into hooks and the rest moves the same way (hooks 15 k with seed 0, 22 k as the mean of
+  0, 1 and 2). ``--seeds 0,1,2`` runs the per-test suites under each seed and gives their mean (and each), a
+  figure less tied to one layout; ``--jobs`` runs that many of those callgrind processes at once (the counts
+  do not depend on it).
 - **detection**: the first ``detect()`` of a fresh process that imported ``pytest_gpuenv.detect``, on this
   machine (the lazily imported platform modules included). Goal: at most 10 ms (CPU; 50 ms with NVML).
 
@@ -256,13 +258,15 @@ def main() -> None:
         print(f"per test (slope {between}, the automatic garbage collector off, {seeded}): {per_test / 1e3:.1f} k "
               f"instructions = {ms(per_test, rate) * 1e3:.1f} us; goal <= {GOAL_PER_TEST_US:g} us: "
               f"{verdict(ms(per_test, rate) * 1e3, GOAL_PER_TEST_US)}")
+        hooks_by_seed = {seed: slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "imported")]
+                                      for n in sizes})[0] for seed in seeds}
         if len(seeds) > 1:
-            print("  by hash seed: " + ", ".join(f"{seed}: {b / 1e3:.1f} k" for seed, b in by_seed.items()))
-        hooks = sum(slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "imported")] for n in sizes})[0]
-                    for seed in seeds) / len(seeds)
+            print("  by hash seed: " + ", ".join(f"{seed}: {b / 1e3:.1f} k (hooks {hooks_by_seed[seed] / 1e3:.1f} k)"
+                                                 for seed, b in by_seed.items()))
+        hooks = sum(hooks_by_seed.values()) / len(seeds)
         print(f"  of which the plugin's hooks (the slope against a bare side that imports the plugin's modules): "
               f"{hooks / 1e3:.1f} k; the rest, {(per_test - hooks) / 1e3:.1f} k, is pytest's own work made slower by "
-              f"the code loaded")
+              f"the code loaded (the split moves with the layout, as the figure does: see --seeds)")
         if len(sizes) > 2:
             print(f"  (the largest distance of a size's added instructions from the line: {off_line / 1e3:.1f} k)")
         print(f"detection (first detect() in a fresh process, on this machine): {detect / 1e6:.1f} M instructions = "
