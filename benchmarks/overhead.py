@@ -6,10 +6,26 @@ instructions), so they are the figures; each is also shown in milliseconds at th
 - **fixed cost**: the instructions ``-p pytest_gpuenv.plugin`` adds to a whole ``pytest -q`` process on a
   one-test suite (importing the plugin, configuring with detection, the collection hooks, header and
   summary), less one test's per-test cost. Goal: at most 15 ms.
-- **per test**: the slope of the added instructions between two suites of trivial tests (``--tests 50,300``:
-  the plugin's hooks at collection, setup and report, per test), outside the garbage collector: its full
-  collections fall at different tests on either side, steps of several million instructions that would swamp
-  a per-test figure (the slope with them is printed too). Goal: at most 10 us.
+- **per test**: the slope of the added instructions over suites of trivial tests (``--tests 50,1300``; with
+  more than two sizes, the least-squares slope): the plugin's hooks at collection, setup and report, per test.
+  These runs name a third module with ``-p`` on both sides, before the other, that turns the automatic garbage
+  collector off (``gc.disable()``) as it is imported, before any test is collected: its full collections would
+  fall at different tests on either side, steps of several million instructions that swamp a per-test figure
+  (as they made the slope between 50 and 300 tests move by 5-20 k instructions between runs). The collection
+  pytest itself makes at the end (``gc.collect()`` in its unconfigure) still runs on both sides: what it spends
+  on the objects the plugin keeps per test is counted. Goal: at most 10 us. A second line gives the part of it
+  that is no hook's work: the same slope where the bare side's module only imports ``pytest_gpuenv.plugin``
+  (every module the plugin loads, no hook registered). With more code loaded the interpreter's attribute
+  look-ups miss its type cache more often (callgrind puts that part in ``find_name_in_mro`` and the dictionary
+  look-ups under it), so pytest's own per-test work costs more: 5-11 k instructions per test here, for ten
+  stdlib modules or the plugin's.
+  The figure is the same to within about 0.5 k from run to run, but that cache also makes it depend on where
+  things lie in memory, which the hash seed and any loaded text move: with ``PYTHONHASHSEED`` 0, 1 and 2 the
+  same checkout gave 23.2, 22.1 and 23.3 k, and 32.5 k under seed 2 in a scratch run whose empty module had no
+  docstring; the split into hooks and the rest moves the same way (hooks 15 k with seed 0, 22 k as the mean of
+  0, 1 and 2). ``--seeds 0,1,2`` runs the per-test suites under each seed and gives their mean (and each), a
+  figure less tied to one layout; ``--jobs`` runs that many of those callgrind processes at once (the counts
+  do not depend on it).
 - **detection**: the first ``detect()`` of a fresh process that imported ``pytest_gpuenv.detect``, on this
   machine (the lazily imported platform modules included). Goal: at most 10 ms (CPU; 50 ms with NVML).
 
@@ -31,7 +47,7 @@ whole process, a few C functions of the interpreter (``callgrind_annotate``, inc
 generated code (the methods dataclasses and NamedTuples write), class creation, unmarshalling bytecode, the
 garbage collector.
 
-    python benchmarks/overhead.py [--tests 50,300] [--calibrate 7] [--where]
+    python benchmarks/overhead.py [--tests 50,1300] [--seeds 0] [--jobs 2] [--calibrate 7] [--where]
 """
 
 from __future__ import annotations
@@ -44,6 +60,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,12 +100,27 @@ def bench_env(pycache: str, modules: str) -> dict[str, str]:
 
 #: the bare side's plugin: an empty module (written beside the suites, on the path)
 EMPTY = "gpuenv_bench_empty"
+#: the module both sides of the per-test runs name first: it turns the automatic garbage collector off
+NOGC = "gpuenv_bench_nogc"
+#: a plugin that only imports the plugin's modules (registering none of its hooks)
+IMPORTED = "gpuenv_bench_imported"
 
 
-def pytest_cmd(plugin: Optional[bool]) -> list[str]:
-    """``pytest -q`` with the plugin (True), with the empty module (False) or with no ``-p`` at all (None)."""
-    named = [] if plugin is None else ["-p", PLUGIN if plugin else EMPTY]
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *named]
+def pytest_cmd(plugin: Optional[bool], nogc: bool = False, imported: bool = False) -> list[str]:
+    """``pytest -q`` with the plugin (True), with the empty module (False, or the module that only imports the
+    plugin's with ``imported``) or with no ``-p`` at all (None); ``nogc``: with the automatic garbage collector
+    off from the first ``-p`` module on."""
+    named = [] if plugin is None else ["-p", PLUGIN if plugin else IMPORTED if imported else EMPTY]
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *(["-p", NOGC] if nogc else []), *named]
+
+
+def slope(points: dict[int, float]) -> tuple[float, float]:
+    """The least-squares slope of ``points`` (size: instructions; with two sizes, the plain slope), and the
+    largest distance of a point from that line (0 with two sizes)."""
+    mx = sum(points) / len(points)
+    my = sum(points.values()) / len(points)
+    b = sum((x - mx) * (y - my) for x, y in points.items()) / sum((x - mx) ** 2 for x in points)
+    return b, max(abs(y - my - b * (x - mx)) for x, y in points.items())
 
 
 def native(cmd: list[str], cwd: str, env: dict[str, str]) -> float:
@@ -124,13 +156,6 @@ def inclusive(path: str) -> dict[str, int]:
     return out
 
 
-def outside_gc(cmd: list[str], cwd: str, env: dict[str, str], tmp: str) -> tuple[int, int]:
-    """(instructions, of which in the garbage collector) of one process."""
-    out = os.path.join(tmp, "run.callgrind")
-    total = instructions(cmd, cwd, env, out)
-    return total, inclusive(out).get("gc_collect_main", 0)
-
-
 def ms(n: float, rate: float) -> float:
     return n / rate * 1e3
 
@@ -160,11 +185,19 @@ def where(tmp: str, tiny: str, env: dict[str, str], rate: float, fixed: float, d
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tests", default="50,300", help="the two suite sizes of the per-test slope (default 50,300)")
+    ap.add_argument("--tests", default="50,1300",
+                    help="the suite sizes of the per-test slope, two or more (default 50,1300)")
+    ap.add_argument("--seeds", default="0", help="hash seeds of the per-test runs; with several, the figure is their "
+                    "mean (default 0)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="callgrind processes of the per-test suites run at once (default 2)")
     ap.add_argument("--calibrate", type=int, default=7, help="native runs that measure instructions per second")
     ap.add_argument("--where", action="store_true", help="also show where the fixed instructions go")
     args = ap.parse_args()
-    n1, n2 = sorted(int(x) for x in args.tests.split(","))
+    sizes = sorted({int(x) for x in args.tests.split(",")})
+    if len(sizes) < 2 or sizes[0] < 1:
+        raise SystemExit(f"--tests: two or more sizes of at least 1 test, got {args.tests!r}")
+    seeds = [int(x) for x in args.seeds.split(",")]
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,13 +205,26 @@ def main() -> None:
         os.makedirs(modules)
         with open(os.path.join(modules, f"{EMPTY}.py"), "w") as fh:
             fh.write('"""An empty plugin: what naming a plugin with -p costs pytest itself."""\n')
+        with open(os.path.join(modules, f"{NOGC}.py"), "w") as fh:
+            fh.write('"""The automatic garbage collector off, from this import on."""\nimport gc\n\ngc.disable()\n')
+        with open(os.path.join(modules, f"{IMPORTED}.py"), "w") as fh:
+            fh.write(f'"""The plugin\'s modules loaded, none of its hooks registered."""\nimport {PLUGIN}  # noqa: F401\n')
         env = bench_env(os.path.join(tmp, "pyc"), modules)
-        suites = {n: os.path.join(tmp, f"suite{n}") for n in (1, n1, n2)}
+        suites = {n: os.path.join(tmp, f"suite{n}") for n in {1, *sizes}}
         for n, path in suites.items():
             make_suite(path, n)
-        runs = {(n, plugin): outside_gc(pytest_cmd(plugin), path, env, tmp)
-                for n, path in suites.items() for plugin in (False, True)}
-        counts = {key: total for key, (total, _gc) in runs.items()}
+        counts = {(1, plugin): instructions(pytest_cmd(plugin), suites[1], env) for plugin in (False, True)}
+        def per_test_run(key: tuple[int, int, str]) -> int:
+            seed, n, side = key
+            cmd = pytest_cmd(side == "plugin", nogc=True, imported=side == "imported")
+            return instructions(cmd, suites[n], dict(env, PYTHONHASHSEED=str(seed)))
+
+        keys = [(seed, n, side) for seed in seeds for n in sizes for side in ("bare", "plugin", "imported")]
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            nogc_runs = dict(zip(keys, pool.map(per_test_run, keys)))
+        #: each size's instructions on either side, the mean over the seeds
+        nogc = {(n, plugin): sum(nogc_runs[(seed, n, "plugin" if plugin else "bare")] for seed in seeds) / len(seeds)
+                for n in sizes for plugin in (False, True)}
         detect_code = "import pytest_gpuenv.detect as d"
         d0 = instructions([sys.executable, "-c", detect_code], tmp, env)
         d1 = instructions([sys.executable, "-c", detect_code + "; d.detect()"], tmp, env)
@@ -189,28 +235,40 @@ def main() -> None:
         print("instructions of a whole `pytest -q` process under callgrind (autoload off, bytecode cached):")
         print(f"  {'suite':<12} {'-p ' + EMPTY:>24} {'-p ' + PLUGIN:>26} {'added':>10}")
         added = {}
-        for n in suites:
-            added[n] = counts[(n, True)] - counts[(n, False)]
-            print(f"  {f'{n} test' + ('s' if n > 1 else ''):<12} {counts[(n, False)] / 1e6:23.1f}M "
-                  f"{counts[(n, True)] / 1e6:25.1f}M {added[n] / 1e6:9.1f}M")
+        for n, runs, note in [(1, counts, "")] + [(n, nogc, ", gc off") for n in sizes]:
+            added[n] = runs[(n, True)] - runs[(n, False)]
+            print(f"  {f'{n} test' + ('s' if n > 1 else '') + note:<20} {runs[(n, False)] / 1e6:15.1f}M "
+                  f"{runs[(n, True)] / 1e6:25.1f}M {added[n] / 1e6:9.1f}M")
         print(f"-p lookup (pytest's, on both sides; a run with autoloading on makes it with or without the plugin): "
               f"{lookup / 1e6:.1f} M instructions = {ms(lookup, rate):.1f} ms")
         print(f"machine rate: {rate / 1e9:.2f} G instructions/s (the one-test -p {PLUGIN} process: "
               f"{counts[(1, True)] / 1e6:.1f} M instructions / {cpu * 1e3:.0f} ms user CPU, the least of "
               f"{max(1, args.calibrate)} native runs)")
-        raw_slope = (added[n2] - added[n1]) / (n2 - n1)
-        gc_added = {n: runs[(n, True)][1] - runs[(n, False)][1] for n in suites}
-        per_test = raw_slope - (gc_added[n2] - gc_added[n1]) / (n2 - n1)
+        by_seed = {seed: slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "bare")] for n in sizes})[0]
+                   for seed in seeds}
+        per_test, off_line = slope({n: added[n] for n in sizes})
         fixed = added[1] - per_test
         detect = d1 - d0
         print(f"fixed cost (import, configure with detection, collection hooks, header and summary): "
               f"{fixed / 1e6:.1f} M instructions = {ms(fixed, rate):.1f} ms; goal <= {GOAL_FIXED_MS:g} ms: "
               f"{verdict(ms(fixed, rate), GOAL_FIXED_MS)}")
-        print(f"per test (slope between {n1} and {n2} tests, outside the garbage collector): {per_test / 1e3:.1f} k "
+        between = (f"between {sizes[0]} and {sizes[1]} tests" if len(sizes) == 2 else
+                   f"least squares over {', '.join(map(str, sizes))} tests")
+        seeded = f"hash seed {seeds[0]}" if len(seeds) == 1 else f"the mean over hash seeds {args.seeds}"
+        print(f"per test (slope {between}, the automatic garbage collector off, {seeded}): {per_test / 1e3:.1f} k "
               f"instructions = {ms(per_test, rate) * 1e3:.1f} us; goal <= {GOAL_PER_TEST_US:g} us: "
               f"{verdict(ms(per_test, rate) * 1e3, GOAL_PER_TEST_US)}")
-        print(f"  (with the collector: {raw_slope / 1e3:.1f} k; a full collection falls at a different test on either "
-              f"side, a step of {max(abs(g) for g in gc_added.values()) / 1e6:.1f} M at most here)")
+        hooks_by_seed = {seed: slope({n: nogc_runs[(seed, n, "plugin")] - nogc_runs[(seed, n, "imported")]
+                                      for n in sizes})[0] for seed in seeds}
+        if len(seeds) > 1:
+            print("  by hash seed: " + ", ".join(f"{seed}: {b / 1e3:.1f} k (hooks {hooks_by_seed[seed] / 1e3:.1f} k)"
+                                                 for seed, b in by_seed.items()))
+        hooks = sum(hooks_by_seed.values()) / len(seeds)
+        print(f"  of which the plugin's hooks (the slope against a bare side that imports the plugin's modules): "
+              f"{hooks / 1e3:.1f} k; the rest, {(per_test - hooks) / 1e3:.1f} k, is pytest's own work made slower by "
+              f"the code loaded (the split moves with the layout, as the figure does: see --seeds)")
+        if len(sizes) > 2:
+            print(f"  (the largest distance of a size's added instructions from the line: {off_line / 1e3:.1f} k)")
         print(f"detection (first detect() in a fresh process, on this machine): {detect / 1e6:.1f} M instructions = "
               f"{ms(detect, rate):.1f} ms; goal <= {GOAL_DETECT_MS:g} ms (CPU): {verdict(ms(detect, rate), GOAL_DETECT_MS)}")
         if args.where:

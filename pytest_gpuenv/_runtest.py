@@ -1,22 +1,27 @@
-"""What the plugin does to each test: its marks at collection, its gate at setup, its report.
+"""What the plugin does to each test: its marks at collection, its gate at setup, its reports.
 
 ``modify_items``: ``gpu_bench`` users get the ``gpuenv_perf`` mark (and ``perf`` where that name is the
 plugin's), each item's plugin marks are read and checked once (a bad marker argument is kept to fail that
 test alone; the others are kept in the item's stash for setup), ``xfail_on`` becomes an ``xfail`` mark,
-``--gpuenv-perf=off`` skips perf tests, and ``--gpuenv-plan`` computes its table. ``setup`` (for the items
-collection found something to check: plugin marks or a GPU fixture): the marks'
+``--gpuenv-perf=off`` skips perf tests, and ``--gpuenv-plan`` computes its table. Where some item carries a
+plugin mark or uses a fixture of the plugin that may skip, it registers ``Gate``, the hooks of such tests
+(a run whose tests are none of the plugin's never calls them):
+``setup`` (for the items collection found something to check: plugin marks or a GPU fixture): the marks'
 ``Skip`` against this process's host (or a skip naming the test that poisoned the GPU context, asked of
-``pytest_gpuenv.runtime.poisoned``).
-``adjust_report``: a hardware skip carries its category, cause and host in the report (the process that
-logs the report counts it through ``hardware_skip``, wherever the test ran) and points at the test rather
-than at this plugin; a skip the suite wrote itself whose reason is a GPU one (``suite_skip_cause``) is
-carried as category ``suite``; a failure after a GPU fault says so. The plugin's marks are those ``markers.plugin_marks`` gives.
+``pytest_gpuenv.runtime.poisoned``); ``adjust_report``: a skip the plugin made carries its category, cause
+and host in the report and points at the test rather than at this plugin, and a skip raised inside the
+plugin is marked as the plugin's (``PLUGIN_SKIP``).
+``Reports`` (registered at configure) sees every report in the process that logs it (``log_report``): where
+the test ran in this process or in a forked child, a skip the suite wrote itself whose reason is a GPU one
+(``suite_skip_cause``) is carried as category ``suite``, and a failure after a GPU fault says so; then it
+counts the hardware skip the report carries (``hardware_skip``), wherever the test ran. The plugin's marks
+are those ``markers.plugin_marks`` gives.
 """
 
 from __future__ import annotations
 
 import os
-from typing import NoReturn, Optional, Union
+from typing import Any, NoReturn, Optional, Union
 
 import pytest
 
@@ -32,9 +37,47 @@ _SKIP_INFO = pytest.StashKey[Skip]()
 #: bad marker argument
 _GATE = pytest.StashKey[Union[str, list[markers.PluginMark]]]()
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_GPU_FIXTURES = ("gpu_device", "gpu_bench", "hip_kernel")
+_GPU_FIXTURES = frozenset(("gpu_device", "gpu_bench", "hip_kernel"))
+#: the plugin's fixtures that may skip a test (the GPU fixtures, and ``torch_device``)
+_SKIPPING_FIXTURES = _GPU_FIXTURES | {"torch_device"}
 #: the test report's user property that carries a hardware skip's [category, cause, host]
 SKIP_PROPERTY = "gpuenv_skip"
+#: the test report's attribute that marks a skip raised inside the plugin (its fixtures; not the suite's)
+PLUGIN_SKIP = "gpuenv_plugin_skip"
+
+
+class Gate:
+    """The hooks of the tests the plugin decides about (``modify_items`` registers them where collection found
+    one): the gate at setup, and the report of a skip the plugin made."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        setup(item)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        rep = yield
+        adjust_report(item, rep, call)
+        return rep
+
+
+class Reports:
+    """Every test report, in the process that logs it (``log_report``), and the modules the suite skips for a
+    GPU reason (``pytest.skip("CUDA not available", allow_module_level=True)``): the run's hardware skips."""
+
+    def __init__(self, session: GpuenvSession) -> None:
+        self.session = session
+
+    @pytest.hookimpl(tryfirst=True)  # before an xdist worker sends the report, and before others read it
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        skip = log_report(report, self.session) if not report.passed else None
+        if skip is not None:
+            self.session.skips.append(skip)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        skip = collect_skip(report, self.session)
+        if skip is not None:
+            self.session.skips.append(skip)
 
 
 def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
@@ -42,19 +85,26 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
         from pytest_gpuenv.plan import plan_lines
 
         session.plan_lines = plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
+    if not items:
+        return
+    config = items[0].config
+    run_names = markers.names(config)
     perf_off = session.settings.perf == "off"
     parents: dict[object, list[markers.PluginMark]] = {}  # each module's (class's...) marks, walked once
+    gated = False  # some item carries a plugin mark or uses a fixture of the plugin that may skip
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "gpu_bench" in fixtures:
             item.add_marker(pytest.mark.gpuenv_perf)
-            if markers.owns(item.config, "perf"):
+            if run_names.owns("perf"):
                 item.add_marker(pytest.mark.perf)
-        marks = markers.plugin_marks(item, parents)
+        marks = markers.plugin_marks(item, parents, run_names)
         if not marks:  # most tests: nothing to check, warn about or mark
-            if any(f in fixtures for f in _GPU_FIXTURES):  # (a poisoned GPU context skips it)
+            if not _GPU_FIXTURES.isdisjoint(fixtures):  # (a poisoned GPU context skips it)
                 item.stash[_GATE] = marks
+            gated = gated or not _SKIPPING_FIXTURES.isdisjoint(fixtures)
             continue
+        gated = True
         error = markers.check_marks(marks)
         item.stash[_GATE] = error or marks
         if error:
@@ -65,11 +115,14 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
         if perf_off and any(m.name == "perf" for m in marks):
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
+    if gated and config.pluginmanager.get_plugin("gpuenv-gate") is None:
+        config.pluginmanager.register(Gate(), "gpuenv-gate")
     settings = session.settings
-    if settings.leak_check == "off" and any(markers.LEAK_CHECK in item.keywords for item in items):
+    nodes: list[Any] = [*items, *parents]  # every item and every node above one (plugin_marks walked them all)
+    if settings.leak_check == "off" and any(m.name == markers.LEAK_CHECK for node in nodes for m in node.own_markers):
         from pytest_gpuenv import _leak  # boundary: the leak check, entered where a test asks for it
 
-        _leak.configure(items[0].config, "off", settings.leak_threshold)
+        _leak.configure(config, "off", settings.leak_threshold)
 
 
 def setup(item: pytest.Item) -> None:
@@ -110,33 +163,45 @@ def _host_note(session: GpuenvSession) -> str:
 def _uses_gpu(item: pytest.Item, marks: list[markers.PluginMark]) -> bool:
     if any(m.name in markers.GPU_MARKERS for m in marks):
         return True
-    return any(f in getattr(item, "fixturenames", ()) for f in _GPU_FIXTURES)
+    return not _GPU_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
 def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallInfo[None]) -> None:
-    if rep.outcome == "passed":  # most reports: nothing below applies to them
+    """A skip the plugin made, in the process that ran the test (the report carries what it says)."""
+    if not rep.skipped:
         return
     skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
-    if skip is not None and rep.skipped:
+    if skip is not None:
         _note_skip(rep, skip.category, skip.cause, get_session(item.config))
         # point at the test, not at this plugin (as pytest's own skip marks do)
         path, line = item.reportinfo()[:2]
         if line is not None:
             rep.longrepr = (str(path), line + 1, f"Skipped: {skip.reason}")
-    elif rep.skipped and isinstance(rep.longrepr, tuple) and str(rep.longrepr[0]).startswith(_PKG_DIR):
-        # a skip raised inside one of our fixtures (hip_kernel, gpu_bench, gpu_device): show the test's place
-        path, line = item.reportinfo()[:2]
-        if line is not None:
-            rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
-    elif rep.skipped and not hasattr(rep, "wasxfail") and not _raised_in_plugin(call):
-        session = get_session(item.config)
-        cause = suite_skip_cause(rep.longrepr, session)
+    elif _raised_in_plugin(call):  # not the suite's: ``log_report`` leaves it
+        setattr(rep, PLUGIN_SKIP, True)
+        if isinstance(rep.longrepr, tuple) and str(rep.longrepr[0]).startswith(_PKG_DIR):
+            # raised inside one of our fixtures (hip_kernel, gpu_bench, gpu_device): show the test's place
+            path, line = item.reportinfo()[:2]
+            if line is not None:
+                rep.longrepr = (str(path), line + 1, rep.longrepr[2] + _host_note(get_session(item.config)))
+
+
+def log_report(report: pytest.TestReport, session: GpuenvSession) -> Optional[HardwareSkip]:
+    """A report that did not pass, in the process that logs it; returns the hardware skip it carries. Where the
+    test ran in this process or in a forked child (not an xdist worker's report, which carries its ``node`` and
+    was seen there): a skip the suite wrote itself for a GPU reason is noted as category ``suite``, and a
+    failure after a GPU fault says so."""
+    made_here = getattr(report, "node", None) is None
+    theirs = not (hasattr(report, "wasxfail") or hasattr(report, PLUGIN_SKIP))  # the suite's skip, not an xfail
+    if made_here and report.skipped and theirs and hardware_skip(report) is None:
+        cause = suite_skip_cause(report.longrepr, session)
         if cause is not None:
-            _note_skip(rep, "suite", cause, session)
-    if rep.failed and rep.when == "call":
+            _note_skip(report, "suite", cause, session)
+    elif made_here and report.failed and report.when == "call":
         poison = poisoned()
-        if poison is not None and poison.by != item.nodeid:
-            rep.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+        if poison is not None and poison.by != report.nodeid:
+            report.sections.append(("gpuenv", f"this failure may follow from an earlier GPU fault: {poison.reason()}"))
+    return hardware_skip(report)
 
 
 def _note_skip(rep: pytest.TestReport, category: str, cause: str, session: GpuenvSession) -> None:

@@ -278,7 +278,8 @@ class MarkerNames:
 _KEY: pytest.StashKey[MarkerNames] = pytest.StashKey()
 
 
-def _names(config: pytest.Config) -> MarkerNames:
+def names(config: pytest.Config) -> MarkerNames:
+    """The run's marker names (made on first use)."""
     if _KEY not in config.stash:
         config.stash[_KEY] = MarkerNames()
     return config.stash[_KEY]
@@ -298,14 +299,14 @@ def _register(config: pytest.Config, state: MarkerNames, line: str) -> None:
 
 def register_aliases(config: pytest.Config) -> None:
     """Register ``gpuenv_<name>`` for every marker, with its signature line."""
-    state = _names(config)
+    state = names(config)
     for line in [m.alias_line for m in MARKERS] + PREFIXED_ONLY:
         _register(config, state, line)
 
 
 def register_unprefixed(config: pytest.Config) -> None:
     """Register the plain names the suite has not registered itself; remember the ones it has."""
-    state = _names(config)
+    state = names(config)
     state.left = _suite_names(config, state)
     state.announced = list(state.left)
     for m in MARKERS:
@@ -315,13 +316,13 @@ def register_unprefixed(config: pytest.Config) -> None:
 
 def refresh(config: pytest.Config) -> None:
     """Look again once the collection has loaded every conftest: a name registered late is the suite's."""
-    state = _names(config)
+    state = names(config)
     state.left = _suite_names(config, state)
 
 
 def owns(config: pytest.Config, name: str) -> bool:
     """Whether the unprefixed ``name`` means the plugin's marker in this run."""
-    return _names(config).owns(name)
+    return names(config).owns(name)
 
 
 def _own_plugin_marks(node: Any, names: MarkerNames) -> list[PluginMark]:
@@ -333,14 +334,17 @@ def _own_plugin_marks(node: Any, names: MarkerNames) -> list[PluginMark]:
     return out
 
 
-def plugin_marks(item: Any, parents: Optional[dict[Any, list[PluginMark]]] = None) -> list[PluginMark]:
+def plugin_marks(item: Any, parents: Optional[dict[Any, list[PluginMark]]] = None,
+                 run_names: Optional[MarkerNames] = None) -> list[PluginMark]:
     """The item's marks that mean plugin markers (closest first, the order of ``item.iter_markers()``), named
     without the prefix. ``parents``: the marks of each parent node and its own parents, already walked (filled
-    here), for one pass over many items whose parents gain no mark meanwhile (collection)."""
-    names = _names(item.config)
-    out = _own_plugin_marks(item, names)
+    here), for one pass over many items whose parents gain no mark meanwhile (collection); ``run_names``: the
+    run's ``names(config)`` (looked up when not given)."""
+    if run_names is None:
+        run_names = names(item.config)
+    out = _own_plugin_marks(item, run_names)
     parent = item.parent
-    return out + _chain(parent, names, {} if parents is None else parents) if parent is not None else out
+    return out + _chain(parent, run_names, {} if parents is None else parents) if parent is not None else out
 
 
 def _chain(node: Any, names: MarkerNames, walked: dict[Any, list[PluginMark]]) -> list[PluginMark]:
@@ -358,12 +362,12 @@ def _text(names: list[str]) -> str:
 
 def header_line(config: pytest.Config) -> Optional[str]:
     """``gpuenv: markers perf, requires_gpu are the suite's own ...``; None when the suite registers none."""
-    state = _names(config)
+    state = names(config)
     return f"gpuenv: {_text(state.announced)}" if state.announced else None
 
 
 def late_lines(config: pytest.Config) -> list[str]:
     """For the terminal summary: names found to be the suite's after the header was printed."""
-    state = _names(config)
+    state = names(config)
     late = [n for n in state.left if n not in state.announced]
     return [_text(late)] if late else []

@@ -1,7 +1,8 @@
 """pytest-gpuenv's hooks; each hands its event to the module that does the work.
 
 ``_session`` (options, detection, the per-run state in the stash), ``markers`` and ``_skipping`` (the
-markers and their evaluation), ``_runtest`` (what happens to each test), ``report`` (header and
+markers and their evaluation), ``_runtest`` (what happens to each test: its hooks at setup and report are
+registered by configure and collection, where a run needs them), ``report`` (header and
 summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measurements sent back),
 ``fixtures`` (the fixtures, found here by pytest).
 
@@ -26,7 +27,7 @@ import pytest
 
 from pytest_gpuenv import _hide, _options, _runtest, _session, fixtures, markers, report
 from pytest_gpuenv._options import Settings
-from pytest_gpuenv._session import GpuenvSession, get_env, get_session
+from pytest_gpuenv._session import get_env, get_session
 from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
 from pytest_gpuenv.model import GpuEnv
@@ -43,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session = _session.start(config, _worker_env)
     if session.settings.backend == "cpu":
         session.hidden = _hide.install(session.settings.hide_modules)
-    config.pluginmanager.register(_SkipCollector(session), "gpuenv-skips")
+    config.pluginmanager.register(_runtest.Reports(session), "gpuenv-skips")
     if session.settings.leak_check != "off":
         from pytest_gpuenv import _leak  # boundary: the leak check, only where it is on (or, see modify_items)
 
@@ -116,37 +117,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.refresh(config)
     _runtest.modify_items(items, get_session(config))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    _runtest.setup(item)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    rep = yield
-    _runtest.adjust_report(item, rep, call)
-    return rep
-
-
-class _SkipCollector:
-    """Gathers hardware skips from the test reports, wherever the test ran (this process, an xdist worker, a
-    forked child as pytest-forked runs it: the report carries the skip, ``_runtest.hardware_skip``), and the
-    modules the suite skips for a GPU reason (``pytest.skip("CUDA not available", allow_module_level=True)``)."""
-
-    def __init__(self, session: GpuenvSession) -> None:
-        self.session = session
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        skip = _runtest.hardware_skip(report) if report.skipped else None
-        if skip is not None:
-            self.session.skips.append(skip)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        skip = _runtest.collect_skip(report, self.session)
-        if skip is not None:
-            self.session.skips.append(skip)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
