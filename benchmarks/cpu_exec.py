@@ -35,6 +35,11 @@ import sys
 import tempfile
 import time
 
+# numpy's reference matmul (A @ B) must not leave BLAS threads spinning on the cores the launches are timed on:
+# on two pinned cores they took one of them for the first launches after it (the measured processes inherit this)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
