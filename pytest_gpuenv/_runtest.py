@@ -54,7 +54,9 @@ class Gate:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         setup(item)
 
-    @pytest.hookimpl(wrapper=True)
+    # trylast: the innermost wrapper, so other plugins' wrappers (a conftest's, pytest-html's) see the report as
+    # this one leaves it, as they did when these were the plugin module's hooks
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         rep = yield
         adjust_report(item, rep, call)
@@ -115,14 +117,21 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> None:
             item.add_marker(pytest.mark.xfail(reason=xf[0], strict=xf[1]))
         if perf_off and any(m.name == "perf" for m in marks):
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
-    if gated and config.pluginmanager.get_plugin("gpuenv-gate") is None:
-        config.pluginmanager.register(Gate(), "gpuenv-gate")
+    if gated:
+        ensure_gate(config)
     settings = session.settings
     nodes: list[Any] = [*items, *parents]  # every item and every node above one (plugin_marks walked them all)
     if settings.leak_check == "off" and any(m.name == markers.LEAK_CHECK for node in nodes for m in node.own_markers):
         from pytest_gpuenv import _leak  # boundary: the leak check, entered where a test asks for it
 
         _leak.configure(config, "off", settings.leak_threshold)
+
+
+def ensure_gate(config: pytest.Config) -> None:
+    """Register ``Gate`` once: at collection where a test needs it, or by a plugin fixture that may skip when a test
+    asks for it at run time (``request.getfixturevalue``), so that its skip is reported as the plugin's."""
+    if config.pluginmanager.get_plugin("gpuenv-gate") is None:
+        config.pluginmanager.register(Gate(), "gpuenv-gate")
 
 
 def setup(item: pytest.Item) -> None:

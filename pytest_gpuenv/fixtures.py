@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pytest
 
 from pytest_gpuenv._bench_fixture import make_gpu_bench
-from pytest_gpuenv._runtest import skip_without_gpu
+from pytest_gpuenv._runtest import ensure_gate, skip_without_gpu
 from pytest_gpuenv._session import get_env, get_session, get_settings
 from pytest_gpuenv.model import Device, GpuEnv
 from pytest_gpuenv.runtime import running
@@ -103,6 +103,7 @@ def current_device(request: pytest.FixtureRequest, env: Optional[GpuEnv] = None)
 @pytest.fixture
 def gpu_device(request: pytest.FixtureRequest) -> Device:
     """The GPU this test runs on (index, vendor, name, arch, memory, warp size); skips when none is usable."""
+    ensure_gate(request.config)  # (it may skip: asked for at run time too)
     dev = current_device(request)
     if dev is None:
         skip_without_gpu(request.node, "gpu_device")
@@ -112,6 +113,7 @@ def gpu_device(request: pytest.FixtureRequest) -> Device:
 @pytest.fixture
 def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
     """A ``torch.device`` per ``--gpuenv-devices`` (ids ``cpu``, ``cuda:0``; ROCm devices are ``cuda:N``)."""
+    ensure_gate(request.config)
     value = getattr(request, "param", None)
     if value is None:
         value = torch_device_params(get_env(request.config), get_settings(request.config).devices)[0]
@@ -135,6 +137,7 @@ def hip_kernel(request: pytest.FixtureRequest) -> Any:
     ``sync`` (default True), ``names``. Without a GPU it runs the kernel on the CPU executor, once per warp size of
     ``gpuenv_cpu_warp_sizes`` (``--gpuenv-kernels=run``, the default where a C++ compiler exists), or
     compiles for ``gpuenv_compile_archs`` and skips (``compile``), or skips (``off``)."""
+    ensure_gate(request.config)
     from pytest_gpuenv._kernel_fixture import HipKernelFactory  # the kernel compiler (rtc)
 
     with running(request.node.nodeid):  # a GPU fault in this test is recorded against it
@@ -147,4 +150,5 @@ def gpu_bench(request: pytest.FixtureRequest) -> Any:
     ``m.assert_faster_than("250us")``, ``m.assert_bandwidth(at_least=0.8)``,
     ``m.assert_no_regression("10%")``; ``gpu_bench.assert_ratio(fast, reference, at_most=1.2)``.
     Skips on a runner without a usable GPU."""
+    ensure_gate(request.config)
     return make_gpu_bench(request)

@@ -58,3 +58,43 @@ def test_a_plugin_skip_is_not_taken_for_the_suites(pytester):
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_a_plugin_skip_is_not_taken_for_the_suites.py:*hip_kernel:*"])
     result.stdout.no_fnmatch_line("*skipped for hardware reasons*")
     assert json.loads((pytester.path / "r.json").read_text())["skips"] == []
+
+
+@pytest.mark.parametrize("fixture", ["gpu_device", "hip_kernel"])
+def test_a_plugin_fixture_asked_for_at_run_time_skips_as_the_plugins(pytester, fixture):
+    """``request.getfixturevalue`` in a run where collection found no test of the plugin's: the fixture registers
+    the gate itself, so its skip is the plugin's (a hardware skip by its cause for ``gpu_device``; none for
+    ``hip_kernel`` with ``--gpuenv-kernels=off``), never a ``suite`` one, and points at the test."""
+    pytester.makepyfile(
+        f"""
+        def test_a(request):
+            k = request.getfixturevalue("{fixture}")
+            if callable(k):
+                k("__global__ void k() {{}}", "k")
+        """
+    )
+    result = pytester.runpytest("--gpuenv-backend=cpu", "--gpuenv-kernels=off", "--gpuenv-json=r.json", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_a_plugin_fixture_asked_for_at_run_time_skips_as_the_plugins.py:*"])
+    skips = json.loads((pytester.path / "r.json").read_text())["skips"]
+    assert [s["category"] for s in skips] == (["backend-option"] if fixture == "gpu_device" else [])
+
+
+def test_other_report_wrappers_see_the_plugins_report(pytester):
+    """The plugin's report wrapper is the innermost: a conftest's wrapper sees the hardware skip it noted."""
+    pytester.makeconftest(
+        """
+        import pytest
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_runtest_makereport(item, call):
+            rep = yield
+            if rep.skipped:
+                print("PROPS", [name for name, _ in rep.user_properties])
+            return rep
+        """
+    )
+    pytester.makepyfile("def test_a(gpu_device): pass\n")
+    result = pytester.runpytest("-s", "--gpuenv-backend=cpu")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*PROPS [[]'gpuenv_skip'[]]"])
