@@ -209,3 +209,19 @@ def test_torch_wheel_hip7_without_system_rocm(tmp_path):
     _checks.rocm_runtime(ctx)
     p = ctx.env.problem("hip-fault-returns-error")
     assert p is not None and "torch 2.5.1+rocm6.2's own HIP runtime 7.0.51831-a3e329ad8" in p.message
+
+
+@pytest.mark.parametrize("package", ["libamdhip64-5", "libamdhip64-dev", "libamdhip64-5t64"])
+def test_debian_rocm_version_from_the_runtime_packages_changelog(tmp_path, package):
+    """Debian's packages name the HIP runtime's version in their changelog: the library's package (named after
+    its major), the -dev package, or another name (a t64 rename), found by listing the folder."""
+    import gzip
+
+    from pytest_gpuenv.detect._compilers import _debian_version
+
+    doc = tmp_path / "usr/share/doc" / package
+    doc.mkdir(parents=True)
+    (doc / "changelog.Debian.gz").write_bytes(gzip.compress(b"rocm-hipamd (5.2.3-3) unstable; urgency=medium\n\n"))
+    ev: list[str] = []
+    assert _debian_version(Fs(str(tmp_path)), ev, "5") == "5.2.3"
+    assert ev == [f"/usr/share/doc/{package}/changelog.Debian.gz: rocm-hipamd (5.2.3-3) unstable; urgency=medium"]

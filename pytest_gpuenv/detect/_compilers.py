@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any, Optional
 
 from pytest_gpuenv.detect._fs import Fs
@@ -155,10 +156,18 @@ def _version_file(fs: Fs, root: str) -> Optional[str]:
     return m.group(1) if m else None
 
 
+def _changelog_packages(fs: Fs, major: str) -> Iterator[str]:
+    """The packages whose changelog may name the HIP runtime's version: Debian's names first; the folder is
+    listed only when those are missing (another name, such as a ``t64`` rename of the library's package)."""
+    names = (f"libamdhip64-{major}", "libamdhip64-dev")
+    yield from names
+    yield from (n for n in fs.listdir("/usr/share/doc") if n.startswith("libamdhip64") and n not in names)
+
+
 def _debian_version(fs: Fs, ev: list[str], major: str) -> Optional[str]:
     """The version in the changelog of the package that installed ``libamdhip64.so.<major>`` (Debian names
     it after the library's major: ``libamdhip64-5``) or of its ``-dev`` package, else in hip_version.h."""
-    for name in (f"libamdhip64-{major}", "libamdhip64-dev"):
+    for name in _changelog_packages(fs, major):
         path = f"/usr/share/doc/{name}/changelog.Debian.gz"
         data = fs.read_bytes(path, 4096)
         if not data:
