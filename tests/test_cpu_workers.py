@@ -69,6 +69,18 @@ def test_one_worker_and_several_give_the_same_result(cpu_cache, monkeypatch):
     np.testing.assert_allclose(one, A @ B, rtol=1e-5)
 
 
+def test_joined_worker_threads_are_not_taken_for_the_kernels(cpu_cache, monkeypatch):
+    """Each parallel launch starts and joins its worker threads; a joined thread can still be listed in
+    /proc/self/task for a moment, which must not read as a thread the kernel left running (it did, now and
+    then, on a 16-core machine)."""
+    monkeypatch.setenv("GPUENV_CPU_WORKERS", "8")
+    k = kernel(cpu_cache, "    atomicAdd(&p[0], 1);\n")
+    for _ in range(300):
+        p = np.zeros(1, np.int32)
+        k(8, 32, p)
+        assert p[0] == 256
+
+
 @pytest.mark.parametrize("raw", ["-1", "two", "65", "", "\u00b2"])  # (a superscript two is a digit to str.isdigit)
 def test_a_bad_worker_limit_names_the_variable(raw):
     with pytest.raises(ValueError, match=f"GPUENV_CPU_WORKERS={raw!r}"):

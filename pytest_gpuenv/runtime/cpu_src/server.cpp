@@ -151,9 +151,15 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_after(int ta
         if (forks < 1) forks = 1;
     }
     if (forks) return forks;
+    // A worker thread the launch joined can still be listed for a moment after pthread_join returned (the
+    // kernel wakes the joiner when the thread releases its memory, before the thread leaves the thread group):
+    // look again for up to 50 ms before taking an extra thread for one that the kernel left running.
     struct stat st;
-    if (fstat(task_dir, &st) == 0 && (int64_t)st.st_nlink > threads) return -(int)((int64_t)st.st_nlink - threads);
-    return 0;
+    for (int i = 0; i < 100; i++) {
+        if (fstat(task_dir, &st) != 0 || (int64_t)st.st_nlink <= threads) return 0;
+        usleep(500);
+    }
+    return -(int)((int64_t)st.st_nlink - threads);
 }
 
 // ---- a launch request, parsed here: the server's Python only reads the pipe and picks the workers ----
