@@ -73,6 +73,10 @@ class GpuScheduling:
         self.queues: dict[frozenset[Any], list[int]] = {}
         #: units that only crashed workers could run, until their replacement collects
         self.waiting: list[int] = []
+        #: workers this scheduler told to shut down: they take nothing more. (A worker that died is marked
+        #: ``shutting_down`` by xdist's receiving thread at once, but stays live here until its removal, which
+        #: requeues its tests; until then another worker's removal must not take them for lost.)
+        self.told: set[Any] = set()
         self.crashes = 0
         self.max_restart = get_default_max_worker_restart(config)
 
@@ -131,6 +135,7 @@ class GpuScheduling:
     def remove_node(self, node: WorkerController) -> Optional[str]:
         pending = self.node2pending.pop(node)
         routes = self.node2routes.pop(node, None)
+        self.told.discard(node)
         crashed = None
         if pending:
             assert self.collection is not None
@@ -172,14 +177,14 @@ class GpuScheduling:
                 self._send(node, max(2, min(int(self._share(node)) // 4, self.maxschedchunk)))
         for node in self.nodes:
             if not self._share(node):
-                node.shutdown()
+                self._shut(node)
 
     def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
         if node.shutting_down:
             return
         fair = self._share(node)
         if not fair:
-            node.shutdown()
+            self._shut(node)
             return
         share = int(fair)
         pending = self.node2pending[node]
@@ -188,6 +193,10 @@ class GpuScheduling:
                 return
             assert self.maxschedchunk is not None
             self._send(node, min(max(2, share // 2) - len(pending), max(2 - len(pending), self.maxschedchunk)))
+
+    def _shut(self, node: Any) -> None:
+        self.told.add(node)
+        node.shutdown()
 
     # -- the queues
 
@@ -214,7 +223,7 @@ class GpuScheduling:
         shut down is not live here: it runs nothing sent after that (xdist's remote.py queues it behind
         the shutdown), so a test it alone could run waits for a replacement or is reported, never queued
         for it."""
-        live = {n: r for n, r in self.node2routes.items() if not n.shutting_down}
+        live = {n: r for n, r in self.node2routes.items() if n not in self.told}
         full = frozenset(n for n, r in live.items() if not any(i in r.cannot for i in unit))
         if full or len(unit) == 1:
             return full
