@@ -156,12 +156,7 @@ __attribute__((noinline)) static void rr_wait(int cur) {
     l.threads[cur].fiber = l.cur_fiber;
     if (l.rq_head < l.rq_tail) return park_thread(cur, take(l.runq[l.rq_head++]));
     catch_up(l);
-    if (l.next_new < l.nthreads && l.nfree) {  // (the block's first interval: a free fiber starts the next thread)
-        Fiber* f = acquire();
-        l.cur_fiber = f;
-        return park_thread(cur, fiber_ctx(f));
-    }
-    if (l.next_new < l.nthreads) return wait_for_new(cur);
+    if (l.next_new < l.nthreads) return wait_for_new(cur);  // (the block's first interval: a fiber starts the next thread)
     return park_thread(cur, sched_ctx());
 }
 
