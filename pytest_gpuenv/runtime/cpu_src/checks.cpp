@@ -208,8 +208,6 @@ static bool check_static_shared(uintptr_t a, size_t size, bool write, void* pc, 
     return true;
 }
 
-constexpr int32_t kRedZone = 2;  // RO_REDZONE in runtime/_cpu_proto.py
-
 static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
     gpuenv_launch_t* d = L.d;
     if (a - (uintptr_t)L.st->dyn_shared < kDynMax + 4096) {
@@ -225,7 +223,7 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
     int ro_index = -1;
     for (int i = 0; i < d->nregions; i++) {
         const gpuenv_region_t& g = d->regions[i];
-        if (g.readonly == kRedZone) {  // the __device__ variables' section: between them are red zones
+        if (g.readonly == kRoRedzone) {  // the __device__ variables' section: between them are red zones
             red = red || (a < g.base + g.size && a + size > g.base);
             continue;
         }
@@ -246,7 +244,7 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
     uint64_t dist = ~0ull;
     for (int i = 0; i < d->nregions; i++) {
         const gpuenv_region_t& g = d->regions[i];
-        if (g.readonly == kRedZone || (red && g.index >= 0)) continue;
+        if (g.readonly == kRoRedzone || (red && g.index >= 0)) continue;
         uint64_t dd = a < g.base ? g.base - a : a < g.base + g.size ? 0 : a - (g.base + g.size);  // 0: a range that starts inside
         if (dd < dist) {
             dist = dd;

@@ -18,6 +18,8 @@ constexpr size_t kShadowBytes = 64 * 1024;  // shadowed shared memory per kind (
 constexpr int kMaxVars = 1024;              // static __shared__ variables and red zones per module
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
+constexpr int32_t kRoRedzone = 2;           // gpuenv_region_t.readonly of the __device__ variables' section: red zones between them
+constexpr int32_t kArgsIndex = -(1 << 20);  // gpuenv_region_t.index of the argument values' own storage (server.cpp)
 
 // What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
 // among `n` threads (0 for a plain __syncthreads)

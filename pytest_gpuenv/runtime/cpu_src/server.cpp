@@ -134,9 +134,9 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_init(void* a
 }
 
 // What a request left behind, checked before its reply: the fork() calls since the last call (each new
-// process ended at once), at least 1 while a process of ours exists (a raw fork or clone); else minus the
-// threads beyond `threads` (what fstat of the open directory /proc/self/task, `task_dir`, counted in links
-// before any request ran); 0 when neither.
+// process ended at once), at least 1 while a process of ours exists (a raw fork or clone) or one ended and
+// was reaped since (system(), popen()); else minus the threads beyond `threads` (what fstat of the open
+// directory /proc/self/task, `task_dir`, counted in links before any request ran); 0 when neither.
 extern "C" __attribute__((visibility("default"))) int gpuenv_server_after(int task_dir, int64_t threads) {
     int forks = note ? note->forks : 0;
     if (note) note->forks = 0;
@@ -192,8 +192,6 @@ static_assert(sizeof(launch_head_t) == 80 && sizeof(svar_t) == 24 && sizeof(var_
               sizeof(region_in_t) == 24 && sizeof(value_t) == 12, "the request's layout (_cpu_proto.py)");
 
 constexpr int32_t kValueArena = 1;          // VALUE_ARENA: an 8-byte offset in the arena, made a pointer
-constexpr int32_t kArgsIndex = -(1 << 20);  // ARGS_INDEX: the argument values' own storage
-constexpr int32_t kRoRedzone = 2;           // RO_REDZONE
 constexpr size_t kBlobAlign = 64;           // the argument values' storage (a larger alignment: kept modulo this)
 
 // Buffers kept from request to request (the server serves one at a time).
@@ -275,7 +273,7 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
         if (v.off > ghi - glo || v.size > ghi - glo - v.off) return -1;  // (offsets in the globals section)
         rs[nr++] = {glo + v.off, v.size, 0, -1 - (int32_t)i};
     }
-    if (nextra) rs[nr++] = {glo, ghi - glo, kRoRedzone, -1};
+    if (nextra) rs[nr++] = {glo, ghi - glo, gx::kRoRedzone, -1};
     // the argument values, each at its alignment in one block of storage
     uint64_t start = pos, used = 0;
     for (int32_t i = 0; i < h.nvalues; i++) {
@@ -315,7 +313,7 @@ extern "C" __attribute__((visibility("default"))) int64_t gpuenv_server_launch(
     }
     blob[used++] = 0;
     // read-only and registered: a struct passed by value may be copied from here with memcpy
-    rs[nr++] = {(uint64_t)(uintptr_t)blob, used, 1, kArgsIndex};
+    rs[nr++] = {(uint64_t)(uintptr_t)blob, used, 1, gx::kArgsIndex};
     gpuenv_launch_t d = {};
     d.entry = workers[0].entry;
     d.args = argv;
