@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,11 +154,17 @@ extern "C" __attribute__((visibility("default"))) int gpuenv_server_after(int ta
     if (forks) return forks;
     // A worker thread the launch joined can still be listed for a moment after pthread_join returned (the
     // kernel wakes the joiner when the thread releases its memory, before the thread leaves the thread group):
-    // look again for up to 50 ms before taking an extra thread for one that the kernel left running.
+    // look again for up to 50 ms before taking an extra thread for one that the kernel left running. The
+    // first 2 ms yield to it (it leaves within microseconds; a sleep would add its own half millisecond or
+    // more to every launch on several workers), then sleep.
     struct stat st;
-    for (int i = 0; i < 100; i++) {
+    double t0 = gx::now(), waited = 0;
+    for (;;) {
         if (fstat(task_dir, &st) != 0 || (int64_t)st.st_nlink <= threads) return 0;
-        usleep(500);
+        if (waited >= 0.050) break;
+        if (waited < 0.002) sched_yield();
+        else usleep(500);
+        waited = gx::now() - t0;
     }
     return -(int)((int64_t)st.st_nlink - threads);
 }
