@@ -175,12 +175,16 @@ def breakdown(cache: str, rounds: int = 5) -> None:
             for k, v in json.loads(out.strip().splitlines()[-1]).items():
                 got[label].setdefault(k, []).append(v)
     print("vector_add call, where the time goes (medians of interleaved fresh processes):")
-    for label, parts in got.items():
-        med = {k: statistics.median(v) * 1e3 for k, v in parts.items()}
+    meds = {label: {k: statistics.median(v) * 1e3 for k, v in parts.items()} for label, parts in got.items()}
+    for label, med in meds.items():
         rest = med["call"] - med["copy in"] - med["request"] - med["copy out"]
         print(f"  {label:<8} {med['call']:6.2f} ms: copy in (12 MB) {med['copy in']:.2f} ms, the executor's process "
               f"(the launch, the round trip) {med['request']:.2f} ms, copy back (4 MB) {med['copy out']:.2f} ms, "
               f"the rest (Python) {rest:.2f} ms")
+    if len(meds) == 2:  # which parts two cores speed up: the copies are memory-bound, as memcpy_line shows
+        one, two = meds.values()
+        print("  2 cores against 1: " + ", ".join(f"{k} {one[k] / two[k]:.2f}x" for k in ("call", "copy in", "request",
+                                                                                         "copy out")))
 
 
 def pinned(cmd: list[str], cpus: set[int]) -> str:

@@ -1,14 +1,19 @@
 """The child process checks runtime/_cpu_proto.py's ctypes copies of the executor's ABI structs against the
-sizes the C side exports (cpu_src/server.cpp: gpuenv_abi_sizes) when it loads the executor."""
+sizes the C side exports (cpu_src/server.cpp: gpuenv_abi_sizes) when it loads the executor; and here, that
+their field names follow the C structs' in order."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from pytest_gpuenv.rtc import _cpu
+from pytest_gpuenv.runtime import _cpu_proto as P
+from pytest_gpuenv.runtime import _cpu_server as S
 
 SCRIPT = r"""
 import ctypes, sys
@@ -37,3 +42,35 @@ def test_abi_sizes_checked_at_load() -> None:
     assert same == "same"
     assert "Region: ctypes 16 bytes, C 24" in mismatch
     assert "differ from runtime/_cpu_proto.py" in mismatch
+
+
+def _c_fields(source: str, struct: str) -> list[str]:
+    """The field names of ``struct NAME { ... };`` in C source, in order (comments dropped)."""
+    body = re.search(r"struct " + struct + r" \{(.*?)\n\};", source, re.S)
+    assert body, struct
+    names: list[str] = []
+    for decl in re.sub(r"//[^\n]*", "", body.group(1)).split(";"):
+        decl = decl.strip()
+        if not decl:
+            continue
+        if "(*" in decl:  # a function pointer: void (*entry)(void**)
+            names.append(re.search(r"\(\*(\w+)\)", decl).group(1))  # type: ignore[union-attr]
+            continue
+        _, _, rest = decl.removeprefix("const ").partition(" ")  # the type: one word, after any const
+        names += [re.sub(r"[*\s]|\[.*\]", "", part) for part in rest.split(",")]
+    return names
+
+
+def test_abi_field_names_in_the_same_order() -> None:
+    # the size check at load misses two fields of the same size swapped on one side: the names catch it
+    src = os.path.join(os.path.dirname(P.__file__), "cpu_src")
+    with open(os.path.join(src, "include", "gpuenv_cpu.h")) as f:
+        header = f.read()
+    with open(os.path.join(src, "server.cpp")) as f:
+        server = f.read()
+    pairs = [(P.Region, header, "gpuenv_region_t"), (P.Report, header, "gpuenv_report_t"),
+             (P.LaunchDesc, header, "gpuenv_launch_t"), (P.Worker, header, "gpuenv_worker_t"),
+             (P.Note, server, "gpuenv_note_t")]
+    for cls, source, struct in pairs:
+        assert [name for name, *_ in cls._fields_] == _c_fields(source, struct), cls.__name__
+    assert {cls for cls, *_ in pairs} == set(S.ABI_STRUCTS)
