@@ -105,8 +105,9 @@ class FileVersion(NamedTuple):
         return max(self.mtime_ns, self.ctime_ns) < time.time_ns() - 2_000_000_000
 
 
-def _scan(path: str) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
-    """(bytes, [(quoted, name)]) of a header, None if it is not a regular file."""
+def _scan(path: str, irregular: Optional[list[str]] = None) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
+    """(bytes, [(quoted, name)]) of a header, None if there is none; ``irregular`` gets ``path`` when
+    something is there that is no regular file (a FIFO, a device) or cannot be read."""
     sig = FileVersion.of(path)
     if sig is None:
         return None
@@ -116,8 +117,10 @@ def _scan(path: str) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
     try:
         data = read_regular(path)
     except OSError:
-        return None
+        data = None
     if data is None:
+        if irregular is not None:
+            irregular.append(path)
         return None
     includes = includes_of(data.decode("utf-8", "replace"))
     if known is not None:
@@ -188,9 +191,7 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
         found = []
         for d in ([here] if quoted else []) + dirs:
             p = os.path.abspath(os.path.join(d, name))
-            got = None if p in seen else _scan(p)
-            if got is None and irregular is not None and p not in seen and os.path.exists(p):
-                irregular.append(p)
+            got = None if p in seen else _scan(p, irregular)
             if got is not None:
                 seen[p] = got[0]
                 found.append(iter([(q, n, os.path.dirname(p)) for q, n in got[1]]))
