@@ -54,7 +54,7 @@ class GpuRun(Run):
         view = self._module().get_global(name)
         view.copy_(torch.as_tensor(np.asarray(values)).reshape(view.shape))
 
-    def launch(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
+    def launch(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0, cooperative: bool = False) -> None:
         import torch
 
         pairs = []
@@ -68,7 +68,7 @@ class GpuRun(Run):
                 dev_args.append(t)
             else:
                 dev_args.append(a)
-        kernel(grid, block, *dev_args, shared_mem=shared_mem)
+        kernel(grid, block, *dev_args, shared_mem=shared_mem, cooperative=cooperative)
         torch.cuda.synchronize()
         for host, t in pairs:
             host[...] = t.cpu().numpy()

@@ -88,8 +88,8 @@ class CpuRun(Run):
         view = self._module().get_global(name)
         view[...] = np.asarray(values).reshape(view.shape)
 
-    def launch(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0) -> None:
-        kernel(grid, block, *args, shared_mem=shared_mem)
+    def launch(self, kernel: Any, grid: Any, block: Any, *args: Any, shared_mem: int = 0, cooperative: bool = False) -> None:
+        kernel(grid, block, *args, shared_mem=shared_mem, cooperative=cooperative)
 
 
 def check_on_cpu(case: Case, warp: int, check: bool, cache_dir: Optional[str] = None) -> None:
@@ -348,6 +348,30 @@ def cg_tile_shfl(rt: Any) -> Checks:
     return checks
 
 
+GRID_GROUP = ["kernel_cg_grid_group_type", "kernel_cg_grid_group_type_via_base_type",
+              "kernel_cg_grid_group_type_via_public_api"]
+
+
+def cg_grid_group(rt: Any) -> Checks:
+    grid, block = 4, 64  # a cooperative launch: every block resident, grid.sync() waits for all of them
+    n = grid * block
+    checks = []
+    for name in GRID_GROUP:
+        out = [np.full(n, -7, np.int32) for _ in range(4)]
+        rt.launch(rt.kernel(name), grid, block, *out, cooperative=True)
+        want = [np.full(n, n), np.arange(n), np.ones(n), np.full(n, 10 * 20)]  # size, rank, is_valid, gm[1] * gm[0]
+        checks += [(f"{name} {what}", got, w.astype(np.int32))
+                   for what, got, w in zip(("size", "thread_rank", "is_valid", "sync"), out, want)]
+    first = rng("cg_grid_group").integers(0, 1000, 3000).astype(np.uint32)  # more elements than threads
+    second = np.zeros_like(first)
+    a, b = first.copy(), second.copy()
+    rt.launch(rt.kernel("coop_kernel"), grid, block, a, b, 3, len(a), cooperative=True)
+    for _ in range(3):  # each pass: second += first; grid.sync(); first += second mirrored; grid.sync()
+        second += first
+        first += second[::-1]
+    return checks + [("coop_kernel first_array", a, first), ("coop_kernel second_array", b, second)]
+
+
 REDUCTION = dict(options=("-std=c++20",), include_dirs=(INCLUDE,))
 CASES = [
     Case("shared_memory", lambda w: ["matrix_transpose_kernel<32>"], shared_memory),
@@ -374,6 +398,7 @@ CASES = [
     Case("constant_table", lambda w: ["Get"], constant_table, module=True),
     Case("syncthreads", lambda w: ["SyncthreadsKernel<SyncthreadsKind::kCount>"] + [n for n, _ in SYNC], syncthreads,
          module=True),
+    Case("cg_grid_group", lambda w: GRID_GROUP + ["coop_kernel"], cg_grid_group, module=True),
     Case("cg_tile_shfl", lambda w: ["kernel_cg_group_partition_static<16>", "kernel_cg_group_partition_static<4>"],
          cg_tile_shfl, module=True),
 ]

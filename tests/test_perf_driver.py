@@ -91,7 +91,7 @@ class FakeRuntime:
     def load(self, binary, name):
         return {"gpuenv_spin": "SPIN", "gpuenv_read": "READ"}[binary.decode()]
 
-    def launch(self, f, grid, block, args_address, shared_mem, stream):
+    def launch(self, f, grid, block, args_address, shared_mem, stream, cooperative=False):
         self.streams.add(stream)
         self.calls.append((f, _args_at(args_address, 1 if f == "SPIN" else 3)))
 

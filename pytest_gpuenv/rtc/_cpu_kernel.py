@@ -19,7 +19,7 @@ from pytest_gpuenv.rtc._cache import shared as get_cache
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc._source import Param, Source
 from pytest_gpuenv.runtime import _cpu_report
-from pytest_gpuenv.runtime._cpu_proto import PARALLEL
+from pytest_gpuenv.runtime._cpu_proto import COOPERATIVE, PARALLEL
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
 
 SHARED_LIMIT = _cpu.SHARED_LIMIT
@@ -127,8 +127,11 @@ class CpuKernel(Kernel):
     def _runtime_and_module(self) -> tuple[Any, Any]:
         return _cpu.runtime(get_cache(self._cache_dir)), self.load()
 
-    def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+    def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None,
+                 cooperative: bool = False) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
+        if not isinstance(cooperative, bool):
+            raise TypeError(f"cooperative must be True or False, got {cooperative!r}")
         g = _args.launch_dims(grid, "grid")
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:
@@ -140,9 +143,10 @@ class CpuKernel(Kernel):
         shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
         where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
                        + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
-        mode = (1 if self.check else 0) | (2 if self.lockstep else 0)
+        mode = (1 if self.check else 0) | (2 if self.lockstep else 0) | (COOPERATIVE if cooperative else 0)
         # several worker threads, each on its own copy of the module: never for modules (their globals and
-        # kernel index are written to the first copy before a launch)
+        # kernel index are written to the first copy before a launch); a cooperative launch's blocks each have
+        # a worker thread, on one copy (runtime/cpu_src/coop.cpp)
         workers = worker_limit()
         if not mode and self._meta.get("parallel") and self.module is None and self.index is None and workers != 1:
             mode = PARALLEL | workers << 8  # 0: one per core

@@ -20,7 +20,12 @@ __all__ = ["Kernel"]
 
 
 class Kernel:
-    """A compiled kernel. Call it as ``k(grid, block, *args, shared_mem=0, stream=None)``.
+    """A compiled kernel. Call it as ``k(grid, block, *args, shared_mem=0, stream=None, cooperative=False)``.
+
+    ``cooperative=True`` makes the launch a cooperative one (``cuLaunchCooperativeKernel``,
+    ``hipModuleLaunchCooperativeKernel``), under which ``cooperative_groups::this_grid().sync()`` works:
+    every block of the grid must then fit on the device at once, else the launch raises
+    ``KernelLaunchError`` (nothing ran, the context stays usable) naming the grid's blocks and the limit.
 
     Attributes
     ----------
@@ -117,7 +122,11 @@ class Kernel:
                 fn = self._functions[dev] = runtime.get(self.backend, dev).load(self.binary, self.lowered_name)
         return fn
 
-    def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+    def __call__(
+        self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None, cooperative: bool = False,
+    ) -> None:
+        if not isinstance(cooperative, bool):
+            raise TypeError(f"cooperative must be a bool, got {cooperative!r}")
         g = _args.launch_dims(grid, "grid")
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:
@@ -128,6 +137,6 @@ class Kernel:
         packed = self.pack(*args, device=dev)
         fn = self.load(dev)
         rt = runtime.get(self.backend, dev)
-        handle = rt.launch(fn, g, b, packed.address, shared_mem, stream)
+        handle = rt.launch(fn, g, b, packed.address, shared_mem, stream, cooperative=cooperative)
         if self.sync:
             rt.synchronize(handle)

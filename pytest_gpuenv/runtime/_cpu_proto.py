@@ -47,6 +47,7 @@ VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
 # number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
 SVAR = struct.Struct("<QQi4x")
 PARALLEL = 4
+COOPERATIVE = 8  # every block resident at once, for grid.sync() (cpu_src/coop.cpp)
 MAX_WORKERS = 64  # kMaxWorkers in cpu_src/executor_int.h
 REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
 VALUE = struct.Struct("<BxxxII")  # kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes

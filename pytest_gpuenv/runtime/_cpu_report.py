@@ -25,7 +25,7 @@ _KINDS = {1: (E.KernelRaceError, "data race on shared memory"), 2: (E.KernelBarr
           7: (E.KernelWatchdogError, "watchdog"), 8: (E.KernelWarpError, "inactive lane read"),
           9: (E.KernelFaultError, "fault"), 10: (E.KernelFaultError, "launch refused"),
           P.KIND_EXIT: (E.KernelExitError, "process exit"), P.KIND_PROCESS: (E.KernelProcessError, "fork or thread"),
-          13: (E.KernelWarpSyncError, "reliance on wavefront lockstep")}
+          13: (E.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (E.KernelBarrierError, "grid barrier")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,

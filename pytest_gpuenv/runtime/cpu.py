@@ -33,7 +33,8 @@ __all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPA
 
 SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_src")
 INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp", "server.cpp")
+EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "coop.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp",
+                    "server.cpp")
 EXECUTOR_HEADERS = ("executor_int.h", "fiber_switch.h", "fibers.h", os.path.join("include", "gpuenv_cpu.h"))
 WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
 WORKERS_ENV = "GPUENV_CPU_WORKERS"

@@ -9,7 +9,7 @@ call that failed. The binding is imported when the object is made: importing thi
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
 
@@ -28,6 +28,8 @@ class CudaRuntime:
             driver = binding
         self.driver = d = driver
         self.device = device
+        #: CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, asked at the first cooperative launch
+        self._cooperative: Optional[bool] = None
         self._check(d.cuInit(0), "cuInit")
         self.dev = self._check(d.cuDeviceGet(device), f"cuDeviceGet({device})")
         self.ctx = self._check(d.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
@@ -74,9 +76,13 @@ class CudaRuntime:
 
     def launch(
         self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args_address: int,
-        shared_mem: int = 0, stream: Any = None,
+        shared_mem: int = 0, stream: Any = None, cooperative: bool = False,
     ) -> int:
-        """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used."""
+        """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used.
+
+        ``cooperative``: launch with ``cuLaunchCooperativeKernel`` (cuda.bindings.driver, cuda-python 13:
+        ``(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream,
+        kernelParams)``, no ``extra``), under which ``cooperative_groups::this_grid().sync()`` works."""
         d = self.driver
         self._current()
         if shared_mem > DEFAULT_SHARED and shared_mem > func.max_shared:
@@ -84,18 +90,58 @@ class CudaRuntime:
             self._check(d.cuFuncSetAttribute(func.handle, attr, shared_mem), "cuFuncSetAttribute")
             func.max_shared = shared_mem
         h = self.stream(stream)
+        if cooperative:
+            self._cooperative_supported(func)
+            result = d.cuLaunchCooperativeKernel(func.handle, *grid, *block, shared_mem, d.CUstream(h), args_address)
+            err = result[0] if isinstance(result, tuple) else result
+            if int(err) == int(d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE):
+                raise self._too_large(func, grid, block, shared_mem)
+            self._check(result, "cuLaunchCooperativeKernel")
+            return h
         self._check(
             d.cuLaunchKernel(func.handle, *grid, *block, shared_mem, d.CUstream(h), args_address, 0),
             "cuLaunchKernel",
         )
         return h
 
+    def _cooperative_supported(self, func: Function) -> None:
+        """KernelLaunchError (not sticky) where the device cannot do a cooperative launch."""
+        if self._cooperative is None:
+            self._cooperative = bool(self._attr("CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH"))
+        if not self._cooperative:
+            raise launch_error(self.backend, "CUDA_ERROR_NOT_SUPPORTED",
+                               f"device {self.device} cannot do a cooperative launch "
+                               f"(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0) of kernel {func.name!r}; nothing ran",
+                               "cuLaunchCooperativeKernel", sticky=False)
+
+    def _too_large(
+        self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+    ) -> Exception:
+        """The error for CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: the driver refused the launch before it ran
+        (the context is fine). The limit, as cuLaunchCooperativeKernel's documentation gives it:
+        cuOccupancyMaxActiveBlocksPerMultiprocessor(f, threads per block, dynamic shared memory) times
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT."""
+        d = self.driver
+        blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+        try:
+            per_sm = int(self._check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(func.handle, threads, shared_mem),
+                                     "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+            sms = self._attr("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+            limit = f"{per_sm * sms} ({per_sm} per multiprocessor x {sms} multiprocessors)"
+        except Exception as exc:  # the refusal is the error to raise; the limit is only its explanation
+            limit = f"unknown ({exc})"
+        why = (f"grid {grid[0]}x{grid[1]}x{grid[2]} has {blocks} blocks of {threads} threads, more than device "
+               f"{self.device} holds at once for a cooperative launch of kernel {func.name!r} with {shared_mem} "
+               f"bytes of dynamic shared memory: the limit is {limit} blocks; nothing ran, the context is still usable")
+        return launch_error(self.backend, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", why, "cuLaunchCooperativeKernel",
+                            sticky=False)
+
     def launcher(
         self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args: Any,
         stream: Any = None,
     ) -> Callable[[], None]:
         """``launch`` of ``func`` with fixed arguments on ``stream``, made once: each call is one
-        cuLaunchKernel, with no context made current again and no stream object built (on the H200 under
+        cuLaunchKernel (never cooperative: perf batches), with no context made current again and no stream object built (on the H200 under
         CUPTI 8-9 us of host time a call from Python where ``launch`` took 12-13). For a caller that keeps
         this device's context current between the calls, as a perf batch on torch's stream does when this
         device is torch's current one (torch's device guards restore the context around each op). ``args``: the packed arguments

@@ -110,21 +110,43 @@ class HipRuntime:
 
     def launch(
         self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args_address: int,
-        shared_mem: int = 0, stream: Any = None,
+        shared_mem: int = 0, stream: Any = None, cooperative: bool = False,
     ) -> int:
-        """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used."""
+        """Enqueue ``func`` with the ``void*[]`` at ``args_address``; returns the stream handle used.
+
+        ``cooperative``: launch with ``hipModuleLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ,
+        blockDimX, blockDimY, blockDimZ, sharedMemBytes, stream, kernelParams)`` (no ``extra``: hip-python
+        6.2.0 hip/hip.pyx; ROCm/clr hipamd/src/hip_module.cpp ``hipModuleLaunchCooperativeKernel``, which
+        passes ``amd::NDRangeKernelCommand::CooperativeGroups`` to ``ihipModuleLaunchKernel``). Its
+        validation (``ihipLaunchKernel_validate``) answers hipErrorLaunchFailure where the device has no
+        cooperative groups and hipErrorCooperativeLaunchTooLarge where the grid's blocks are more than
+        ``ihipOccupancyMaxActiveBlocksPerMultiprocessor``'s blocks per grid, both before anything is enqueued.
+        """
         h = self.stream(stream)
         self._select()
         _sticky.before_launch(self.backend)
-        result = self.hip.hipModuleLaunchKernel(func.handle, *grid, *block, shared_mem, h or None, args_address, None)
+        if cooperative:
+            what = "hipModuleLaunchCooperativeKernel"
+            result = self.hip.hipModuleLaunchCooperativeKernel(func.handle, *grid, *block, shared_mem, h or None,
+                                                               args_address)
+        else:
+            what = "hipModuleLaunchKernel"
+            result = self.hip.hipModuleLaunchKernel(func.handle, *grid, *block, shared_mem, h or None, args_address,
+                                                    None)
         err = result[0] if isinstance(result, tuple) else result
-        if int(err) != 0 and _code(err) == "hipErrorLaunchFailure":
-            raise self._refused(func, block)
-        self._check(result, "hipModuleLaunchKernel")
+        if int(err) != 0:
+            code = _code(err)
+            if code == "hipErrorLaunchFailure":
+                raise self._refused(func, block, what, cooperative)
+            if cooperative and code == "hipErrorCooperativeLaunchTooLarge":
+                raise self._too_large(func, grid, block, shared_mem)
+        self._check(result, what)
         return h
 
-    def _refused(self, func: Function, block: tuple[int, int, int]) -> Exception:
-        """The error for hipErrorLaunchFailure answered by hipModuleLaunchKernel itself.
+    def _refused(
+        self, func: Function, block: tuple[int, int, int], what: str = "hipModuleLaunchKernel", cooperative: bool = False,
+    ) -> Exception:
+        """The error for hipErrorLaunchFailure answered by the launch call itself.
 
         clr's launch validation (hipamd/src/hip_module.cpp, ``ihipLaunchKernel_validate``) returns it
         before anything is enqueued for a block larger than the kernel's launch bounds and for a
@@ -139,10 +161,48 @@ class HipRuntime:
         if limit and threads > limit:
             why = (f"block {block[0]}x{block[1]}x{block[2]} ({threads} threads) is larger than the launch bounds "
                    f"of kernel {func.name!r} ({limit} threads per block)")
+        elif cooperative and self._device_attr("hipDeviceAttributeCooperativeLaunch") == 0:
+            why = (f"device {self.device} cannot do a cooperative launch (hipDeviceAttributeCooperativeLaunch is 0) "
+                   f"of kernel {func.name!r}")
+        elif cooperative:
+            why = f"the runtime refused the cooperative launch of kernel {func.name!r} before it ran"
         else:
             why = f"the runtime refused to launch kernel {func.name!r} before it ran"
         return launch_error(self.backend, "hipErrorLaunchFailure", why + "; nothing ran, the device is still usable",
-                            "hipModuleLaunchKernel", sticky=False)
+                            what, sticky=False)
+
+    def _too_large(
+        self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], shared_mem: int,
+    ) -> Exception:
+        """The error for hipErrorCooperativeLaunchTooLarge: clr refused the launch before it ran (the device
+        is fine). The limit: hipModuleOccupancyMaxActiveBlocksPerMultiprocessor times the device's compute
+        units, as clr computes blocks per grid (where the runtime cannot say, the message says so)."""
+        blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+        limit = "unknown"
+        try:
+            result = self.hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(func.handle, threads, shared_mem)
+            per_cu = int(self._check(result, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor"))
+            cus = self._device_attr("hipDeviceAttributeMultiprocessorCount")
+            if cus is not None:
+                limit = f"{per_cu * cus} ({per_cu} per compute unit x {cus} compute units)"
+        except Exception as exc:  # the refusal is the error to raise; the limit is only its explanation
+            limit = f"unknown ({exc})"
+        why = (f"grid {grid[0]}x{grid[1]}x{grid[2]} has {blocks} blocks of {threads} threads, more than device "
+               f"{self.device} holds at once for a cooperative launch of kernel {func.name!r} with {shared_mem} "
+               f"bytes of dynamic shared memory: the limit is {limit} blocks; nothing ran, the device is still usable")
+        return launch_error(self.backend, "hipErrorCooperativeLaunchTooLarge", why, "hipModuleLaunchCooperativeKernel",
+                            sticky=False)
+
+    def _device_attr(self, name: str) -> Optional[int]:
+        """``hipDeviceGetAttribute`` of this device (None where the runtime cannot say)."""
+        try:
+            attr = getattr(self.hip.hipDeviceAttribute_t, name)
+            result = self.hip.hipDeviceGetAttribute(attr, self.device)
+        except (AttributeError, TypeError):
+            return None
+        if int(result[0] if isinstance(result, tuple) else result) != 0:
+            return None
+        return int(unpack(result))
 
     def synchronize(self, stream: int = 0) -> None:
         """Wait for ``stream``; a fault of a kernel on it surfaces here (and names the running test)."""

@@ -50,6 +50,22 @@ void shadow_new_epoch() {
     for (size_t i = 0; i < nd; i++) shadow_dyn[i].wep = shadow_dyn[i].rep = 0;
 }
 
+static size_t dyn_shadowed() { return L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes; }
+
+size_t shadow_bytes() { return L.check ? (shadow_static_used + dyn_shadowed()) * sizeof(Shadow) : 0; }
+
+void shadow_keep(char* buf, bool save) {
+    if (!L.check) return;
+    size_t ns = shadow_static_used * sizeof(Shadow), nd = dyn_shadowed() * sizeof(Shadow);
+    if (save) {
+        memcpy(buf, shadow_static, ns);
+        memcpy(buf + ns, shadow_dyn, nd);
+    } else {
+        memcpy(shadow_static, buf, ns);
+        memcpy(shadow_dyn, buf + ns, nd);
+    }
+}
+
 void reset_shadow() {
     size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
     memset(shadow_static, 0, shadow_static_used * sizeof(Shadow));

@@ -147,6 +147,9 @@ struct Launch {
     void* sched_uc;
 #endif
     bool active, aborted;
+    bool abandoned;        // a cooperative launch stopped while this block waited at grid.sync (coop.cpp)
+    char* coop_buf;        // where a cooperative launch's block keeps its state while it waits (coop.cpp)
+    size_t coop_cap;
     volatile sig_atomic_t wd_pending;
     uint32_t epoch;
     uint16_t warp_sync[kMaxThreads / 32];  // per wave: warp operations resolved so far in this block
@@ -202,6 +205,14 @@ int resolve_warps();
 bool release_barrier();
 
 // checks.cpp
+size_t shadow_bytes();                  // the checked mode's shadow of the running block, in bytes
+void shadow_keep(char* buf, bool save);  // that shadow into buf, or back from it
+
+// coop.cpp: cooperative launches (gpuenv_launch_t.check & GPUENV_COOPERATIVE), one worker per block
+void coop_start(int blocks);
+void coop_stop();               // no block is to run any more (a failure, or workers that did not start)
+bool coop_turn(int worker);     // waits for that worker's block's turn; false when the launch stopped first
+bool coop_end(int worker, bool ok);  // its block ended: the next one's turn; false when it failed
 void setup_vars();
 void poison_vars();
 void reset_shadow();

@@ -36,10 +36,12 @@ static bool run_blocks() {
     gpuenv_launch_t* d = L.d;
     uint64_t gx = d->grid[0], gxy = gx * d->grid[1], total = gxy * d->grid[2];
     // blocks are claimed a run at a time (a counter shared by every block would bounce between the cores),
-    // in order, about 16 runs per worker
-    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = 0, end = 0;
+    // in order, about 16 runs per worker; a cooperative launch's worker runs its own block (coop.cpp)
+    bool coop = d->check & GPUENV_COOPERATIVE;
+    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = coop ? (uint64_t)L.worker : 0, end = coop ? b + 1 : 0;
     for (;;) {
         if (b == end) {
+            if (coop) return true;
             b = __atomic_fetch_add(&next_block, run, __ATOMIC_RELAXED);
             end = b + run < total ? b + run : total;
         }
@@ -58,7 +60,8 @@ static bool run_blocks() {
     }
 }
 
-static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
+// Worker i's state for launch d, running module copy `copy` (a cooperative launch's workers share copy 0).
+static void prepare(Launch& w, gpuenv_launch_t* d, int i, int copy, double t0) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (!w.dyn_buf) {
         w.dyn_buf = (char*)mmap(nullptr, kDynMax + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -67,8 +70,8 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
     unsigned n = d->block[0] * d->block[1] * d->block[2];
     w.d = d;
     w.worker = i;
-    w.entry = d->nworkers > 0 ? d->workers[i].entry : d->entry;
-    w.st = d->nworkers > 0 ? d->workers[i].state : nullptr;
+    w.entry = d->nworkers > 0 ? d->workers[copy].entry : d->entry;
+    w.st = d->nworkers > 0 ? d->workers[copy].state : nullptr;
     w.nthreads = (int)n;
     w.warp = d->warp_size;
     w.warp_shift = d->warp_size == 64 ? 6 : 5;
@@ -77,7 +80,7 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
         w.ids[t] = {{t % bx, (t / bx) % by, t / (bx * by)}, t};
         w.threads[t].state = T_NEW;  // (an aborted launch may have left waiting states)
     }
-    w.aborted = false;
+    w.aborted = w.abandoned = false;
     w.wd_pending = 0;
     w.check = d->check & GPUENV_CHECK_ACCESS;
     w.lockstep = d->check & GPUENV_LOCKSTEP;
@@ -98,13 +101,17 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, double t0) {
 
 // One worker's share of the launch, on the current thread (whose L is set).
 static void work() {
+    bool coop = L.d->check & GPUENV_COOPERATIVE;
+    if (coop && !coop_turn(L.worker)) return;  // a block before this one failed
     find_module((void*)L.entry);
     setup_vars();
     reset_fibers();  // they wait in the last launch's entry (gpuenv_next_thread), ran on another thread, or were left mid-thread by an aborted launch
+    if (coop) L.st->dyn_shared = L.dyn_buf;  // (the workers share one gpuenv_state)
     L.active = true;
     bool ok = false;
     if (sigsetjmp(L.jb, 1) == 0) ok = run_blocks();
     L.active = false;
+    if (coop) ok = coop_end(L.worker, ok) || L.abandoned;
     if (!ok) {
         uint64_t seen = __atomic_load_n(&fail_block, __ATOMIC_RELAXED);
         while (L.block < seen && !__atomic_compare_exchange_n(&fail_block, &seen, L.block, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
@@ -194,7 +201,15 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
         return r->kind;
     }
     uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
-    int nw = (d->check & GPUENV_PARALLEL) && !(d->check & (GPUENV_CHECK_ACCESS | GPUENV_LOCKSTEP)) ? d->nworkers : 1;
+    bool coop = d->check & GPUENV_COOPERATIVE;
+    if (coop && blocks > (uint64_t)kMaxWorkers) {
+        r->kind = GPUENV_USAGE;
+        textf(r->text, sizeof r->text, "a cooperative launch of %lu blocks: the CPU executor holds at most %d blocks "
+              "at once (a GPU holds its multiprocessors times the blocks each can hold)", (unsigned long)blocks, kMaxWorkers);
+        return r->kind;
+    }
+    int nw = coop ? (int)blocks
+         : (d->check & GPUENV_PARALLEL) && !(d->check & (GPUENV_CHECK_ACCESS | GPUENV_LOCKSTEP)) ? d->nworkers : 1;
     if ((uint64_t)nw > blocks) nw = (int)blocks;
     Launch* ws[kMaxWorkers];
     double t0 = now();
@@ -202,7 +217,7 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
         if (i > 0 && !helpers[i]) helpers[i] = (Launch*)calloc(1, sizeof(Launch));
         ws[i] = i ? helpers[i] : &main_launch;
         if (i == 0) main_launch.r = r;
-        prepare(*ws[i], d, i, t0);
+        prepare(*ws[i], d, i, coop ? 0 : i, t0);
         Launch& w = *ws[i];
         if (nw == 1) {
             w.out = d->out;
@@ -219,6 +234,7 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     }
     fail_block = UINT64_MAX;
     next_block = 0;
+    if (coop) coop_start(nw);
     install_signals();
     wake_workers(nullptr, 0);
     pthread_t tids[kMaxWorkers];
@@ -228,7 +244,13 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
         started++;
     }
     if (started > 1) wake_workers(tids + 1, started - 1);
-    work();
+    if (coop && started < nw) {  // every block must be resident: none runs
+        coop_stop();
+        r->kind = GPUENV_USAGE;
+        textf(r->text, sizeof r->text, "a cooperative launch of %d blocks needs a thread for each; %d started", nw, started);
+    } else {
+        work();
+    }
     for (int i = 1; i < started; i++) pthread_join(tids[i], nullptr);
     wake_workers(nullptr, 0);
     uninstall_signals();

@@ -1,7 +1,7 @@
 // Faults and the watchdog: a fault handler on an alternate stack turns a fiber's guard page or a wild
 // pointer into a report and leaves the launch through siglongjmp; a timer signal every 100 ms stops a
 // launch that ran past its watchdog (at once in kernel code, else at the next executor call). Also the
-// kernel's other ways out (a device assert, __trap, grid.sync) and its printf.
+// kernel's other ways out (a device assert, __trap) and its printf.
 #include "executor_int.h"
 
 #include <dlfcn.h>
@@ -197,17 +197,6 @@ void uninstall_signals() {
 }  // namespace gx
 
 using namespace gx;
-
-extern "C" void gpuenv_grid_sync(const char*, int where) {
-    L.r->kind = GPUENV_BARRIER;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text,
-          "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (hipLaunchCooperativeKernel), which the CPU "
-          "executor does not run: it runs blocks one after another, so no block could wait for the others",
-          (unsigned long)L.r->pc, gpuenv_where_line(where));
-    fail_in_fiber();
-}
 
 extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
     L.r->kind = GPUENV_ASSERT;

@@ -38,12 +38,14 @@ enum {
 enum {
     GPUENV_OK = 0, GPUENV_RACE, GPUENV_BARRIER, GPUENV_BOUNDS, GPUENV_UNINIT, GPUENV_ASSERT,
     GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE,
-    GPUENV_WARPSYNC = 13  // 11 and 12 are the parent's (runtime/_cpu_proto.py: KIND_EXIT, KIND_PROCESS)
+    GPUENV_WARPSYNC = 13,  // 11 and 12 are the parent's (runtime/_cpu_proto.py: KIND_EXIT, KIND_PROCESS)
+    GPUENV_GRID            // grid.sync(): not a cooperative launch, or a block that never reaches it
 };
 
 // gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep, bit 2 lets
-// the blocks run on several worker threads (the module has no __device__ variables; unchecked only)
-enum { GPUENV_CHECK_ACCESS = 1, GPUENV_LOCKSTEP = 2, GPUENV_PARALLEL = 4 };
+// the blocks run on several worker threads (the module has no __device__ variables; unchecked only), bit 3
+// makes it a cooperative launch (every block resident at once, for grid.sync(): coop.cpp)
+enum { GPUENV_CHECK_ACCESS = 1, GPUENV_LOCKSTEP = 2, GPUENV_PARALLEL = 4, GPUENV_COOPERATIVE = 8 };
 
 // barrier flavours (__syncthreads, __syncthreads_count/_and/_or)
 enum { GPUENV_BAR_PLAIN = 0, GPUENV_BAR_COUNT, GPUENV_BAR_AND, GPUENV_BAR_OR };
@@ -101,7 +103,10 @@ void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_
 // fiber waits inside the call until it starts a thread again; the entry never returns within a launch).
 void gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
-__attribute__((noreturn)) void gpuenv_grid_sync(const char* file, int where);
+// grid.sync() (hip_cooperative_groups.h): thread 0 of each block waits for every block (a cooperative
+// launch), else the launch stops with a report; gpuenv_grid_valid: whether this launch is cooperative
+void gpuenv_grid_wait(const char* file, int where);
+int gpuenv_grid_valid(void);
 void gpuenv_atomic_check(void* p, int size, void* pc);
 __attribute__((noreturn)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);
 __attribute__((noreturn)) void gpuenv_trap(void);

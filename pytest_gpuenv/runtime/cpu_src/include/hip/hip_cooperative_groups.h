@@ -1,9 +1,9 @@
 // <hip/hip_cooperative_groups.h> for the CPU executor (pytest-gpuenv), after ROCm's
 // amd_detail/amd_hip_cooperative_groups.h: thread_block, thread_block_tile<N> / tiled_partition (tiles
 // of at most a wavefront, with shfl, shfl_up/down/xor, any, all, ballot, sync), coalesced_threads(),
-// and this_grid(), whose sync() stops the launch: it needs a cooperative launch, which the executor
-// (blocks run one after another) does not run. Tile operations are warp operations of the executor, so
-// inactive lanes and wave-width assumptions are checked as for __shfl.
+// this_grid(), whose sync() waits for every block of a cooperative launch (and stops any other launch with
+// a report: coop.cpp), and the free functions group_size, thread_rank, is_valid and sync. Tile operations
+// are warp operations of the executor, so inactive lanes and wave-width assumptions are checked as for __shfl.
 #pragma once
 #include "hip_runtime.h"
 
@@ -26,13 +26,16 @@ class thread_group {
     unsigned size() const { return size_; }
     unsigned num_threads() const { return size_; }
     unsigned thread_rank() const { return rank_; }
-    bool is_valid() const { return kind_ != gpuenv_detail::k_grid; }
+    bool is_valid() const { return kind_ != gpuenv_detail::k_grid || gpuenv_grid_valid(); }
     // a tile wider than a wavefront syncs with a block barrier (every tile must reach the same sync)
     void sync(GPUENV_HERE) const {
         if (kind_ == gpuenv_detail::k_block || (kind_ == gpuenv_detail::k_tile && size_ > (unsigned)warpSize))
             gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN));
-        else if (kind_ == gpuenv_detail::k_grid)
-            gpuenv_grid_sync(GPUENV_AT);
+        else if (kind_ == gpuenv_detail::k_grid) {  // the block's threads, then (thread 0) every block, then the block's
+            gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN));
+            if (gpuenv_state.lin == 0) gpuenv_grid_wait(GPUENV_AT);
+            gpuenv_sync(gpuenv_file, (gpuenv_where + 1) * 4 + GPUENV_BAR_PLAIN);
+        }
         else
             gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
     }
@@ -142,5 +145,9 @@ inline coalesced_group coalesced_threads(GPUENV_HERE) {
 }
 
 inline void sync(const thread_group& g, GPUENV_HERE) { g.sync(GPUENV_AT); }
+// as amd_hip_cooperative_groups.h's free functions (ROCm/clr hipamd/include/hip/amd_detail)
+template <class CGTy> unsigned group_size(const CGTy& g) { return g.size(); }
+template <class CGTy> unsigned thread_rank(const CGTy& g) { return g.thread_rank(); }
+template <class CGTy> bool is_valid(const CGTy& g) { return g.is_valid(); }
 
 }  // namespace cooperative_groups

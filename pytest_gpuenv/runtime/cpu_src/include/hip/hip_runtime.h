@@ -377,7 +377,7 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
             if (!gpuenv::next_inline()) gpuenv_next_thread();                                                \
         }                                                                                                    \
     }                                                                                                        \
-    extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {};                   \
+    extern "C" { __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {}; }               \
     extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
         return &gpuenv_state;                                                                             \
     }                                                                                                    \

@@ -1,0 +1,100 @@
+"""Cooperative launches on the CPU executor (``kernel(grid, block, ..., cooperative=True)``), at wave64 and
+wave32, checked and unchecked (tests/data/cpu_kernels/cooperative.hip): ``cooperative_groups::this_grid()
+.sync()`` waits for every block, each block keeps its own ``__shared__`` memory across it and the grid shares
+its ``__device__`` variables (runtime/cpu_src/coop.cpp). A grid.sync() that some block never reaches, or one
+outside a cooperative launch, is reported, never a hang; so are a fault and a hang in one block while the
+others wait."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from _cpu_exec_fixtures import builder  # noqa: E402
+
+from pytest_gpuenv import rtc  # noqa: E402
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
+                                reason="no C++ compiler")
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cpu_kernels", "cooperative.hip")
+CHECK = pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
+
+
+@pytest.fixture
+def K(cpu_cache: str, warp: int):  # type: ignore[no-untyped-def]
+    return builder(cpu_cache, warp, SRC)
+
+
+@CHECK
+def test_each_block_reads_its_neighbours_write_after_grid_sync(K, check):
+    blocks, threads = 8, 64
+    slot, got, valid = np.zeros(blocks, np.int32), np.zeros(blocks * threads, np.int32), np.zeros(blocks, np.int32)
+    K("neighbours", check=check)(blocks, threads, slot, got, valid, cooperative=True)
+    b, t = np.arange(blocks).repeat(threads), np.tile(np.arange(threads), blocks)
+    # the neighbour's slot (written before grid.sync), then this block's own __shared__ value
+    np.testing.assert_array_equal(got, ((b + 1) % blocks + 1) * 100000 + b * 1000 + (t + 1) % threads)
+    assert valid.tolist() == [1 + 10 * blocks * threads] * blocks  # is_valid(), group_size()
+
+
+@CHECK
+def test_phases_keep_dynamic_shared_memory_and_share_device_variables(K, check):
+    blocks, threads, rounds = 5, 32, 3
+    out = np.zeros(rounds * blocks * threads, np.int32)
+    K("phases", check=check)(blocks, threads, out, rounds, cooperative=True, shared_mem=threads * 4)
+    r, b = np.arange(rounds).repeat(blocks * threads), np.tile(np.arange(blocks).repeat(threads), rounds)
+    np.testing.assert_array_equal(out, blocks * threads * 1000 + b + r)
+
+
+def test_grid_sync_needs_a_cooperative_launch(K):
+    slot, got, valid = np.zeros(2, np.int32), np.zeros(128, np.int32), np.zeros(2, np.int32)
+    with pytest.raises(rtc.KernelBarrierError, match=r"grid barrier .*cooperative\.hip:12 needs a cooperative launch"):
+        K("neighbours")(2, 64, slot, got, valid)
+
+
+@CHECK
+def test_a_block_that_returns_before_grid_sync_is_reported(K, check):
+    out = np.zeros(8, np.int32)
+    with pytest.raises(rtc.KernelBarrierError, match=r"block \(2,0,0\).*block 2 of a cooperative launch returned "
+                                                     r"without reaching the grid\.sync\(\) at line 38, where blocks 0-1"):
+        K("early", check=check)(6, 16, out, cooperative=True)
+    with pytest.raises(rtc.KernelBarrierError, match=r"block \(1,0,0\).*cooperative\.hip:44: block 0 of this "
+                                                     r"cooperative launch returned without reaching it"):
+        K("late", check=check)(6, 16, out, cooperative=True)
+
+
+@CHECK
+def test_a_fault_while_other_blocks_wait_fails_the_launch_and_the_next_one_runs(K, check):
+    out = np.zeros(8, np.int32)
+    with pytest.raises(rtc.KernelLaunchError, match=r"cooperative\.hip:50, block \(3,0,0\), thread \(5,0,0\)"):
+        K("faulty", check=check)(6, 16, out, cooperative=True)
+    slot, got, valid = np.zeros(3, np.int32), np.zeros(3 * 64, np.int32), np.zeros(3, np.int32)
+    K("neighbours", check=check)(3, 64, slot, got, valid, cooperative=True)
+    assert slot.tolist() == [1, 2, 3]
+
+
+@CHECK
+def test_a_hang_while_other_blocks_wait_is_the_watchdog(K, check, monkeypatch):
+    monkeypatch.setenv("GPUENV_CPU_WATCHDOG", "0.3")
+    with pytest.raises(rtc.KernelWatchdogError, match=r"cooperative\.hip:57, block \(2,0,0\)"):
+        K("spins", check=check)(4, 8, np.zeros(8, np.int32), cooperative=True)
+
+
+def test_printf_comes_in_block_order(K, capsys):
+    K("prints")(3, 2, np.zeros(1, np.int32), cooperative=True)
+    blocks = [f"block {b} before\nblock {b} before\nblock {b} after\n" for b in range(3)]
+    assert capsys.readouterr().out == "".join(blocks)
+
+
+def test_at_most_64_blocks(K):
+    with pytest.raises(rtc.KernelLaunchError, match=r"a cooperative launch of 65 blocks: the CPU executor holds at "
+                                                    r"most 64 blocks at once"):
+        K("early")(65, 16, np.zeros(1, np.int32), cooperative=True)
+
+
+def test_cooperative_must_be_a_bool(K):
+    with pytest.raises(TypeError, match="cooperative must be True or False, got 1"):
+        K("early")(1, 16, np.zeros(1, np.int32), cooperative=1)
