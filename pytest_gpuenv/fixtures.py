@@ -130,7 +130,7 @@ def torch_device(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def
 def hip_kernel(request: pytest.FixtureRequest) -> Any:
     """A factory: ``hip_kernel(path_or_source, name, **options)`` returns a compiled kernel, called as
     ``k(grid, block, *args, shared_mem=0, stream=None, cooperative=False)`` (``cooperative=True``: a cooperative
-    launch, for ``cooperative_groups::this_grid().sync()``; the CPU executor holds up to 64 blocks at once); ``name`` is a C++ name (``vector_add``,
+    launch, for ``cooperative_groups::this_grid().sync()``; the CPU executor holds up to 64 blocks and 16,384 threads at once); ``name`` is a C++ name (``vector_add``,
     ``ns::scale``, ``transpose<16>``). ``hip_kernel(path_or_source, names=[...])`` returns a Module
     (``module.kernel(name)``, ``module.get_global(name)``). Relative paths are looked up in
     ``gpuenv_kernel_dirs`` when set, then beside the test file and in ``kernels/`` folders up to the rootdir.

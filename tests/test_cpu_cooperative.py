@@ -79,7 +79,8 @@ def test_a_fault_while_other_blocks_wait_fails_the_launch_and_the_next_one_runs(
 @CHECK
 def test_a_hang_while_other_blocks_wait_is_the_watchdog(K, check, monkeypatch):
     monkeypatch.setenv("GPUENV_CPU_WATCHDOG", "0.3")
-    with pytest.raises(rtc.KernelWatchdogError, match=r"cooperative\.hip:57, block \(2,0,0\)"):
+    with pytest.raises(rtc.KernelWatchdogError, match=r"cooperative\.hip:57, block \(2,0,0\).*a cooperative launch "
+                                                      r"runs one block at a time between grid\.sync\(\) calls"):
         K("spins", check=check)(4, 8, np.zeros(8, np.int32), cooperative=True)
 
 
@@ -89,10 +90,23 @@ def test_printf_comes_in_block_order(K, capsys):
     assert capsys.readouterr().out == "".join(blocks)
 
 
-def test_at_most_64_blocks(K):
-    with pytest.raises(rtc.KernelLaunchError, match=r"a cooperative launch of 65 blocks: the CPU executor holds at "
-                                                    r"most 64 blocks at once"):
+def test_at_most_64_blocks_and_16384_threads_and_the_next_launch_runs(K):
+    with pytest.raises(rtc.KernelLaunchError, match=r"a cooperative launch of 65 blocks of 16 threads: the CPU executor "
+                                                    r"holds at most 64 blocks and 16384 threads at once"):
         K("early")(65, 16, np.zeros(1, np.int32), cooperative=True)
+    with pytest.raises(rtc.KernelLaunchError, match=r"of 32 blocks of 1024 threads"):
+        K("early")(32, 1024, np.zeros(1, np.int32), cooperative=True)
+    for _ in range(3):  # the largest: each helper gives its fibers (two mappings each) back after it
+        out = np.zeros(16 * 1024, np.int32)
+        K("phases")(16, 1024, out, 1, cooperative=True, shared_mem=1024 * 4)
+        np.testing.assert_array_equal(out, 16 * 1024 * 1000 + np.arange(16).repeat(1024))
+
+
+def test_a_failed_launch_keeps_the_output_of_every_block_that_ran(K, capsys):
+    with pytest.raises(rtc.KernelLaunchError):
+        K("faulty_prints")(4, 2, np.zeros(8, np.int32), cooperative=True)
+    # every block printed before the grid.sync(); block 1 faulted after it, before blocks 2 and 3 went on
+    assert capsys.readouterr().out == "".join(f"block {b} before\n" for b in range(4))
 
 
 def test_cooperative_must_be_a_bool(K):

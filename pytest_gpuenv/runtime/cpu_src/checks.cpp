@@ -281,7 +281,7 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
         L.r->kind = GPUENV_WATCHDOG;
         set_where(L.r);
         L.r->pc = pc_rel(pc);
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
+        watchdog_text(L.r);
         fail_in_fiber();
     }
     if (a - L.sv_lo < L.sv_hi - L.sv_lo && check_static_shared(a, size, write, pc, false)) return;

@@ -79,6 +79,8 @@ struct SVar {
 };
 
 constexpr int kMaxWorkers = 64;
+// a cooperative launch's threads: each has a fiber at once, two mappings each (launch.cpp)
+constexpr int kCoopThreads = 16384;
 
 // One worker's launch state: each OS thread that runs blocks (launch.cpp) has its own, reached through
 // the thread-local pointer behind L; fibers never move between threads, so a fiber's L stays its own.
@@ -181,6 +183,7 @@ double now();
 
 bool run_block();
 void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
+void release_fibers(Launch& w);  // a worker's fibers unmapped (after a cooperative launch: launch.cpp)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
 
 // signals.cpp
@@ -191,6 +194,7 @@ void uninstall_signals();
 void worker_signals(bool on);  // a helper worker's thread: its own signal stack
 void wake_workers(const pthread_t* tids, int n);  // the helpers the watchdog forwards its signal to (0: none)
 void check_watchdog_pending();
+void watchdog_text(gpuenv_report_t* r);  // the watchdog's report text
 uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
 
 // server.cpp

@@ -46,6 +46,18 @@ static inline Fiber* acquire() {
     return f;
 }
 
+// Worker w's fibers unmapped (each stack and its guard page are two of the process's at most ~65,530
+// mappings): a cooperative launch's helpers give theirs back once it ended.
+void release_fibers(Launch& w) {
+    static size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < w.npool; i++) {
+        munmap(w.pool[i]->map, kStack + page);
+        delete w.pool[i];
+    }
+    w.npool = w.nfree = 0;
+    w.tied = false;
+}
+
 // Every fiber free and at the start of fiber_main, at each launch's start: they wait in the last launch's entry,
 // or last ran on another OS thread, or an aborted launch left some mid-thread.
 void reset_fibers() {

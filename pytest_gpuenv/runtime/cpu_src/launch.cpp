@@ -54,7 +54,7 @@ static bool run_blocks() {
         if (L.wd_pending) {
             L.r->kind = GPUENV_WATCHDOG;
             set_where(L.r);
-            textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", d->watchdog_s);
+            watchdog_text(L.r);
             return false;
         }
     }
@@ -127,14 +127,15 @@ static void* helper_main(void* arg) {
 }
 
 // Device printf of several workers: each block's output, in block order, into the caller's buffer; none of
-// a block after the one that failed (one worker would not have run it; others may have, or not, by timing).
-static void merge_output(Launch** ws, int n, gpuenv_launch_t* d) {
+// a block after `upto`, the one that failed (one worker would not have run it; others may have, or not, by
+// timing), except in a cooperative launch (every block ran up to the failure's grid.sync(), in turn).
+static void merge_output(Launch** ws, int n, gpuenv_launch_t* d, uint64_t upto) {
     int at[kMaxWorkers] = {};
     for (;;) {
         int best = -1;
         for (int i = 0; i < n; i++)
             if (at[i] < ws[i]->nsegs && (best < 0 || ws[i]->segs[2 * at[i]] < ws[best]->segs[2 * at[best]])) best = i;
-        if (best < 0 || ws[best]->segs[2 * at[best]] > fail_block) return;
+        if (best < 0 || ws[best]->segs[2 * at[best]] > upto) return;
         Launch& w = *ws[best];
         uint64_t lo = w.segs[2 * at[best] + 1], hi = ++at[best] < w.nsegs ? w.segs[2 * at[best] + 1] : w.out_len;
         uint64_t room = d->out_cap > d->out_len + 1 ? d->out_cap - d->out_len - 1 : 0;
@@ -146,8 +147,8 @@ static void merge_output(Launch** ws, int n, gpuenv_launch_t* d) {
 }
 
 // Several workers' warnings, each line once, sorted (which worker saw a line first is not deterministic),
-// none first seen in a block after the one that failed (as for printf: one worker would not have run it).
-static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r) {
+// none first seen in a block after `upto` (as for printf).
+static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r, uint64_t upto) {
     const char* lines[256];
     int nl = 0;
     static char all[kMaxWorkers][sizeof r->warnings];
@@ -157,7 +158,7 @@ static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r) {
             char* text = p;
             unsigned long long block = p[0] == '#' ? strtoull(p + 1, &text, 10) : 0;  // "#BLOCK text"
             if (text[0] == ' ') text++;
-            if (block <= fail_block) lines[nl++] = text;
+            if (block <= upto) lines[nl++] = text;
         }
     }
     qsort(lines, nl, sizeof *lines, [](const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); });
@@ -202,10 +203,11 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     }
     uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
     bool coop = d->check & GPUENV_COOPERATIVE;
-    if (coop && blocks > (uint64_t)kMaxWorkers) {
+    if (coop && (blocks > (uint64_t)kMaxWorkers || blocks * n > (uint64_t)kCoopThreads)) {
         r->kind = GPUENV_USAGE;
-        textf(r->text, sizeof r->text, "a cooperative launch of %lu blocks: the CPU executor holds at most %d blocks "
-              "at once (a GPU holds its multiprocessors times the blocks each can hold)", (unsigned long)blocks, kMaxWorkers);
+        textf(r->text, sizeof r->text, "a cooperative launch of %lu blocks of %u threads: the CPU executor holds at "
+              "most %d blocks and %d threads at once (a GPU holds its multiprocessors times the blocks each can hold)",
+              (unsigned long)blocks, n, kMaxWorkers, kCoopThreads);
         return r->kind;
     }
     int nw = coop ? (int)blocks
@@ -252,18 +254,20 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
         work();
     }
     for (int i = 1; i < started; i++) pthread_join(tids[i], nullptr);
+    for (int i = 1; coop && i < started; i++) release_fibers(*ws[i]);
     wake_workers(nullptr, 0);
     uninstall_signals();
     if (nw == 1) {
         d->out_len = main_launch.out_len;
         return r->kind;
     }
-    merge_output(ws, started, d);
+    uint64_t upto = coop ? UINT64_MAX : fail_block;
+    merge_output(ws, started, d, upto);
     int first = -1;  // the worker whose block failed first in block order
     for (int i = 0; i < started; i++)
         if (ws[i]->r->kind && ws[i]->block == fail_block) first = i;
     gpuenv_report_t* keep = first > 0 ? ws[first]->r : nullptr;
-    merge_warnings(ws, started, r);
+    merge_warnings(ws, started, r, upto);
     if (keep) {  // a helper's block failed first (worker 0's own failure, if any, was in a later block)
         char warnings[sizeof r->warnings];
         memcpy(warnings, r->warnings, sizeof warnings);

@@ -23,11 +23,19 @@ bool fiber_guard_hit(uintptr_t a) {
     return false;
 }
 
+void watchdog_text(gpuenv_report_t* r) {
+    // a cooperative launch's blocks take turns at grid.sync() only (coop.cpp): one that spins until another
+    // block writes never lets that block run
+    textf(r->text, sizeof r->text, "the launch ran for more than %.3g s%s", L.d->watchdog_s,
+          L.d->check & GPUENV_COOPERATIVE ? " (a cooperative launch runs one block at a time between grid.sync() calls: "
+                                           "a block that spins until another block writes waits for ever)" : "");
+}
+
 void check_watchdog_pending() {
     if (L.wd_pending && !L.aborted) {
         L.r->kind = GPUENV_WATCHDOG;
         set_where(L.r);
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
+        watchdog_text(L.r);
         fail_in_fiber();
     }
 }
@@ -132,7 +140,7 @@ static void on_watchdog(int, siginfo_t*, void* uc) {
         L.r->kind = GPUENV_WATCHDOG;
         set_where(L.r);
         L.r->pc = pc - L.mod_base;
-        textf(L.r->text, sizeof L.r->text, "the launch ran for more than %.3g s", L.d->watchdog_s);
+        watchdog_text(L.r);
         siglongjmp(L.jb, 1);
     }
     L.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch

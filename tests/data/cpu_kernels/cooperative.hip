@@ -63,3 +63,10 @@ extern "C" __global__ void prints(int* out) {
     cg::this_grid().sync();
     if (threadIdx.x == 0) printf("block %d after\n", blockIdx.x);
 }
+
+extern "C" __global__ void faulty_prints(int* out) {
+    if (threadIdx.x == 0) printf("block %d before\n", blockIdx.x);
+    cg::this_grid().sync();
+    if (blockIdx.x == 1) out[1 << 30] = 1;
+    cg::this_grid().sync();
+}
