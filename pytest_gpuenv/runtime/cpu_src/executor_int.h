@@ -79,8 +79,10 @@ struct SVar {
 };
 
 constexpr int kMaxWorkers = 64;
-// a cooperative launch's threads: each has a fiber at once, two mappings each (launch.cpp)
-constexpr int kCoopThreads = 16384;
+// the fibers the workers keep (each a stack and its guard page: two of the process's ~65,530 mappings): a
+// parallel launch takes fewer workers, a cooperative one (a fiber per thread of the grid) no more threads,
+// and the helpers give theirs back after a launch that left more (launch.cpp)
+constexpr int kFibers = 16384;
 
 // One worker's launch state: each OS thread that runs blocks (launch.cpp) has its own, reached through
 // the thread-local pointer behind L; fibers never move between threads, so a fiber's L stays its own.

@@ -47,7 +47,7 @@ static inline Fiber* acquire() {
 }
 
 // Worker w's fibers unmapped (each stack and its guard page are two of the process's at most ~65,530
-// mappings): a cooperative launch's helpers give theirs back once it ended.
+// mappings): the helpers give theirs back after a cooperative launch, or one that left more than kFibers.
 void release_fibers(Launch& w) {
     static size_t page = (size_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < w.npool; i++) {

@@ -203,16 +203,17 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     }
     uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
     bool coop = d->check & GPUENV_COOPERATIVE;
-    if (coop && (blocks > (uint64_t)kMaxWorkers || blocks * n > (uint64_t)kCoopThreads)) {
+    if (coop && (blocks > (uint64_t)kMaxWorkers || blocks * n > (uint64_t)kFibers)) {
         r->kind = GPUENV_USAGE;
         textf(r->text, sizeof r->text, "a cooperative launch of %lu blocks of %u threads: the CPU executor holds at "
               "most %d blocks and %d threads at once (a GPU holds its multiprocessors times the blocks each can hold)",
-              (unsigned long)blocks, n, kMaxWorkers, kCoopThreads);
+              (unsigned long)blocks, n, kMaxWorkers, kFibers);
         return r->kind;
     }
     int nw = coop ? (int)blocks
          : (d->check & GPUENV_PARALLEL) && !(d->check & (GPUENV_CHECK_ACCESS | GPUENV_LOCKSTEP)) ? d->nworkers : 1;
     if ((uint64_t)nw > blocks) nw = (int)blocks;
+    if (!coop && nw > 1 && (uint64_t)nw * n > (uint64_t)kFibers) nw = kFibers / (int)n > 1 ? kFibers / (int)n : 1;
     Launch* ws[kMaxWorkers];
     double t0 = now();
     for (int i = 0; i < nw; i++) {
@@ -254,7 +255,10 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
         work();
     }
     for (int i = 1; i < started; i++) pthread_join(tids[i], nullptr);
-    for (int i = 1; coop && i < started; i++) release_fibers(*ws[i]);
+    int pooled = main_launch.npool;
+    for (int i = 1; i < kMaxWorkers; i++) pooled += helpers[i] ? helpers[i]->npool : 0;
+    for (int i = 1; (coop || pooled > kFibers) && i < kMaxWorkers; i++)
+        if (helpers[i]) release_fibers(*helpers[i]);
     wake_workers(nullptr, 0);
     uninstall_signals();
     if (nw == 1) {
