@@ -91,7 +91,7 @@ def test_a_grid_larger_than_the_device_holds_is_refused_and_the_context_stays_us
 
 def test_cooperative_must_be_a_bool(k):
     x = torch.zeros(8, dtype=torch.int32, device="cuda")
-    with pytest.raises(TypeError, match="cooperative must be a bool, got 1"):
+    with pytest.raises(TypeError, match="cooperative must be True or False, got 1"):
         k(1, 8, x, x, 8, cooperative=1)
 
 

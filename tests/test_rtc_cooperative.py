@@ -52,7 +52,7 @@ class RecordingRuntime:
 
 @pytest.mark.parametrize("bad", [1, 0, "yes", None, 1.0])
 def test_cooperative_must_be_a_bool(bad):
-    with pytest.raises(TypeError, match=r"cooperative must be a bool, got " + repr(bad).replace(".", r"\.")):
+    with pytest.raises(TypeError, match=r"cooperative must be True or False, got " + repr(bad).replace(".", r"\.")):
         _kernel("sm_90")(1, 1, cooperative=bad)
 
 

@@ -261,6 +261,13 @@ def pack_args(
     return PackedArgs(values)
 
 
+def launch_flag(value: Any, what: str) -> bool:
+    """A launch's True/False option (``cooperative``); TypeError naming it for anything else."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what} must be True or False, got {value!r}")
+    return value
+
+
 def launch_dims(value: Any, what: str) -> tuple[int, int, int]:
     """An int or a tuple of up to 3 positive ints -> (x, y, z)."""
     dims = (value,) if not isinstance(value, (tuple, list)) else tuple(value)

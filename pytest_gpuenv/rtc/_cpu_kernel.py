@@ -130,8 +130,7 @@ class CpuKernel(Kernel):
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None,
                  cooperative: bool = False) -> None:
         __tracebackhide__ = True  # pytest shows the test's line and the error, not this frame
-        if not isinstance(cooperative, bool):
-            raise TypeError(f"cooperative must be True or False, got {cooperative!r}")
+        cooperative = _args.launch_flag(cooperative, "cooperative")
         g = _args.launch_dims(grid, "grid")
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:

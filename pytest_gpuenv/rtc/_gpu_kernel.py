@@ -125,8 +125,7 @@ class Kernel:
     def __call__(
         self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None, cooperative: bool = False,
     ) -> None:
-        if not isinstance(cooperative, bool):
-            raise TypeError(f"cooperative must be a bool, got {cooperative!r}")
+        cooperative = _args.launch_flag(cooperative, "cooperative")
         g = _args.launch_dims(grid, "grid")
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:

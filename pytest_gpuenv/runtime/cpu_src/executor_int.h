@@ -185,7 +185,7 @@ double now();
 
 bool run_block();
 void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
-void release_fibers(Launch& w);  // a worker's fibers unmapped (after a cooperative launch: launch.cpp)
+void release_fibers(Launch& w);  // a worker's fibers unmapped (launch.cpp: after a cooperative launch, or past kFibers)
 void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
 
 // signals.cpp
