@@ -42,6 +42,17 @@ def launch_error(backend: str, code: str, message: str, what: str, sticky: Optio
     return KernelLaunchError(f"{what}: {code}: {message}", code=code, sticky=sticky)
 
 
+def cooperative_too_large(backend: str, code: str, what: str, device: int, func: Function, grid: tuple[int, int, int],
+                          block: tuple[int, int, int], shared_mem: int, limit: str, still: str) -> KernelLaunchError:
+    """The error for a cooperative launch the runtime refused because the grid does not fit on the device at
+    once (nothing ran): ``limit``, the blocks the device holds, explained; ``still``, what stays usable."""
+    blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+    why = (f"grid {grid[0]}x{grid[1]}x{grid[2]} has {blocks} blocks of {threads} threads, more than device {device} "
+           f"holds at once for a cooperative launch of kernel {func.name!r} with {shared_mem} bytes of dynamic shared "
+           f"memory: the limit is {limit} blocks; nothing ran, the {still} is still usable")
+    return launch_error(backend, code, why, what, sticky=False)
+
+
 def binding_error(backend: str, exc: BaseException) -> KernelLaunchError:
     """The error when the binding (cuda-python, hip-python) or the library under it is unusable."""
     if isinstance(exc, ImportError):

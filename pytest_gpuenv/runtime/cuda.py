@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
+from pytest_gpuenv.runtime._common import (
+    Function,
+    cooperative_too_large,
+    launch_error,
+    stream_handle,
+    text,
+    unpack,
+)
 
 #: dynamic shared memory a kernel may use without opting in (cuFuncSetAttribute)
 DEFAULT_SHARED = 48 * 1024
@@ -122,7 +129,7 @@ class CudaRuntime:
         cuOccupancyMaxActiveBlocksPerMultiprocessor(f, threads per block, dynamic shared memory) times
         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT."""
         d = self.driver
-        blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+        threads = block[0] * block[1] * block[2]
         try:
             per_sm = int(self._check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(func.handle, threads, shared_mem),
                                      "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
@@ -130,11 +137,8 @@ class CudaRuntime:
             limit = f"{per_sm * sms} ({per_sm} per multiprocessor x {sms} multiprocessors)"
         except Exception as exc:  # the refusal is the error to raise; the limit is only its explanation
             limit = f"unknown ({exc})"
-        why = (f"grid {grid[0]}x{grid[1]}x{grid[2]} has {blocks} blocks of {threads} threads, more than device "
-               f"{self.device} holds at once for a cooperative launch of kernel {func.name!r} with {shared_mem} "
-               f"bytes of dynamic shared memory: the limit is {limit} blocks; nothing ran, the context is still usable")
-        return launch_error(self.backend, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", why, "cuLaunchCooperativeKernel",
-                            sticky=False)
+        return cooperative_too_large(self.backend, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "cuLaunchCooperativeKernel",
+                                     self.device, func, grid, block, shared_mem, limit, "context")
 
     def launcher(
         self, func: Function, grid: tuple[int, int, int], block: tuple[int, int, int], args: Any,

@@ -22,7 +22,14 @@ import re
 from typing import Any, Optional
 
 from pytest_gpuenv.runtime import _sticky
-from pytest_gpuenv.runtime._common import Function, launch_error, stream_handle, text, unpack
+from pytest_gpuenv.runtime._common import (
+    Function,
+    cooperative_too_large,
+    launch_error,
+    stream_handle,
+    text,
+    unpack,
+)
 
 #: what hipGetErrorString answers for some codes where it only repeats the name (ROCm 5)
 _HIP_MESSAGES = {
@@ -177,7 +184,7 @@ class HipRuntime:
         """The error for hipErrorCooperativeLaunchTooLarge: clr refused the launch before it ran (the device
         is fine). The limit: hipModuleOccupancyMaxActiveBlocksPerMultiprocessor times the device's compute
         units, as clr computes blocks per grid (where the runtime cannot say, the message says so)."""
-        blocks, threads = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
+        threads = block[0] * block[1] * block[2]
         limit = "unknown"
         try:
             result = self.hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(func.handle, threads, shared_mem)
@@ -187,11 +194,8 @@ class HipRuntime:
                 limit = f"{per_cu * cus} ({per_cu} per compute unit x {cus} compute units)"
         except Exception as exc:  # the refusal is the error to raise; the limit is only its explanation
             limit = f"unknown ({exc})"
-        why = (f"grid {grid[0]}x{grid[1]}x{grid[2]} has {blocks} blocks of {threads} threads, more than device "
-               f"{self.device} holds at once for a cooperative launch of kernel {func.name!r} with {shared_mem} "
-               f"bytes of dynamic shared memory: the limit is {limit} blocks; nothing ran, the device is still usable")
-        return launch_error(self.backend, "hipErrorCooperativeLaunchTooLarge", why, "hipModuleLaunchCooperativeKernel",
-                            sticky=False)
+        return cooperative_too_large(self.backend, "hipErrorCooperativeLaunchTooLarge", "hipModuleLaunchCooperativeKernel",
+                                     self.device, func, grid, block, shared_mem, limit, "device")
 
     def _device_attr(self, name: str) -> Optional[int]:
         """``hipDeviceGetAttribute`` of this device (None where the runtime cannot say)."""
