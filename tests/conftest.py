@@ -20,6 +20,16 @@ GPU_ROOTS = pathlib.Path(os.environ.get("GPUENV_TEST_ROOTS") or REPO / "tests" /
 
 
 @pytest.fixture
+def no_poison():
+    """A clean sticky-error record for the test, and again after it (nothing real was poisoned)."""
+    from pytest_gpuenv.runtime import _sticky
+
+    _sticky.reset()
+    yield
+    _sticky.reset()
+
+
+@pytest.fixture
 def gpu_roots() -> pathlib.Path:
     if not GPU_ROOTS.is_dir():
         pytest.skip(f"file trees not found at {GPU_ROOTS} (set GPUENV_TEST_ROOTS)")

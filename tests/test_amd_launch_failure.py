@@ -21,12 +21,7 @@ from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned
 from pytest_gpuenv.runtime._common import Function
 from pytest_gpuenv.runtime.hip import HipRuntime
 
-
-@pytest.fixture(autouse=True)
-def _clean():
-    _sticky.reset()
-    yield
-    _sticky.reset()
+pytestmark = pytest.mark.usefixtures("no_poison")  # a clean sticky-error record before and after each test (conftest)
 
 
 def _launch(hip: HipStandin, block=(1024, 1, 1)):

@@ -25,12 +25,7 @@ from pytest_gpuenv.rtc import Kernel
 from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned
 from pytest_gpuenv.runtime._common import Function
 
-
-@pytest.fixture(autouse=True)
-def _clean():
-    _sticky.reset()
-    yield
-    _sticky.reset()
+pytestmark = pytest.mark.usefixtures("no_poison")  # a clean sticky-error record before and after each test (conftest)
 
 
 def _kernel(arch: str) -> Kernel:

@@ -187,14 +187,6 @@ def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_ca
     ])
 
 
-@pytest.fixture
-def no_poison():
-    """A clean sticky-error record for the test, and again after it (nothing real was poisoned)."""
-    _sticky.reset()
-    yield
-    _sticky.reset()
-
-
 def test_context_found_broken_does_not_blame_the_finder(no_poison):
     with _sticky.running("t.py::test_victim"):
         launch_error("cuda", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
