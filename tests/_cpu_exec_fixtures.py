@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pytest
+
 from pytest_gpuenv.rtc import compile_kernel
+
+#: a CPU-executor test checked and unchecked
+CHECK = pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 
 
 def builder(cache: str, warp: int, default_path: str) -> Callable[..., Any]:

@@ -14,14 +14,13 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from _cpu_exec_fixtures import builder  # noqa: E402
+from _cpu_exec_fixtures import CHECK, builder  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                 reason="no C++ compiler")
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cpu_kernels", "cooperative.hip")
-CHECK = pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 
 
 @pytest.fixture
