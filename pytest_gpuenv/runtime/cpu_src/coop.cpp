@@ -70,17 +70,19 @@ bool coop_end(int i, bool ok) {
     return ok;
 }
 
-// The running block's own part of the module copy, into its save buffer or back from it.
+// The running block's own part of the module copy, into its save buffer (grown to fit) or back from it.
 static bool keep_block(bool save) {
     Launch& l = L;
-    size_t need = sizeof *l.st + shadow_bytes();
-    for (int v = 0; v < l.nsv; v++)
-        if (l.vars[v].index >= 0) need += l.vars[v].hi - l.vars[v].lo;
-    if (save && need > l.coop_cap) {
-        char* p = (char*)realloc(l.coop_buf, need);
-        if (!p) return false;
-        l.coop_buf = p;
-        l.coop_cap = need;
+    if (save) {
+        size_t need = sizeof *l.st + shadow_bytes();
+        for (int v = 0; v < l.nsv; v++)
+            if (l.vars[v].index >= 0) need += l.vars[v].hi - l.vars[v].lo;
+        if (need > l.coop_cap) {
+            char* p = (char*)realloc(l.coop_buf, need);
+            if (!p) return false;
+            l.coop_buf = p;
+            l.coop_cap = need;
+        }
     }
     char* p = l.coop_buf;
     auto move = [&](void* at, size_t n) {
