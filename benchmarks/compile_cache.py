@@ -20,7 +20,11 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from pytest_gpuenv.rtc import KernelCompileError, _compilers, compile_kernel  # noqa: E402
+from pytest_gpuenv.rtc import (  # noqa: E402
+    KernelCompileError,
+    compile_kernel,
+    compilers,
+)
 
 KERNELS = ("vector_add", "matmul_tiled", "reduce_sum")
 PAIRS = (("hiprtc", "gfx90a"), ("hipcc", "gfx90a"), ("nvrtc", "sm_90"), ("nvcc", "sm_90"))
@@ -43,9 +47,9 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=200, help="warm hits timed per kernel")
     args = ap.parse_args()
-    pairs = [(c, a) for c, a in PAIRS if _compilers.get(c).available() and _compilers.get(c).supports(a)]
+    pairs = [(c, a) for c, a in PAIRS if compilers.get(c).available() and compilers.get(c).supports(a)]
     if not pairs:
-        print(f"no HIP compiler found (looked for {_compilers.looked_for()})")
+        print(f"no HIP compiler found (looked for {compilers.looked_for()})")
         return 1
     tmp = tempfile.mkdtemp(prefix="gpuenv-bench-")
     print(f"{'kernel':<13} {'compiler':<7} {'arch':<7} {'cold s':>7} {'bytes':>7} {'warm hit ms (median / p95)':>28}")

@@ -138,9 +138,9 @@ def measure_here(name: str, check: bool, reps: int, cache: str) -> list[float]:
 def measure_parts(reps: int, cache: str) -> dict[str, float]:
     """Median seconds of a vector add call's parts, in this process: the copies in and back (the runtime's
     ``copy_all``), the request to the executor's process (the launch there and the round trip) and the call."""
-    from pytest_gpuenv.runtime import _cpu_child
-    from pytest_gpuenv.runtime import _cpu_proto as P
     from pytest_gpuenv.runtime import cpu as runtime
+    from pytest_gpuenv.runtime.cpu import child as _cpu_child
+    from pytest_gpuenv.runtime.cpu import protocol
 
     parts: dict[str, list[float]] = {"copy in": [], "request": [], "copy out": []}
     copy_all, request = runtime.copy_all, _cpu_child.Child.request
@@ -155,7 +155,7 @@ def measure_parts(reps: int, cache: str) -> dict[str, float]:
         try:
             return request(self, *args)
         finally:
-            if args[0] == P.OP_LAUNCH:
+            if args[0] == protocol.OP_LAUNCH:
                 parts["request"].append(time.perf_counter() - t)
 
     runtime.copy_all, _cpu_child.Child.request = timed_copy, timed_request  # type: ignore[method-assign]
@@ -207,7 +207,7 @@ def median_ms(samples: list[float]) -> float:
 
 def memcpy_line(rounds: int = 20) -> None:
     """What two cores gain on a plain copy of 12 MB here (the vector add's inputs): the memory's limit."""
-    from pytest_gpuenv.runtime._cpu_copy import copy_all
+    from pytest_gpuenv.runtime.cpu.copies import copy_all
 
     n = 12 << 20
     src, dst = np.ones(n, np.uint8), np.zeros(n, np.uint8)

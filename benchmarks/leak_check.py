@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-from pytest_gpuenv._leak import leaks, snapshot
+from pytest_gpuenv.guards.leak import leaks, snapshot
 
 
 def main() -> int:

@@ -4,7 +4,7 @@
 
 Times ``find_kernels`` (comments stripped, extern "C" blocks, kernels and their parameters) on each
 source at half and at full size: linear code doubles, quadratic code quadruples. With ``--before REV``
-the ``pytest_gpuenv/rtc/_source.py`` of that git revision is timed too (in a child process, stopped
+the ``pytest_gpuenv/rtc/source.py`` of that git revision is timed too (in a child process, stopped
 after ``--cap`` seconds), e.g. ``--before af0dbd1`` for the code the attack run measured.
 """
 
@@ -45,7 +45,7 @@ print(time.perf_counter() - t)
 
 
 def _now(text: str) -> float:
-    from pytest_gpuenv.rtc._source import find_kernels
+    from pytest_gpuenv.rtc.source import find_kernels
 
     t = time.perf_counter()
     find_kernels(text)
@@ -70,7 +70,7 @@ def main() -> None:
     if args.before:
         old = os.path.join("/tmp", f"gpuenv_source_{args.before}.py")
         with open(old, "w") as f:
-            f.write(subprocess.run(["git", "-C", REPO, "show", f"{args.before}:pytest_gpuenv/rtc/_source.py"],
+            f.write(subprocess.run(["git", "-C", REPO, "show", f"{args.before}:pytest_gpuenv/rtc/source.py"],
                                    capture_output=True, text=True, check=True).stdout)
     print(f"{'source':<30} {'bytes':>9} {'now':>9}" + (f"  {'before (' + args.before + ')':>18}" if old else ""))
     for name, make in CASES.items():

@@ -39,8 +39,8 @@ def log(*a: object) -> None:
 
 
 def make_bench(**opts: object):  # type: ignore[no-untyped-def]
-    from pytest_gpuenv.perf._bench import GpuBench, PerfContext, default_monitor, select_backend
     from pytest_gpuenv.perf._sampling import SamplingOptions
+    from pytest_gpuenv.perf.bench import GpuBench, PerfContext, default_monitor, select_backend
 
     o = SamplingOptions()
     for k, v in opts.items():
@@ -333,7 +333,7 @@ def explore(args, fns, results) -> None:  # type: ignore[no-untyped-def]
     code = (
         f"import os,sys,statistics,time; sys.path.insert(0, {REPO!r})\n"
         "os.environ['GPUENV_PERF_TIMER']='cuda'\n"
-        "from pytest_gpuenv.perf._bench import GpuBench, PerfContext, select_backend, default_monitor\n"
+        "from pytest_gpuenv.perf.bench import GpuBench, PerfContext, select_backend, default_monitor\n"
         "b = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor))\n"
         "be = b.backend; api = be.api; n = 256 << 20; p = api.malloc(n)\n"
         "meds=[]; walls=[]\n"

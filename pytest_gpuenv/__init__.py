@@ -34,7 +34,7 @@ def _leave_asserts_alone() -> None:
 
 _leave_asserts_alone()
 
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, Usability, parse_size  # noqa: E402
+from pytest_gpuenv.base.model import ArchPattern, Device, GpuEnv, Problem, Usability, parse_size  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -79,9 +79,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.base.tolerance import gpu_assert_close
     from pytest_gpuenv.detect import detect
     from pytest_gpuenv.rtc import KernelWarpSyncError, compile_kernel, compile_module
-    from pytest_gpuenv.tolerance import gpu_assert_close
 
 
 def __getattr__(name: str) -> Any:
@@ -91,7 +91,7 @@ def __getattr__(name: str) -> Any:
 
         return detect
     if name == "gpu_assert_close":
-        from pytest_gpuenv.tolerance import gpu_assert_close
+        from pytest_gpuenv.base.tolerance import gpu_assert_close
 
         return gpu_assert_close
     if name in ("compile_kernel", "compile_module"):

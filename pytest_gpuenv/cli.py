@@ -12,10 +12,11 @@ import os
 import sys
 from typing import Any, Optional, Sequence, TextIO
 
-from pytest_gpuenv import capabilities, report
-from pytest_gpuenv._option_parsers import PROBE_TIMEOUT_MAX, probe_timeout_ok
+from pytest_gpuenv.base import capabilities
+from pytest_gpuenv.base.model import GpuEnv, safe_repr
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import GpuEnv, safe_repr
+from pytest_gpuenv.session import report
+from pytest_gpuenv.session.option_parsers import PROBE_TIMEOUT_MAX, probe_timeout_ok
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,7 +98,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return compile_command(argv[1:])
     if argv and argv[0] == "perf":
-        from pytest_gpuenv.perf._compare_cli import perf_command
+        from pytest_gpuenv.perf.compare_cli import perf_command
 
         return perf_command(argv[1:])
     parser = _parser()

@@ -1,19 +1,18 @@
 """pytest-gpuenv's hooks; each hands its event to the module that does the work.
 
-``_session`` (options, detection, the per-run state in the stash), ``markers`` and ``_skipping`` (the
-markers and their evaluation), ``_runtest`` (what happens to each test: its hooks at setup and report are
-registered by configure and collection, where a run needs them), ``report`` (header and
-summary text), ``_xdist`` (workers: their GPUs, the model sent down, the measurements sent back),
-``fixtures`` (the fixtures, found here by pytest).
+The package is drawn in layers, each importing only those below it (``docs/development.md``): ``base``
+(the model, paths, tables), ``runtime``, ``detect``, ``rtc``, ``perf``, ``marks`` (the markers and their
+evaluation), ``session`` (options, the per-run state in the stash, the per-test gate and reports, header
+and summary text), ``guards`` (crash, leak), ``dist`` (pytest-xdist: workers' GPUs, hosts, ``--dist gpu``,
+the plan preview), ``fixtures``; this module composes them.
 
-The subsystems behind a boundary are imported where a run needs them: ``_xdist`` (with pytest-xdist; the
-hosts, ``_hosts``, and the routing of ``--dist gpu``, ``_routing``, with it),
-the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``), the tolerance
-profiles (``tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the capability table
-(``capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the plan preview (``plan``, by
-``--gpuenv-plan``), the leak check (``_leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``),
-the crash guard (``_crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the
-run's files (``_outputs``, with ``--gpuenv-json`` or ``--junitxml``).
+The subsystems behind a boundary are imported where a run needs them: ``dist`` (with pytest-xdist, or
+``--gpuenv-plan``), the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``),
+the tolerance profiles (``base.tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the
+capability table (``base.capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the leak
+check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the crash guard
+(``guards.crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the run's files
+(``session.outputs``, with ``--gpuenv-json`` or ``--junitxml``).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -25,53 +24,58 @@ from typing import Any, Optional
 
 import pytest
 
-from pytest_gpuenv import _hide, _options, _runtest, _session, fixtures, markers, report
-from pytest_gpuenv._options import Settings
-from pytest_gpuenv._session import get_env, get_session
-from pytest_gpuenv._tolerance_fixture import gpu_assert_close_fixture  # noqa: F401
+from pytest_gpuenv import fixtures
+from pytest_gpuenv.base.model import GpuEnv
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
-from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.fixtures.tolerance import gpu_assert_close_fixture  # noqa: F401
+from pytest_gpuenv.marks import markers
+from pytest_gpuenv.session import hide, options, report, runtest, state
+from pytest_gpuenv.session.options import Settings
+from pytest_gpuenv.session.state import get_env, get_session
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
-    _options.add_options(parser)
-    pluginmanager.register(_options.DistChoice(parser), "gpuenv-dist-choice")
+    options.add_options(parser)
+    pluginmanager.register(options.DistChoice(parser), "gpuenv-dist-choice")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     markers.register_aliases(config)
-    session = _session.start(config, _worker_env)
+    session = state.start(config, _worker_env)
     if session.settings.backend == "cpu":
-        session.hidden = _hide.install(session.settings.hide_modules)
-    config.pluginmanager.register(_runtest.Reports(session), "gpuenv-skips")
+        session.hidden = hide.install(session.settings.hide_modules)
+    config.pluginmanager.register(runtest.Reports(session), "gpuenv-skips")
     if session.settings.leak_check != "off":
-        from pytest_gpuenv import _leak  # boundary: the leak check, only where it is on (or, see modify_items)
+        from pytest_gpuenv.guards import leak  # boundary: the leak check, only where it is on (or at collection)
 
-        _leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
-    if session.hip_on_gpu or _session.xdist_controller(config):
-        from pytest_gpuenv import _crash  # boundary: the crash guard, where a GPU fault can end a process
+        leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
+    if session.hip_on_gpu or state.xdist_controller(config):
+        from pytest_gpuenv.guards import crash  # boundary: the crash guard, where a GPU fault can end a process
 
-        _crash.start(config, session)
+        crash.start(config, session)
+    if session.settings.plan and not hasattr(config, "workerinput"):
+        from pytest_gpuenv.dist import plan  # boundary: the plan preview, only with --gpuenv-plan
+
+        session.plan_profiles = plan.profiles(session.settings.plan_profiles)
     if session.settings.dist:
-        _options.check_dist_request(config)
+        options.check_dist_request(config)
     if config.pluginmanager.hasplugin("xdist"):
-        from pytest_gpuenv import _xdist
+        from pytest_gpuenv.dist import xdist  # boundary: the pytest-xdist side
 
         if session.settings.dist and not hasattr(config, "workerinput"):  # --gpuenv-dist: as --dist gpu
-            config.option.dist = _options.DIST
-
-        _xdist.configure(config, session)
+            config.option.dist = options.DIST
+        xdist.configure(config, session)
 
 
 def _worker_env(config: pytest.Config, settings: Settings) -> Optional[GpuEnv]:
-    """In an xdist worker, the model its controller sent (``_xdist_worker.worker_env``, given this host as it
+    """In an xdist worker, the model its controller sent (``dist.worker.worker_env``, given this host as it
     stands before the run sets any variable); None elsewhere."""
     if not hasattr(config, "workerinput"):
         return None
-    from pytest_gpuenv import _hosts, _xdist_worker
+    from pytest_gpuenv.dist import hosts, worker
 
-    return _xdist_worker.worker_env(config, settings, _hosts.here(settings.root, settings.backend, settings.probe))
+    return worker.worker_env(config, settings, hosts.here(settings.root, settings.backend, settings.probe))
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_configure")
@@ -81,7 +85,7 @@ def pytest_configure_last(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    session = config.stash.get(_session.SESSION_KEY, None)
+    session = config.stash.get(state.SESSION_KEY, None)
     if session is not None:
         if session.hidden is not None:
             session.hidden.uninstall()
@@ -97,7 +101,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    _runtest.check_required(session.config, get_session(session.config))
+    runtest.check_required(session.config, get_session(session.config))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -116,7 +120,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.refresh(config)
-    _runtest.modify_items(items, get_session(config))
+    session = get_session(config)
+    if session.plan_profiles is not None:  # --gpuenv-plan
+        from pytest_gpuenv.dist import plan
+
+        session.plan_lines = plan.plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
+    if runtest.modify_items(items, session):
+        from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
+
+        leak.configure(config, "off", session.settings.leak_threshold)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -140,12 +152,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    state = config.stash.get(_session.SESSION_KEY, None)
-    if state is None:
+    run = config.stash.get(state.SESSION_KEY, None)
+    if run is None:
         return
-    if state.has_measurements or hasattr(config, "workerinput"):  # records to name; a worker's to hand over
-        from pytest_gpuenv import _xdist_worker
+    if run.has_measurements or hasattr(config, "workerinput"):  # records to name; a worker's to hand over
+        from pytest_gpuenv.dist import worker
 
-        if _xdist_worker.finish_worker(config, state):
+        if worker.finish_worker(config, run):
             return
-    state.write_outputs(str(config.invocation_params.dir))
+    run.write_outputs(str(config.invocation_params.dir))

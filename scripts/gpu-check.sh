@@ -129,7 +129,7 @@ from pytest_gpuenv import requires_cuda, requires_rocm
 @pytest.mark.parametrize("i", range(8))
 def test_cuda(i, torch_device, request):
     import torch
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     x = torch.ones(1 << 20, device=torch_device)
     assert x.sum().item() == 1 << 20
     rec = {"worker": os.environ["PYTEST_XDIST_WORKER"], "host": get_session(request.config).host,
@@ -182,7 +182,7 @@ import pytest
 from pytest_gpuenv import requires_cuda, requires_devices, requires_rocm
 
 def _rec(request, **extra):
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     rec = {"worker": os.environ["PYTEST_XDIST_WORKER"], "host": get_session(request.config).host, **extra}
     pathlib.Path("rec", request.node.name + ".json").write_text(json.dumps(rec))
 

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-from pytest_gpuenv.rtc import _cache, _compilers
+from pytest_gpuenv.rtc import cache as _cache
+from pytest_gpuenv.rtc import compilers
 from pytest_gpuenv.rtc.kernel import _cache_key
 
 REPO = str(Path(__file__).resolve().parent.parent)
@@ -29,7 +30,7 @@ def build(binary: bytes) -> Callable[[], tuple[dict, bytes]]:
     return lambda: ({"n": 1}, binary)
 
 
-class Stub(_compilers.Compiler):
+class Stub(compilers.Compiler):
     """A compiler that is never run: its include path and identity make the cache key."""
 
     name = "stub"
@@ -66,8 +67,8 @@ def child(args: list, *, env: Optional[dict] = None, limit_memory: bool = False,
 
 _AS_USER = """
 import os, sys, tempfile, warnings
-from pytest_gpuenv.rtc._cache import Cache
-from pytest_gpuenv.rtc._errors import CacheDirError
+from pytest_gpuenv.rtc.cache import Cache
+from pytest_gpuenv.rtc.errors import CacheDirError
 from filelock import FileLock
 with tempfile.TemporaryDirectory() as d, FileLock(d + "/x.lock"):  # import all it loads while privileged:
     pass  # the interpreter may live where the user cannot read (/root/.pyenv)

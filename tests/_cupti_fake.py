@@ -8,7 +8,7 @@ import types
 from typing import Any
 
 from pytest_gpuenv.perf import _cupti
-from pytest_gpuenv.perf._bench import GpuBench, PerfContext
+from pytest_gpuenv.perf.bench import GpuBench, PerfContext
 from tests._perf_fake import FakeBackend, FakeClock
 
 

@@ -22,8 +22,8 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv.base.model import GpuEnv
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import GpuEnv
 
 #: the two MI300X GPUs of the mi300x_linux scenario, in HIP order
 MI300 = ("GPU-3cbe002bd3b6313d", "GPU-648def29d3407eef")
@@ -173,7 +173,7 @@ args = json.loads(sys.argv[1])
 # files may live where the scenario user cannot read them (e.g. /root/.pyenv)
 import glob, grp, pwd, zlib, hashlib, subprocess, signal, ctypes, importlib.util, copy, errno, stat
 import pytest_gpuenv.detect as D
-from pytest_gpuenv.detect import _core, _amd, _nvidia, _wsl, _windows, _checks, _compilers, _probe, _rocr, _access, _visible, _fs
+from pytest_gpuenv.detect import _core, _amd, _nvidia, _wsl, _windows, checks, compilers, _probe, _rocr, _access, visible, fs
 os.setgroups(args["groups"])
 os.setgid(args["gid"])
 os.setuid(args["uid"])

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from pytest_gpuenv.rtc import _compilers
+from pytest_gpuenv.rtc import compilers as _compilers
 
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                reason="no C++ compiler")

@@ -22,7 +22,7 @@ GPU_ROOTS = pathlib.Path(os.environ.get("GPUENV_TEST_ROOTS") or REPO / "tests" /
 @pytest.fixture
 def no_poison():
     """A clean sticky-error record for the test, and again after it (nothing real was poisoned)."""
-    from pytest_gpuenv.runtime import _sticky
+    from pytest_gpuenv.runtime import sticky as _sticky
 
     _sticky.reset()
     yield
@@ -120,7 +120,7 @@ def hosts_isolated(no_outer_masks, monkeypatch, tmp_path):
 @pytest.fixture
 def fresh_compile_cache(monkeypatch):
     """Each test starts with no cache object and nothing warned yet in this process."""
-    from pytest_gpuenv.rtc import _cache
+    from pytest_gpuenv.rtc import cache as _cache
 
     monkeypatch.setattr(_cache, "_WARNED", set())
     monkeypatch.setattr(_cache, "_SHARED", {})

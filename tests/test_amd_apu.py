@@ -46,8 +46,8 @@ def test_apu_memory_is_what_kfd_reports(tmp_path, kind, bank, arch, wave, name):
 
 def test_memory_requirement_counts_kfds_number(tmp_path):
     # requires_memory compares with what KFD (and so HIP's totalGlobalMem) reports: the GTT limit
-    from pytest_gpuenv._skipping import evaluate
-    from pytest_gpuenv.markers import PluginMark
+    from pytest_gpuenv.marks.markers import PluginMark
+    from pytest_gpuenv.marks.skipping import evaluate
 
     apu_machine(tmp_path / "m", "strix-halo", 64 * GiB)
     env = detect(root=str(tmp_path / "m"), environ={}, probe="never")

@@ -22,7 +22,8 @@ import _hip_standin as hip_standin
 
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import Kernel
-from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned
+from pytest_gpuenv.runtime import KernelLaunchError, poisoned
+from pytest_gpuenv.runtime import sticky as _sticky
 from pytest_gpuenv.runtime._common import Function
 
 pytestmark = pytest.mark.usefixtures("no_poison")  # a clean sticky-error record before and after each test (conftest)

@@ -38,7 +38,7 @@ runtime._RUNTIMES[("rocm", 0)] = HipRuntime(0, hip=HipStandin(abort_on_launch=Tr
 TESTS_PY = """
 import os
 from pytest_gpuenv import runtime
-from pytest_gpuenv._session import get_session
+from pytest_gpuenv.session.state import get_session
 from pytest_gpuenv.perf._entries import PerfEntry
 from pytest_gpuenv.runtime._common import Function
 

@@ -17,7 +17,8 @@ pytest.importorskip("hip")
 
 from _hip_standin import HipStandin
 
-from pytest_gpuenv.runtime import KernelLaunchError, _sticky, poisoned
+from pytest_gpuenv.runtime import KernelLaunchError, poisoned
+from pytest_gpuenv.runtime import sticky as _sticky
 from pytest_gpuenv.runtime._common import Function
 from pytest_gpuenv.runtime.hip import HipRuntime
 

@@ -12,9 +12,9 @@ import warnings
 
 import pytest
 
-from pytest_gpuenv.detect import _caches, detect
-from pytest_gpuenv.model import Device, GpuEnv
-from pytest_gpuenv.perf import _bench
+from pytest_gpuenv.base.model import Device, GpuEnv
+from pytest_gpuenv.detect import caches, detect
+from pytest_gpuenv.perf import bench as _bench
 from pytest_gpuenv.perf._device import flush_bytes, last_level_cache_bytes
 from pytest_gpuenv.perf._driver import DriverBackend
 from pytest_gpuenv.perf._torch import WALL_CLOCK_HZ, sleep_counter, sleep_rate
@@ -46,23 +46,23 @@ ROOTS = os.path.join(os.path.dirname(__file__), "data", "gpu-roots")
     ("amd", "gfx942", "AMD GPU gfx942", 256),
 ])
 def test_last_level_cache_follows_rocm_spec_table(vendor, arch, name, mib):
-    assert _caches.last_level_cache(vendor, arch, name) == mib * MiB
+    assert caches.last_level_cache(vendor, arch, name) == mib * MiB
 
 
 def test_last_level_cache_unknown_where_the_table_says_nothing():
     # gfx1153 is not in the table; NVIDIA: NVML has no L2 query (nvml.h has none) and /proc says nothing
-    assert _caches.last_level_cache("amd", "gfx1153", "AMD Radeon 820M") is None
-    assert _caches.last_level_cache("nvidia", "sm_75", "Tesla T4") is None  # an arch missing from the table
+    assert caches.last_level_cache("amd", "gfx1153", "AMD Radeon 820M") is None
+    assert caches.last_level_cache("nvidia", "sm_75", "Tesla T4") is None  # an arch missing from the table
     # NVIDIA's L2 (whitepapers; cudaDevAttrL2CacheSize on the lent H200: 62914560)
-    assert _caches.last_level_cache("nvidia", "sm_90", "NVIDIA H200") == 60 * MiB
-    assert _caches.last_level_cache("nvidia", "sm_90", "NVIDIA H100 80GB HBM3") == 50 * MiB
-    assert _caches.last_level_cache("nvidia", "sm_80", "NVIDIA A100-SXM4-80GB") == 40 * MiB
+    assert caches.last_level_cache("nvidia", "sm_90", "NVIDIA H200") == 60 * MiB
+    assert caches.last_level_cache("nvidia", "sm_90", "NVIDIA H100 80GB HBM3") == 50 * MiB
+    assert caches.last_level_cache("nvidia", "sm_80", "NVIDIA A100-SXM4-80GB") == 40 * MiB
 
 
 def test_detection_fills_the_model_json_and_gpuenv_info():
     # the MI300X and RX 6700 XT trees (tests/data/gpu-roots) against the table above; the model's JSON
     # (GpuEnv.to_dict, what `gpuenv info --json` prints) carries the field and from_dict keeps it
-    from pytest_gpuenv import report
+    from pytest_gpuenv.session import report
 
     env = detect(root=os.path.join(ROOTS, "mi300x_linux"), environ={}, probe="never")
     assert [d.last_level_cache_bytes for d in env.devices] == [256 * MiB] * len(env.devices) and env.devices
@@ -77,7 +77,7 @@ def test_fill_uses_the_physical_arch_and_keeps_known_sizes():
     # HSA_OVERRIDE_GFX_VERSION changes the code object (arch), not the chip: gfx1031 run as gfx1030
     d = Device(index=0, vendor="amd", name="AMD GPU", arch="gfx1030", physical_arch="gfx1031")
     known = Device(index=1, vendor="amd", name="AMD Instinct MI300X", arch="gfx942", last_level_cache_bytes=1)
-    _caches.fill([d, known])
+    caches.fill([d, known])
     assert d.last_level_cache_bytes == 96 * MiB and known.last_level_cache_bytes == 1
 
 

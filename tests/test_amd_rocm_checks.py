@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuenv.detect import _checks
+from pytest_gpuenv.base.model import GpuEnv
+from pytest_gpuenv.detect import checks as _checks
 from pytest_gpuenv.detect._ctx import Ctx
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import GpuEnv
+from pytest_gpuenv.detect.fs import Fs
 
 
 def _ctx(root, version, environ=None, kind="rocm", lib_dirs=None):
@@ -217,7 +217,7 @@ def test_debian_rocm_version_from_the_runtime_packages_changelog(tmp_path, packa
     its major), the -dev package, or another name (a t64 rename), found by listing the folder."""
     import gzip
 
-    from pytest_gpuenv.detect._compilers import _debian_version
+    from pytest_gpuenv.detect.compilers import _debian_version
 
     doc = tmp_path / "usr/share/doc" / package
     doc.mkdir(parents=True)

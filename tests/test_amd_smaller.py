@@ -19,9 +19,9 @@ from __future__ import annotations
 import pytest
 from _machines import amd_machine
 
+from pytest_gpuenv.base.model import Device
 from pytest_gpuenv.detect import _core, detect
 from pytest_gpuenv.detect._hipmask import pal_uuid, parse_hip
-from pytest_gpuenv.model import Device
 from pytest_gpuenv.runtime import amdsmi as amd_smi
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"

@@ -23,9 +23,9 @@ from _machines import amd4_visible as _visible
 from _machines import amd_machine
 from _roots import new_root_dir, run_as
 
+from pytest_gpuenv.base.model import Usability
 from pytest_gpuenv.detect import detect
 from pytest_gpuenv.detect._amd import parse_override
-from pytest_gpuenv.model import Usability
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 pytestmark = pytest.mark.usefixtures("no_outer_masks")
@@ -83,7 +83,7 @@ def test_rocr_then_cuda_counts_as_hip_does_and_names_torchs_reading(four):
 def test_windows_hip_mask_is_pal_s(four):
     # clr pal/paldevice.cpp parseRequestedDeviceList: strtok skips empty tokens, digits only (leading zeros
     # allowed), and devices come in ordinal order (requestedDevices is looked up per ordinal)
-    from pytest_gpuenv.detect._visible import parse_hip
+    from pytest_gpuenv.detect.visible import parse_hip
 
     assert parse_hip("3,,01", U, windows=True) == [1, 3]
     assert parse_hip("3,,01", U) == [3]
@@ -211,7 +211,7 @@ def test_override_value_as_sscanf_reads_it(value, parsed):
 # ----------------------------------------------------------------- item 6: xdist worker masks on AMD
 RECORDER = """
 import json, os, pathlib
-from pytest_gpuenv._session import get_env
+from pytest_gpuenv.session.state import get_env
 from pytest_gpuenv.detect import detect
 
 MASKS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")

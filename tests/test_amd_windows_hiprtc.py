@@ -16,10 +16,10 @@ import sys
 
 import pytest
 
-from pytest_gpuenv.detect import _compilers as discovery
+from pytest_gpuenv.detect import compilers as discovery
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.rtc import _compilers, _hiprtc_worker
+from pytest_gpuenv.detect.fs import Fs
+from pytest_gpuenv.rtc import _hiprtc_worker, compilers
 
 
 def _sdk(root, version="6.2", dlls=("amdhip64_6.dll", "hiprtc0602.dll", "hiprtc-builtins0602.dll")):
@@ -53,7 +53,7 @@ def test_compiler_finds_the_dll_on_native_windows(tmp_path, monkeypatch):
     bin_dir = _sdk(tmp_path)
     monkeypatch.setattr(discovery, "NATIVE_WINDOWS", True)
     monkeypatch.setenv("HIP_PATH", str(bin_dir.parent))
-    hiprtc = _compilers.Hiprtc()  # a fresh instance: the module's one caches the real system's answer
+    hiprtc = compilers.Hiprtc()  # a fresh instance: the module's one caches the real system's answer
     assert hiprtc.library() == str(bin_dir / "hiprtc0602.dll")
     assert hiprtc.available()
 
@@ -63,7 +63,7 @@ def test_compiler_finds_the_dll_on_path(tmp_path, monkeypatch):
     monkeypatch.setattr(discovery, "NATIVE_WINDOWS", True)
     monkeypatch.delenv("HIP_PATH", raising=False)
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert _compilers.Hiprtc().library() == str(bin_dir / "hiprtc0602.dll")
+    assert compilers.Hiprtc().library() == str(bin_dir / "hiprtc0602.dll")
 
 
 class _FakeHiprtc:

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from pytest_gpuenv._hide import DEFAULT_HIDDEN, HiddenModules
+from pytest_gpuenv.session.hide import DEFAULT_HIDDEN, HiddenModules
 
 #: a published suite's way of gating its CuPy tests (the fake cupy imports fine, then fails like a real one
 #: whose GPUs are hidden)

@@ -1,4 +1,4 @@
-"""``@requires_capability``: the per-arch table (pytest_gpuenv/capabilities.py) on each family's machine.
+"""``@requires_capability``: the per-arch table (pytest_gpuenv/base/capabilities.py) on each family's machine.
 
 AMD models come from machine trees (tests/_machines.py: KFD topology with the family's gfx_target_version and
 wave size) read by the real detector; NVIDIA trees carry no arch without NVML, so those models are the
@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 from _machines import amd_machine
 
-from pytest_gpuenv import capabilities
-from pytest_gpuenv._skipping import evaluate_mark
+from pytest_gpuenv.base import capabilities
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.markers import MarkerArgumentError, validate
-from pytest_gpuenv.plan import profile_from_spec
+from pytest_gpuenv.dist.plan import profile_from_spec
+from pytest_gpuenv.marks.markers import MarkerArgumentError, validate
+from pytest_gpuenv.marks.skipping import evaluate_mark
 
 #: gfx_target_version (KFD topology) and wave size of each AMD family's tree
 AMD = {"gfx906": (90006, 64), "gfx90a": (90010, 64), "gfx942": (90402, 64), "gfx950": (90500, 64),

@@ -17,7 +17,7 @@ import pytest
 from _roots import materialize
 from conftest import GPU_ROOTS
 
-from pytest_gpuenv._options import PROBE_TIMEOUT_MAX
+from pytest_gpuenv.session.options import PROBE_TIMEOUT_MAX
 
 COMMANDS = [["info"], ["info", "--json"], ["doctor"]]
 

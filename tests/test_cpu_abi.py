@@ -1,5 +1,5 @@
 """The child process checks runtime/_cpu_proto.py's ctypes copies of the executor's ABI structs against the
-sizes the C side exports (cpu_src/server.cpp: gpuenv_abi_sizes) when it loads the executor; and here, that
+sizes the C side exports (src/server.cpp: gpuenv_abi_sizes) when it loads the executor; and here, that
 their field names follow the C structs' in order."""
 
 from __future__ import annotations
@@ -12,21 +12,21 @@ import sys
 import pytest
 
 from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime import _cpu_proto as P
-from pytest_gpuenv.runtime import _cpu_server as S
+from pytest_gpuenv.runtime.cpu import protocol
+from pytest_gpuenv.runtime.cpu import server as S
 
 SCRIPT = r"""
 import ctypes, sys
 from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime import _cpu_server as S, _cpu_proto as P
+from pytest_gpuenv.runtime.cpu import server as S, protocol
 _, binary = _cpu.build_executor(_cpu.require_cxx())
 exe = S.load_bytes(binary, "gpuenv-cpu-executor", global_symbols=True)
 S.check_abi(exe)
 print("same")
 class Short(ctypes.Structure):  # a copy of Region that lost its last two fields
-    _fields_ = P.Region._fields_[:2]
+    _fields_ = protocol.Region._fields_[:2]
 Short.__name__ = "Region"
-S.ABI_STRUCTS = (P.LaunchDesc, P.Report, Short, P.Note)
+S.ABI_STRUCTS = (protocol.LaunchDesc, protocol.Report, Short, protocol.Note)
 try:
     S.check_abi(exe)
 except ValueError as e:
@@ -41,7 +41,7 @@ def test_abi_sizes_checked_at_load() -> None:
     same, mismatch = out.strip().splitlines()
     assert same == "same"
     assert "Region: ctypes 16 bytes, C 24" in mismatch
-    assert "differ from runtime/_cpu_proto.py" in mismatch
+    assert "differ from runtime/cpu/protocol.py" in mismatch
 
 
 def _c_fields(source: str, struct: str) -> list[str]:
@@ -63,14 +63,14 @@ def _c_fields(source: str, struct: str) -> list[str]:
 
 def test_abi_field_names_in_the_same_order() -> None:
     # the size check at load misses two fields of the same size swapped on one side: the names catch it
-    src = os.path.join(os.path.dirname(P.__file__), "cpu_src")
+    src = os.path.join(os.path.dirname(protocol.__file__), "src")
     with open(os.path.join(src, "include", "gpuenv_cpu.h")) as f:
         header = f.read()
     with open(os.path.join(src, "server.cpp")) as f:
         server = f.read()
-    pairs = [(P.Region, header, "gpuenv_region_t"), (P.Report, header, "gpuenv_report_t"),
-             (P.LaunchDesc, header, "gpuenv_launch_t"), (P.Worker, header, "gpuenv_worker_t"),
-             (P.Note, server, "gpuenv_note_t")]
+    pairs = [(protocol.Region, header, "gpuenv_region_t"), (protocol.Report, header, "gpuenv_report_t"),
+             (protocol.LaunchDesc, header, "gpuenv_launch_t"), (protocol.Worker, header, "gpuenv_worker_t"),
+             (protocol.Note, server, "gpuenv_note_t")]
     for cls, source, struct in pairs:
         assert [name for name, *_ in cls._fields_] == _c_fields(source, struct), cls.__name__
     assert {cls for cls, *_ in pairs} == set(S.ABI_STRUCTS)

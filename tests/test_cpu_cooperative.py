@@ -1,7 +1,7 @@
 """Cooperative launches on the CPU executor (``kernel(grid, block, ..., cooperative=True)``), at wave64 and
 wave32, checked and unchecked (tests/data/cpu_kernels/cooperative.hip): ``cooperative_groups::this_grid()
 .sync()`` waits for every block, each block keeps its own ``__shared__`` memory across it and the grid shares
-its ``__device__`` variables (runtime/cpu_src/coop.cpp). A grid.sync() that some block never reaches, or one
+its ``__device__`` variables (runtime/cpu/src/coop.cpp). A grid.sync() that some block never reaches, or one
 outside a cooperative launch, is reported, never a hang; so are a fault and a hang in one block while the
 others wait."""
 

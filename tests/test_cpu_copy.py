@@ -4,7 +4,7 @@ import ctypes
 
 import pytest
 
-from pytest_gpuenv.runtime._cpu_copy import PIECE_ALIGN, PIECE_MIN, copy_all, split
+from pytest_gpuenv.runtime.cpu.copies import PIECE_ALIGN, PIECE_MIN, copy_all, split
 
 
 @pytest.mark.parametrize("pieces", [1, 2, 3, 5])

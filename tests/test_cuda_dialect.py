@@ -21,7 +21,8 @@ from _cuda_samples import CASES, CUDA_SAMPLES  # noqa: E402
 from _published import check_on_cpu  # noqa: E402
 
 from pytest_gpuenv import rtc  # noqa: E402
-from pytest_gpuenv.rtc import _compilers, _cuda  # noqa: E402
+from pytest_gpuenv.rtc import _cuda  # noqa: E402
+from pytest_gpuenv.rtc import compilers as _compilers  # noqa: E402
 
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                reason="no C++ compiler")

@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_gpuenv.base.model import KINDS, GpuEnv, Usability
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import KINDS, GpuEnv, Usability
 
 TOPO = "sys/devices/virtual/kfd/kfd/topology"
 KEYS = ["gpu_id", "simd_count", "gfx_target_version", "wave_front_size", "location_id", "domain",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from _roots import MI300, detect_as, materialize
 
+from pytest_gpuenv.base.model import Usability
 from pytest_gpuenv.detect import apply_backend, detect, hide_gpus_env
-from pytest_gpuenv.model import Usability
 
 
 # ---------------------------------------------------------------------------- WSL
@@ -130,7 +130,7 @@ def test_device_cgroup_eperm_hides_node(tmp_path, gpu_roots, monkeypatch):
     """A GPU node whose gpu_id reads EPERM (device cgroup, DETECTION.md A3) is not counted, silently."""
     import errno
 
-    from pytest_gpuenv.detect import _fs
+    from pytest_gpuenv.detect import fs as _fs
 
     root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
     real_open = _fs.os.open
@@ -158,8 +158,8 @@ def test_kfd_without_render_nodes(tmp_path, gpu_roots):
 
 def test_compiler_discovery_under_a_root(tmp_path, gpu_roots):
     """The lookups rtc makes on the real system (Fs(None)), made here under a root: homes, tools, libraries."""
-    from pytest_gpuenv.detect import _compilers
-    from pytest_gpuenv.detect._fs import Fs
+    from pytest_gpuenv.detect import compilers
+    from pytest_gpuenv.detect.fs import Fs
 
     root = materialize(gpu_roots / "mi300x_linux", tmp_path / "r")
     for path in ("opt/rocm-5.7.1/bin/hipcc", "opt/rocm-6.4.1/bin/hipcc", "opt/rocm-6.4.1/lib/libhiprtc.so.6",
@@ -167,27 +167,27 @@ def test_compiler_discovery_under_a_root(tmp_path, gpu_roots):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text("")
     fs, environ = Fs(str(root)), {"ROCM_HOME": "/opt/rocm-6.4.1/", "PATH": "/usr/bin:/bin"}
-    homes = _compilers.rocm_homes(fs, environ)
+    homes = compilers.rocm_homes(fs, environ)
     assert homes == ["/opt/rocm-6.4.1", "/opt/rocm", "/opt/rocm-5.7.1"]
-    assert _compilers.find_tool(fs, "hipcc", environ, homes) == "/opt/rocm-6.4.1/bin/hipcc"
-    assert _compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libhiprtc.so.6"
-    assert _compilers.cuda_homes(fs, environ) == ["/usr/local/cuda"]
-    assert _compilers.find_tool(fs, "nvcc", environ, ["/usr/local/cuda"]) == "/usr/local/cuda/bin/nvcc"
-    assert _compilers.cuda_include_dirs(fs, environ) == ["/usr/local/cuda/include"]
+    assert compilers.find_tool(fs, "hipcc", environ, homes) == "/opt/rocm-6.4.1/bin/hipcc"
+    assert compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libhiprtc.so.6"
+    assert compilers.cuda_homes(fs, environ) == ["/usr/local/cuda"]
+    assert compilers.find_tool(fs, "nvcc", environ, ["/usr/local/cuda"]) == "/usr/local/cuda/bin/nvcc"
+    assert compilers.cuda_include_dirs(fs, environ) == ["/usr/local/cuda/include"]
     env = detect(root=str(root), environ=environ)
     assert env.rocm["path"] == "/opt/rocm-6.4.1"
     assert env.compilers == {"hiprtc": True, "nvrtc": False, "hipcc": "/opt/rocm-6.4.1/bin/hipcc",
                              "nvcc": "/usr/local/cuda/bin/nvcc"}
     (root / "opt/rocm-6.4.1/lib/libhiprtc.so.6").unlink()  # ROCm 5 style: hiprtc inside libamdhip64
-    assert _compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libamdhip64.so"
+    assert compilers.hiprtc_library(fs, environ) == "/opt/rocm-6.4.1/lib/libamdhip64.so"
 
 
 # ---------------------------------------------------------------------------- device-file permissions
 def test_nvidia_permission_problem_names_the_device_file_s_group(tmp_path):
     import grp
 
-    from pytest_gpuenv.detect._fs import Fs
     from pytest_gpuenv.detect._nvidia import _permission_problem
+    from pytest_gpuenv.detect.fs import Fs
 
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev/nvidiactl").write_text("")

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from pytest_gpuenv.base.model import GpuEnv, Usability
 from pytest_gpuenv.detect import _probe, detect
-from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import GpuEnv, Usability
+from pytest_gpuenv.detect.visible import parse_visible
 
 debian_rocm = pytest.mark.skipif(
     not os.path.exists("/usr/bin/hipcc") or os.path.exists("/opt/rocm") or os.path.exists("/sys/module/amdgpu"),
@@ -257,8 +257,8 @@ def test_nvml_through_pynvml_with_a_fake_library(fake_nvml, tmp_path):
     """pynvml's calls from a given library file, and the merge by UUID."""
     import pynvml
 
+    from pytest_gpuenv.base.model import Device
     from pytest_gpuenv.detect import _nvidia
-    from pytest_gpuenv.model import Device
     from pytest_gpuenv.runtime import nvml
 
     before = pynvml.nvmlLib

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuenv.base.model import Usability
 from pytest_gpuenv.cli import main as gpuenv_main
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import Usability
 
 REPO = Path(__file__).resolve().parent.parent
 TOPO = "sys/devices/virtual/kfd/kfd/topology"

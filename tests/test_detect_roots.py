@@ -8,8 +8,8 @@ import pwd
 import pytest
 from _roots import MI300, detect_as, materialize, scenario_env, scenario_expected
 
+from pytest_gpuenv.base.model import STABLE_CODES, GpuEnv, Usability
 from pytest_gpuenv.detect import detect
-from pytest_gpuenv.model import STABLE_CODES, GpuEnv, Usability
 
 SCENARIOS = [
     "cpu_only_container",

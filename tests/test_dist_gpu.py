@@ -38,7 +38,7 @@ import pytest
 from pytest_gpuenv import requires_cuda, requires_devices, requires_rocm
 
 def _ran(request, **extra):
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     out = pathlib.Path(os.environ["RECORD_DIR"])
     out.mkdir(exist_ok=True, parents=True)
     rec = {"host": get_session(request.config).host, "worker": os.environ["PYTEST_XDIST_WORKER"], **extra}
@@ -185,7 +185,7 @@ def test_plan_previews_the_routing_over_saved_hosts(pytester, trees, tmp_path):
 
 
 def test_no_host_reason_says_the_requirement_once():
-    from pytest_gpuenv._routing import no_host_reason
+    from pytest_gpuenv.dist.routing import no_host_reason
 
     assert no_host_reason({"gpu-b": "requires ROCm: found CUDA (2x H100)", "ci": "requires ROCm: found no GPU",
                            "gpu-c": "requires ROCm: found CUDA (2x H100)"}) == \
@@ -215,7 +215,7 @@ import json, os, pathlib
 def pytest_configure(config):
     wi = getattr(config, "workerinput", None)
     if wi is not None:
-        from pytest_gpuenv._session import get_session
+        from pytest_gpuenv.session.state import get_session
         s = get_session(config)
         out = pathlib.Path(os.environ["RECORD_DIR"], "workers")
         out.mkdir(exist_ok=True, parents=True)

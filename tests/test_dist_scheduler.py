@@ -1,4 +1,4 @@
-"""``--dist gpu``'s scheduler (``_dist.GpuScheduling``) driven directly, as xdist's DSession drives it: the
+"""``--dist gpu``'s scheduler (``dist.scheduler.GpuScheduling``) driven directly, as xdist's DSession drives it: the
 workers are stand-ins that record what they are sent (no gateways, no ssh).
 
 The calls follow xdist's dsession.py: ``worker_errordown`` removes a crashed worker (``remove_node``),
@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("xdist")
 
-from pytest_gpuenv._dist import GpuScheduling, NodeRoutes
+from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes
 
 TESTS = [f"t.py::test_{i}" for i in range(4)]
 

@@ -103,7 +103,7 @@ def test_names_in_the_pages_exist() -> None:
     """Every ``--gpuenv-*`` option the hand-written pages name is one pytest registers, and every ``GPUENV_*``
     variable and ``gpuenv_*`` name (ini option, marker alias, report field) occurs in the package's source."""
     import pytest_gpuenv
-    from pytest_gpuenv._options import add_options
+    from pytest_gpuenv.session.options import add_options
 
     parser = pytest.Parser(_ispytest=True)
     add_options(parser)

@@ -1,6 +1,6 @@
 """The capability table against a real NVIDIA GPU (the H200 of scripts/gpu-check.sh: sm_90).
 
-What torch reads from the device must agree with what ``capabilities.py`` says of its arch: shared memory
+What torch reads from the device must agree with what ``base/capabilities.py`` says of its arch: shared memory
 per block (opt-in), warp size, bf16, and the effects of tf32 and fp8 on real arithmetic.
 """
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuenv import capabilities, requires_capability, requires_cuda
+from pytest_gpuenv import requires_capability, requires_cuda
+from pytest_gpuenv.base import capabilities
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuenv import requires_capability, requires_cuda
-from pytest_gpuenv.tolerance import compare
+from pytest_gpuenv.base.tolerance import compare
 
 
 @pytest.fixture

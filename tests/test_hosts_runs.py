@@ -54,7 +54,7 @@ def pytest_configure(config):
     wi = getattr(config, "workerinput", None)
     if wi is None:
         return
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     s = get_session(config)
     out = pathlib.Path(os.environ["RECORD_DIR"])
     out.mkdir(exist_ok=True)
@@ -71,7 +71,7 @@ import pytest
 from pytest_gpuenv import requires_cuda, requires_devices, requires_rocm
 
 def _ran(request, gpu_device):
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     out = pathlib.Path(os.environ["RECORD_DIR"]) / "ran"
     out.mkdir(exist_ok=True, parents=True)
     name = request.node.name.replace("/", "_")
@@ -238,7 +238,7 @@ def test_plan_profiles_from_saved_info_json(pytester, hosts, tmp_path):
 
 @pytest.mark.slow
 def test_an_unusable_lock_dir_keeps_the_plan_and_says_so(suite, hosts, monkeypatch, tmp_path):
-    from pytest_gpuenv._hosts import claim
+    from pytest_gpuenv.dist.hosts import claim
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
@@ -301,7 +301,7 @@ import pytest
 
 @pytest.mark.parametrize("i", range(4))
 def test_measure(i, request):
-    from pytest_gpuenv._session import get_session
+    from pytest_gpuenv.session.state import get_session
     from pytest_gpuenv.perf._entries import PerfEntry
     get_session(request.config).perf.add(PerfEntry(nodeid=request.node.nodeid, name="k", device_key="dev"))
 """

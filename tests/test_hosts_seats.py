@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("hosts_isolated")
 
 def test_host_identity(tmp_path, monkeypatch):
     """The same GPUs seen the same way: same machine, root and masks; the inputs add the environment."""
-    from pytest_gpuenv._hosts import here
+    from pytest_gpuenv.dist.hosts import here
 
     base = here(None)
     assert here(None) == base
@@ -33,7 +33,7 @@ def test_host_identity(tmp_path, monkeypatch):
 
 
 def test_claim_takes_preferred_seats_then_the_least_loaded():
-    from pytest_gpuenv._hosts import claim
+    from pytest_gpuenv.dist.hosts import claim
 
     first = claim("k1", 4, [0], {0: 1, 1: 1})
     second = claim("k1", 4, [0], {0: 1, 1: 1})  # 0 is full for this plan: the least-loaded free one
@@ -52,13 +52,13 @@ def test_claim_takes_preferred_seats_then_the_least_loaded():
 
 def test_a_killed_worker_frees_its_seats(tmp_path):
     code = (
-        "import sys, time; from pytest_gpuenv._hosts import claim\n"
+        "import sys, time; from pytest_gpuenv.dist.hosts import claim\n"
         "s = claim('k2', 2, [0], {0: 1}); print(s.positions, flush=True); time.sleep(60)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "[0]"
-        from pytest_gpuenv._hosts import claim
+        from pytest_gpuenv.dist.hosts import claim
 
         held = claim("k2", 2, [0], {0: 1})
         assert held.positions == [1]  # the child holds 0

@@ -14,7 +14,7 @@ import stat
 
 import pytest
 
-from pytest_gpuenv._paths import file_target_problem, output_file_problem
+from pytest_gpuenv.base.paths import file_target_problem, output_file_problem
 from pytest_gpuenv.perf.session import PerfSession
 
 VICTIM_TEXT = "someone else's file\n"
@@ -57,7 +57,7 @@ def test_problem_names_the_kind_of_file(tmp_path, victim):
 
 
 def test_the_plot_target_is_checked_as_the_report_is(tmp_path, victim):
-    """``--gpuenv-perf-plot`` goes through the same check (``_paths.output_file_problem``), naming the plot."""
+    """``--gpuenv-perf-plot`` goes through the same check (``base.paths.output_file_problem``), naming the plot."""
     assert "is a directory; the plot is written only to a regular file" in output_file_problem(str(tmp_path),
                                                                                              what="the plot")
     assert "is a file, not a directory" in output_file_problem(str(victim / "sub" / "p.png"), what="the plot")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuenv._leak import Leak, leaks, message
+from pytest_gpuenv.guards.leak import Leak, leaks, message
 
 MiB = 2**20
 
@@ -74,10 +74,10 @@ def test_ini_twin(pytester):
 PLUMBING_CONFTEST = """
 # the measurement replaced (no GPU here): 'device 0' holds what the tests append to HELD; the real
 # snapshot (torch's allocator and cudaMemGetInfo) runs in tests/test_gpu_leak_check.py on a GPU
-from pytest_gpuenv import _leak
+from pytest_gpuenv.guards import leak
 
 HELD = []
-_leak.snapshot = lambda: {0: (sum(HELD), 0)}
+leak.snapshot = lambda: {0: (sum(HELD), 0)}
 """
 PLUMBING_SUITE = """
 import conftest

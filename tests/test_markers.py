@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_gpuenv import _skipping, markers
-from pytest_gpuenv.model import ArchPattern, Device, GpuEnv, Problem, parse_size
+from pytest_gpuenv.base.model import ArchPattern, Device, GpuEnv, Problem, parse_size
+from pytest_gpuenv.marks import markers, skipping
 
 
 def _env(backend="cpu", devices=(), **kw):
@@ -20,7 +20,7 @@ CPU = _env("cpu")
 
 
 def ev(name, *args, env, **kwargs):
-    return _skipping.evaluate_mark(name, args, kwargs, env)
+    return skipping.evaluate_mark(name, args, kwargs, env)
 
 
 @pytest.mark.parametrize(
@@ -91,8 +91,8 @@ def test_skip_on_and_xfail_on():
     assert ev("skip_on", "rocm", "gfx90a", env=CUDA) is None
     assert "sm_90" in ev("skip_on", "sm_90", env=CUDA, reason="known bug").reason
     mark = pytest.mark.xfail_on("cpu", reason="no kernels", strict=True).mark
-    assert _skipping.xfail_for([mark], CPU) == ("xfail_on('cpu'): expected to fail on no GPU: no kernels", True)
-    assert _skipping.xfail_for([mark], CUDA) is None
+    assert skipping.xfail_for([mark], CPU) == ("xfail_on('cpu'): expected to fail on no GPU: no kernels", True)
+    assert skipping.xfail_for([mark], CUDA) is None
 
 
 def test_wsl():

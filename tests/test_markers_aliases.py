@@ -2,8 +2,8 @@
 
 import pytest
 
-from pytest_gpuenv import markers
-from pytest_gpuenv.markers import MARKER_NAMES
+from pytest_gpuenv.marks import markers
+from pytest_gpuenv.marks.markers import MARKER_NAMES
 
 #: a suite written before it met the plugin: its own `perf` means "slow" (ini), its own `requires_gpu`
 #: means "the lab's GPU box is reachable" (a conftest registers it and skips by itself)

@@ -1,4 +1,4 @@
-"""The option table (``_options.OPTIONS``): one row per option drives the command line, the ini registrations and
+"""The option table (``session.options.OPTIONS``): one row per option drives the command line, the ini registrations and
 the resolution; list options take TOML arrays as they are, without pytest's string-type deprecation."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pytest_gpuenv import _options
-from pytest_gpuenv._options import OPTIONS, Settings
+from pytest_gpuenv.session import options as _options
+from pytest_gpuenv.session.options import OPTIONS, Settings
 
 #: every list option as a TOML array, and the scalars as TOML would write them (a number stays a number)
 PYPROJECT = """
@@ -25,7 +25,7 @@ gpuenv_devices = "all"
 
 SHOW = """
 import json
-from pytest_gpuenv._session import get_settings
+from pytest_gpuenv.session.state import get_settings
 
 def test_show(request):
     s = get_settings(request.config)._asdict()
@@ -76,10 +76,10 @@ def test_each_row_is_one_setting_and_registers_itself():
 
 def test_nothing_set_resolves_to_the_defaults(pytester, monkeypatch):
     """A run with no option set resolves every row to its default (the one place a default is written), which
-    is also what the fixtures use when the plugin is not configured (``_options.defaults``)."""
+    is also what the fixtures use when the plugin is not configured (``session.options.defaults``)."""
     pytester.makepyfile("""
-        from pytest_gpuenv import _options
-        from pytest_gpuenv._session import get_settings
+        from pytest_gpuenv.session import options as _options
+        from pytest_gpuenv.session.state import get_settings
 
         def test_defaults(request):
             assert get_settings(request.config) == _options.defaults(request.config)

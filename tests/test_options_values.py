@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuenv import markers
-from pytest_gpuenv.model import MAX_DEVICES, MAX_SIZE, parse_size, safe_repr
+from pytest_gpuenv.base.model import MAX_DEVICES, MAX_SIZE, parse_size, safe_repr
+from pytest_gpuenv.marks import markers
 
 HUGE = ["inf", "-inf", "nan", "1e400", "9" * 400]
 #: option -> (environment variable, values that must be refused besides HUGE)

@@ -34,14 +34,14 @@ def test_detection_without_gpus_loads_no_vendor_runtime_module(tmp_path):
         "from pytest_gpuenv.detect import detect\n"
         f"env = detect(root={str(tmp_path)!r}, probe='never')\n"
         "mods = sorted(m for m in sys.modules if m.startswith(('pytest_gpuenv', 'email')))\n"
-        "from pytest_gpuenv.detect import _caches\n"
-        "RESULT = {'mods': mods, 'patterns': _caches._by_name.cache_info().currsize, 'backend': env.backend}\n"
+        "from pytest_gpuenv.detect import caches\n"
+        "RESULT = {'mods': mods, 'patterns': caches._by_name.cache_info().currsize, 'backend': env.backend}\n"
     )
     res = _modules_after(code)
     assert res["backend"] == "cpu"
     loaded = set(res["mods"])
     for lazy in ("pytest_gpuenv.runtime.nvml", "pytest_gpuenv.detect._probe", "pytest_gpuenv.detect._nvidia",
-                 "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect._caches", "pytest_gpuenv.detect._rocr",
+                 "pytest_gpuenv.detect._windows", "pytest_gpuenv.detect.caches", "pytest_gpuenv.detect._rocr",
                  "pytest_gpuenv.detect._access", "pytest_gpuenv.detect._wsl",
                  "email.parser"):
         assert lazy not in loaded, lazy
@@ -74,7 +74,7 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
         import sys
         def test_loaders():
             ours = {m: type(sys.modules[m].__loader__).__name__ for m in
-                    ("pytest_gpuenv.plugin", "pytest_gpuenv._session", "pytest_gpuenv.detect._core")}
+                    ("pytest_gpuenv.plugin", "pytest_gpuenv.session.state", "pytest_gpuenv.detect._core")}
             assert "AssertionRewritingHook" not in ours.values(), ours
             assert 1 + 1 == 3
         """
@@ -89,9 +89,9 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 #: table, the plan preview, the leak check, the crash guard), and the packages only some runs use (each costs
 #: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
-        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv._xdist", "pytest_gpuenv._hosts", "pytest_gpuenv._routing",
-        "pytest_gpuenv.tolerance",
-        "pytest_gpuenv.capabilities", "pytest_gpuenv.plan", "pytest_gpuenv._leak", "pytest_gpuenv._crash", "pytest_gpuenv._outputs",
+        "pytest_gpuenv.runtime.nvml", "pytest_gpuenv.dist.xdist", "pytest_gpuenv.dist.hosts", "pytest_gpuenv.dist.routing",
+        "pytest_gpuenv.base.tolerance",
+        "pytest_gpuenv.base.capabilities", "pytest_gpuenv.dist.plan", "pytest_gpuenv.guards.leak", "pytest_gpuenv.guards.crash", "pytest_gpuenv.session.outputs",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 
 
@@ -149,10 +149,10 @@ def test_the_records_are_immutable_so_their_hash_holds():
     changed after they are made (a changed field would lose the record from a set)."""
     import copy
 
-    from pytest_gpuenv._hosts import Host
-    from pytest_gpuenv._session import HardwareSkip
-    from pytest_gpuenv._skipping import Skip
+    from pytest_gpuenv.dist.hosts import Host
+    from pytest_gpuenv.marks.skipping import Skip
     from pytest_gpuenv.runtime import Poison
+    from pytest_gpuenv.session.state import HardwareSkip
 
     for made in (Skip("arch", "needs sm_90", "requires sm_90: found sm_80"),
                  HardwareSkip("t.py::test_a", "no-gpu", "no GPU found", "host"),

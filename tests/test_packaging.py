@@ -68,12 +68,12 @@ def test_check_dist_names_a_file_left_out_of_package_data(tmp_path):
     pyproject = os.path.join(project, "pyproject.toml")
     with open(pyproject) as f:
         text = f.read()
-    assert '"cpu_src/*.cpp", ' in text
+    assert '"src/*.cpp", ' in text
     with open(pyproject, "w") as f:
-        f.write(text.replace('"cpu_src/*.cpp", ', ""))
+        f.write(text.replace('"src/*.cpp", ', ""))
     p = _check_dist(project, tmp_path / "out")
     assert p.returncode == 1
-    assert "check-dist: missing from the wheel: pytest_gpuenv/runtime/cpu_src/executor.cpp" in p.stderr
+    assert "check-dist: missing from the wheel: pytest_gpuenv/runtime/cpu/src/executor.cpp" in p.stderr
     assert not (tmp_path / "out").exists()
 
 

@@ -1,4 +1,4 @@
-"""``_paths.write_atomically``, the one writer of the files the run leaves: the mode a plain ``open`` gives,
+"""``base.paths.write_atomically``, the one writer of the files the run leaves: the mode a plain ``open`` gives,
 without reading (so without setting) the process's umask; durable writes; nothing left when a write fails."""
 
 import os
@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from pytest_gpuenv._paths import write_atomically
+from pytest_gpuenv.base.paths import write_atomically
 
 
 @pytest.fixture

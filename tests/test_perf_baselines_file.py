@@ -133,7 +133,7 @@ def test_a_baselines_file_that_cannot_be_read_is_named_unread(tmp_path, fifo, pl
 
 
 def test_recording_never_writes_through_a_planted_link(tmp_path):
-    """The file is written by ``_paths.write_atomically`` (a new temporary file with a random name, renamed
+    """The file is written by ``base.paths.write_atomically`` (a new temporary file with a random name, renamed
     over it): a symbolic link planted where a predictable temporary name would be (``baselines.json.<pid>.tmp``,
     the old writer's) is never written through, and stays a link."""
     import os

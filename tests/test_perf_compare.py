@@ -13,9 +13,10 @@ import pytest
 from _perf_fake import make, noop
 
 from pytest_gpuenv import cli
-from pytest_gpuenv.perf import INCONCLUSIVE, PASS, SamplingOptions, _plot
-from pytest_gpuenv.perf._compare_cli import load, verdict
+from pytest_gpuenv.perf import INCONCLUSIVE, PASS, SamplingOptions
+from pytest_gpuenv.perf import plot as _plot
 from pytest_gpuenv.perf._entries import PerfEntry
+from pytest_gpuenv.perf.compare_cli import load, verdict
 from pytest_gpuenv.perf.report import summary_lines
 
 
@@ -170,7 +171,7 @@ def test_plot_draws_one_panel_per_test_with_budgets(tmp_path):
     path = tmp_path / "sub" / "perf.png"
     # drawn in a child: matplotlib's import can fail in a process whose earlier tests loaded other
     # pybind11 extensions (seen under -n 8 on the GPU machine), which is not what this test checks
-    script = ("import json, sys\nfrom pytest_gpuenv.perf import _plot\nfrom pytest_gpuenv.perf._entries import PerfEntry\n"
+    script = ("import json, sys\nfrom pytest_gpuenv.perf import plot as _plot\nfrom pytest_gpuenv.perf._entries import PerfEntry\n"
               "recs = [PerfEntry.from_dict(d) for d in json.loads(sys.argv[1])]\n"
               "_plot.write(recs, sys.argv[2])\n_plot.write([], sys.argv[3])\n")
     dicts = [rec("add", 100.0, budget="120 us", verdict=PASS), rec("add", 100.0), rec("mul", 30.0, nodeid="t.py::test_b")]

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_gpuenv import requires_cuda
-from pytest_gpuenv.perf import _bench, _cupti
-from pytest_gpuenv.perf._bench import GpuBench, PerfContext
+from pytest_gpuenv.perf import _cupti
+from pytest_gpuenv.perf import bench as _bench
+from pytest_gpuenv.perf.bench import GpuBench, PerfContext
 from pytest_gpuenv.perf.report import summary_lines
 from tests._cupti_fake import FakeCupti, Kind, NullLock, make
 from tests._perf_fake import FakeBackend
@@ -218,7 +219,7 @@ def test_a_failing_cupti_falls_back_to_events(monkeypatch):
 def test_cupti_is_imported_only_when_a_measurement_runs():
     import subprocess
 
-    code = ("import sys, pytest_gpuenv.perf, pytest_gpuenv.perf._bench, pytest_gpuenv.perf._cupti; "
+    code = ("import sys, pytest_gpuenv.perf, pytest_gpuenv.perf.bench, pytest_gpuenv.perf._cupti; "
             "print('cupti' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
@@ -231,7 +232,7 @@ def test_cupti_timer_on_the_gpu():
     pytest.importorskip("cupti")
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
-    from pytest_gpuenv.perf._bench import default_monitor, select_backend
+    from pytest_gpuenv.perf.bench import default_monitor, select_backend
 
     bench = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor,
                                  perf_mode="warn"))

@@ -29,7 +29,7 @@ class HelperCompiles(list):
 def helper_compiles(monkeypatch):
     """compile_kernel as the driver backend calls it, without a compiler: records each call."""
     from pytest_gpuenv.rtc import Kernel, KernelCompileError
-    from pytest_gpuenv.rtc._source import kernel_decl, load_source
+    from pytest_gpuenv.rtc.source import kernel_decl, load_source
 
     calls = HelperCompiles()
 

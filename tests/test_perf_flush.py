@@ -12,7 +12,7 @@ import pytest
 
 from pytest_gpuenv.perf._device import MiB, flush_bytes
 from pytest_gpuenv.rtc import Kernel, KernelCompileError
-from pytest_gpuenv.rtc._source import kernel_decl, load_source
+from pytest_gpuenv.rtc.source import kernel_decl, load_source
 from pytest_gpuenv.runtime import KernelLaunchError
 from pytest_gpuenv.runtime.cuda import CudaRuntime
 

@@ -71,7 +71,7 @@ def test_driver_timer_without_torch():
     """The cuda-python timer in a process that never imports torch."""
     code = (
         "import os, sys; os.environ['GPUENV_PERF_TIMER'] = 'cuda'\n"
-        "from pytest_gpuenv.perf._bench import GpuBench, PerfContext, select_backend, default_monitor\n"
+        "from pytest_gpuenv.perf.bench import GpuBench, PerfContext, select_backend, default_monitor\n"
         "b = GpuBench(PerfContext(backend_factory=lambda: select_backend(None), monitor_factory=default_monitor))\n"
         "rt, s = b.backend.runtime, b.backend.stream; n = 128 << 20; p = rt.malloc(n)\n"
         "m = b(lambda: rt.memset(p, n, s), bytes=n, name='memset')\n"

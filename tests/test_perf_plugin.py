@@ -49,7 +49,7 @@ def test_importing_the_plugin_side_imports_no_gpu_library():
     code = textwrap.dedent(
         """
         import sys
-        import pytest_gpuenv.perf, pytest_gpuenv.plugin, pytest_gpuenv._bench_fixture, pytest_gpuenv.perf.report
+        import pytest_gpuenv.perf, pytest_gpuenv.plugin, pytest_gpuenv.fixtures.bench, pytest_gpuenv.perf.report
         heavy = [m for m in ("torch", "numpy", "cupy", "triton", "hip", "cuda", "cuda.bindings") if m in sys.modules]
         print(heavy)
         """

@@ -11,11 +11,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_gpuenv import cli
-from pytest_gpuenv.model import GpuEnv, Problem
-from pytest_gpuenv.rtc import _compilers
-from pytest_gpuenv.rtc._attribute import LogOnce, attribute, kernel_spans
-from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import Source
+from pytest_gpuenv.base.model import GpuEnv, Problem
+from pytest_gpuenv.rtc import compilers
+from pytest_gpuenv.rtc.errors import KernelCompileError
+from pytest_gpuenv.rtc.logs import LogOnce, attribute, kernel_spans
+from pytest_gpuenv.rtc.source import Source
 
 TWO = """#include <hip/hip_runtime.h>
 // __global__ void commented_out(float* x) { }
@@ -65,13 +65,13 @@ def test_log_once_per_arch_and_compiler():
 
 
 def _any_compiler() -> bool:
-    return any(_compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc"))
+    return any(compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc"))
 
 
 @pytest.mark.slow
 def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
     if not _any_compiler():
-        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+        pytest.skip(f"requires a HIP compiler: looked for {compilers.looked_for()}")
     pytester.mkdir("kernels")
     (pytester.path / "kernels" / "two.hip").write_text(TWO.replace("missing_a", "1.0f"))
     pytester.makepyfile(test_k="""
@@ -95,7 +95,7 @@ def test_hip_kernel_shows_a_log_once_per_kernel_and_arch(pytester, tmp_path):
 @pytest.mark.slow
 def test_compile_only_tests_are_listed_in_the_json_report(pytester, tmp_path):
     if not _any_compiler():
-        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+        pytest.skip(f"requires a HIP compiler: looked for {compilers.looked_for()}")
     good = TWO[: TWO.index("__device__")]
     pytester.makepyfile(test_k=f"""
         def test_good(hip_kernel):
@@ -157,8 +157,8 @@ def test_a_note_is_a_note_everywhere(pytester, roots, capsys):
 
 SUITE = """
 import pytest
-from pytest_gpuenv._outputs import mark_compile_only
-from pytest_gpuenv._session import get_session
+from pytest_gpuenv.session.outputs import mark_compile_only
+from pytest_gpuenv.session.state import get_session
 from pytest_gpuenv.perf._entries import PerfEntry
 
 def test_pass(): pass
@@ -248,7 +248,7 @@ ESCAPED_NAME = "red\\x1b[31m\\nline\\x00\\x7f\\u2028\\ud800end"
 def test_control_characters_in_a_measurement_name_are_escaped(pytester):
     """The JUnit XML stays well-formed and the terminal gets no raw control character."""
     pytester.makepyfile(f"""
-        from pytest_gpuenv._session import get_session
+        from pytest_gpuenv.session.state import get_session
         from pytest_gpuenv.perf._entries import PerfEntry
 
         def test_perf(request):

@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from pytest_gpuenv.rtc._args import launch_dims, pack_args
-from pytest_gpuenv.rtc._source import find_kernels
+from pytest_gpuenv.rtc.source import find_kernels
 
 SRC = """extern "C" __global__ void k(float* out, const float* __restrict__ a, int n, unsigned int m,
                                 size_t s, double d, __half h, float f) {}"""

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from pytest_gpuenv.rtc import CacheDirError
-from pytest_gpuenv.rtc._cache import Cache, CacheWarning, decode_entry, default_dir, encode_entry, make_key
+from pytest_gpuenv.rtc.cache import Cache, CacheWarning, decode_entry, default_dir, encode_entry, make_key
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -105,7 +105,7 @@ _RACER = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {repo!r})
-    from pytest_gpuenv.rtc._cache import Cache
+    from pytest_gpuenv.rtc.cache import Cache
     start, cache_dir, log = float(sys.argv[1]), sys.argv[2], sys.argv[3]
     c = Cache(cache_dir)
     time.sleep(max(0.0, start - time.time()))
@@ -164,7 +164,7 @@ def test_corrupt_entry_in_a_read_only_cache_fails_one_run_under_W_error_not_ever
     monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
     key, cache = "ab" * 32, tmp_path / "ro"
     pytester.makepyfile(test_c=f"""
-        from pytest_gpuenv.rtc._cache import Cache
+        from pytest_gpuenv.rtc.cache import Cache
         def test_c():
             assert Cache({str(cache / "c")!r}).get_or_compile({key!r}, lambda: ({{}}, b"code"))[1] == b"code"
     """)
@@ -196,7 +196,7 @@ def _key_makers(tmp_path):
     """name -> key(src) for every compiler whose key can be made here (none is run to compile)."""
     from _cache_hostile import stub_key
 
-    from pytest_gpuenv.rtc import _compilers
+    from pytest_gpuenv.rtc import compilers
     from pytest_gpuenv.rtc._cpu import find_cxx, kernel_key
     from pytest_gpuenv.rtc.kernel import _cache_key
 
@@ -205,7 +205,7 @@ def _key_makers(tmp_path):
     if cxx is not None:
         makers["cpu"] = lambda src: kernel_key(cxx, src, "k", 64, False, [], {}, [])
     for name, arch in (("nvrtc", "sm_90"), ("hiprtc", "gfx90a"), ("nvcc", "sm_90"), ("hipcc", "gfx90a")):
-        comp = _compilers.get(name)
+        comp = compilers.get(name)
         if comp.available():
             makers[name] = lambda src, comp=comp, arch=arch: _cache_key(src, "k", arch, comp, [], {}, [])
     return makers
@@ -213,7 +213,7 @@ def _key_makers(tmp_path):
 
 @pytest.mark.parametrize("spelling", list(SPELLINGS))
 def test_an_include_only_the_preprocessor_follows_is_in_the_key(tmp_path, spelling):
-    from pytest_gpuenv.rtc._source import load_source
+    from pytest_gpuenv.rtc.source import load_source
 
     (tmp_path / "k.hip").write_text(SPELLINGS[spelling] + KERNEL)
     (tmp_path / "val.h").write_text("#define VAL 1.0f\n")

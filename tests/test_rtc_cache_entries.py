@@ -13,7 +13,7 @@ import warnings
 import pytest
 from _cache_hostile import FOREIGN, KEY, PLANTS, build, child
 
-from pytest_gpuenv.rtc._cache import Cache, CacheWarning, encode_entry
+from pytest_gpuenv.rtc.cache import Cache, CacheWarning, encode_entry
 
 pytestmark = pytest.mark.usefixtures("fresh_compile_cache")
 
@@ -37,7 +37,7 @@ def test_corrupt_entry_is_removed_before_the_warning(tmp_path):
 def test_corrupt_entry_fails_one_pytest_run_under_W_error_not_every_run(pytester, tmp_path):
     cache = tmp_path / "c"
     pytester.makepyfile(test_c=f"""
-        from pytest_gpuenv.rtc._cache import Cache
+        from pytest_gpuenv.rtc.cache import Cache
         def test_c():
             assert Cache({str(cache)!r}).get_or_compile({KEY!r}, lambda: ({{}}, b"code"))[1] == b"code"
     """)
@@ -71,7 +71,7 @@ def test_planted_entry_is_removed_and_rebuilt(tmp_path, kind):
     # in a child with a memory limit and a timeout: a FIFO must not hang it, /dev/zero not fill memory
     out = child(["-c", f"""
 import warnings
-from pytest_gpuenv.rtc._cache import Cache
+from pytest_gpuenv.rtc.cache import Cache
 c = Cache({c.path!r})
 with warnings.catch_warnings(record=True) as w:
     warnings.simplefilter("always")

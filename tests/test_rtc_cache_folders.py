@@ -14,8 +14,9 @@ import warnings
 import pytest
 from _cache_hostile import FOREIGN, KEY, as_user, build, child, mount_tmpfs, public_dir
 
-from pytest_gpuenv.rtc import CacheDirError, _cache, _compilers
-from pytest_gpuenv.rtc._cache import Cache, CacheWarning, encode_entry
+from pytest_gpuenv.rtc import CacheDirError, compilers
+from pytest_gpuenv.rtc import cache as _cache
+from pytest_gpuenv.rtc.cache import Cache, CacheWarning, encode_entry
 
 pytestmark = pytest.mark.usefixtures("fresh_compile_cache")
 
@@ -179,8 +180,8 @@ def test_refusal_never_suggests_chmod_700_on_a_shared_folder(tmp_path, mode, chm
 
 
 def test_gpuenv_compile_with_an_unusable_cache_dir(tmp_path):
-    if not any(_compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc")):
-        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+    if not any(compilers.get(n).available() for n in ("nvrtc", "hiprtc", "nvcc", "hipcc")):
+        pytest.skip(f"requires a HIP compiler: looked for {compilers.looked_for()}")
     (tmp_path / "file").write_text("")
     kernel = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels", "vector_add.hip")
     p = child(["-m", "pytest_gpuenv", "compile", kernel, "--cache-dir", str(tmp_path / "file")])

@@ -11,8 +11,8 @@ import sys
 import pytest
 from _cache_hostile import PLANTS, child, stub_key
 
-from pytest_gpuenv.rtc import _compilers
-from pytest_gpuenv.rtc._source import load_source
+from pytest_gpuenv.rtc import compilers
+from pytest_gpuenv.rtc.source import load_source
 
 pytestmark = pytest.mark.usefixtures("fresh_compile_cache")
 
@@ -54,9 +54,9 @@ def test_stale_kernel_attack_with_a_real_compiler(tmp_path):
     from pytest_gpuenv.rtc import compile_kernel
 
     pairs = (("nvrtc", "sm_90"), ("hiprtc", "gfx90a"), ("nvcc", "sm_90"), ("hipcc", "gfx90a"))
-    arch = next((a for n, a in pairs if _compilers.get(n).available() and _compilers.get(n).supports(a)), None)
+    arch = next((a for n, a in pairs if compilers.get(n).available() and compilers.get(n).supports(a)), None)
     if arch is None:
-        pytest.skip(f"requires a HIP compiler: looked for {_compilers.looked_for()}")
+        pytest.skip(f"requires a HIP compiler: looked for {compilers.looked_for()}")
     (tmp_path / "scale.h").write_text("#define SCALE 2.0f\n")
     (tmp_path / "k.hip").write_text('#include <scale.h>\nextern "C" __global__ void k(float* o) { o[0] *= SCALE; }\n')
     cache = str(tmp_path / "cache")
@@ -72,7 +72,7 @@ def test_stale_kernel_attack_with_a_real_compiler(tmp_path):
 def test_planted_header_does_not_hang_the_key(tmp_path, monkeypatch, kind):
     PLANTS[kind](str(tmp_path / "h.h"))
     (tmp_path / "k.hip").write_text('#include "h.h"\nextern "C" __global__ void k(int n) {}\n')
-    out = child(["-c", "from _cache_hostile import stub_key\nfrom pytest_gpuenv.rtc._source import load_source\n"
+    out = child(["-c", "from _cache_hostile import stub_key\nfrom pytest_gpuenv.rtc.source import load_source\n"
                  f"print(len(stub_key(load_source({str(tmp_path / 'k.hip')!r}), [], [], {str(tmp_path)!r})))"],
                 limit_memory=True, timeout=60)
     assert out.stdout.strip() == "64", out.stderr  # a key, without blocking on the FIFO or reading /dev/zero

@@ -15,7 +15,8 @@ import textwrap
 
 import pytest
 
-from pytest_gpuenv.rtc import KernelCompileError, _compilers, compile_command, compile_kernel
+from pytest_gpuenv.rtc import KernelCompileError, compile_command, compile_kernel
+from pytest_gpuenv.rtc import compilers as _compilers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(REPO, "kernels")

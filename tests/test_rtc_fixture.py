@@ -12,8 +12,8 @@ import shutil
 import pytest
 
 from pytest_gpuenv import requires_cuda
-from pytest_gpuenv.rtc import _compilers
-from pytest_gpuenv.runtime import _sticky
+from pytest_gpuenv.rtc import compilers
+from pytest_gpuenv.runtime import sticky
 from pytest_gpuenv.runtime._common import launch_error
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,13 +50,13 @@ def installed_archs(*archs: str) -> list[str]:
     out = []
     for a in archs:
         try:
-            c = _compilers.for_arch(a)
+            c = compilers.for_arch(a)
         except Exception:
             continue
         if c.supports(a):
             out.append(a)
     if not out:
-        pytest.skip(f"requires a HIP compiler for one of {archs}: looked for {_compilers.looked_for()}")
+        pytest.skip(f"requires a HIP compiler for one of {archs}: looked for {compilers.looked_for()}")
     return out
 
 
@@ -96,7 +96,7 @@ def test_default_archs_are_what_the_compilers_support(project, shared_cache):
     """)
     result = project.runpytest_subprocess(*CPU, "-rs", f"--gpuenv-cache-dir={shared_cache}")
     result.assert_outcomes(skipped=1)
-    expect = ", ".join(_compilers.default_archs(shared_cache))
+    expect = ", ".join(compilers.default_archs(shared_cache))
     result.stdout.fnmatch_lines([f"SKIPPED * compiled for {expect}; no GPU to launch on"])
 
 
@@ -136,7 +136,7 @@ def test_broken_kernel_fails_on_cpu_runner_and_the_run_goes_on(project, shared_c
 
 
 def test_no_compiler_skips_naming_what_it_looked_for(project, monkeypatch, shared_cache):
-    for cls in (_compilers.Hiprtc, _compilers.Hipcc, _compilers.Nvrtc, _compilers.Nvcc):
+    for cls in (compilers.Hiprtc, compilers.Hipcc, compilers.Nvrtc, compilers.Nvcc):
         monkeypatch.setattr(cls, "available", lambda self: False)
     project.makepyfile(test_va="""
         def test_va(hip_kernel):
@@ -188,10 +188,10 @@ def test_poisoned_context_later_users_skip_naming_the_culprit(project, shared_ca
 
 
 def test_context_found_broken_does_not_blame_the_finder(no_poison):
-    with _sticky.running("t.py::test_victim"):
+    with sticky.running("t.py::test_victim"):
         launch_error("cuda", "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered",
                      "cuModuleLoadData")
-    poison = _sticky.poisoned("cuda")
+    poison = sticky.poisoned("cuda")
     assert poison is not None and poison.reason().startswith(
         "CUDA context found poisoned in t.py::test_victim (by GPU work in or before it) (CUDA_ERROR_ILLEGAL_ADDRESS)"
     )
@@ -199,7 +199,7 @@ def test_context_found_broken_does_not_blame_the_finder(no_poison):
 
 def test_non_sticky_errors_do_not_poison(no_poison):
     err = launch_error("cuda", "CUDA_ERROR_INVALID_VALUE", "invalid argument", "cuLaunchKernel")
-    assert not err.sticky and _sticky.poisoned() is None
+    assert not err.sticky and sticky.poisoned() is None
     assert str(err) == "cuLaunchKernel: CUDA_ERROR_INVALID_VALUE: invalid argument"
 
 

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from pytest_gpuenv.rtc import _compilers
+from pytest_gpuenv.rtc import compilers as _compilers
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: an arch name of valid form that no compiler knows

@@ -12,7 +12,7 @@ import pytest
 from _rtc_names import ENUMS, MODULE_TEST, SOURCE, P, needs_cxx
 
 from pytest_gpuenv.rtc import KernelCompileError, Module, compile_kernel, compile_module
-from pytest_gpuenv.rtc._source import load_source
+from pytest_gpuenv.rtc.source import load_source
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuenv.rtc import KernelCompileError
-from pytest_gpuenv.rtc._source import (
-    find_headers,
-    find_kernels,
-    first_error,
-    kernel_decl,
-    load_source,
-    parse_param,
-)
+from pytest_gpuenv.rtc.source import find_headers, find_kernels, first_error, kernel_decl, load_source, parse_param
 
 
 @pytest.mark.parametrize(
@@ -116,7 +109,7 @@ def test_first_error(log, expect):
 @pytest.mark.parametrize("name", ["we{ird}.hip", "semi;colon.hip", "new\nline.hip"])
 def test_a_kernel_path_with_source_characters_is_a_path(tmp_path, name):
     """``{``, ``}``, ``;`` or a newline in a file's name: an existing file is read, not taken for inline source."""
-    from pytest_gpuenv.rtc._source import load_source
+    from pytest_gpuenv.rtc.source import load_source
 
     p = tmp_path / name
     p.write_text('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }\n')

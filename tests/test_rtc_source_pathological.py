@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pytest_gpuenv.rtc._source import find_kernels, strip_comments
+from pytest_gpuenv.rtc.source import find_kernels, strip_comments
 
 PATHOLOGICAL = {  # name: (source, kernels found); before the fix the first two took 58 s and 38 s
     "unclosed-extern-c-104KB": (lambda: 'extern "C" {\n' * 8000, 0),

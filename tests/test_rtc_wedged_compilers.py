@@ -10,19 +10,19 @@ import time
 import pytest
 from _cache_hostile import wedged_tool
 
-from pytest_gpuenv.rtc import KernelCompileError, _compilers, _run
+from pytest_gpuenv.rtc import KernelCompileError, _run, compilers
 
 pytestmark = pytest.mark.usefixtures("fresh_compile_cache")
 
 
 @pytest.mark.parametrize("tool, call, shown", [
-    ("hipcc", lambda: _compilers.Hipcc().identity(), "hipcc --version"),
-    ("nvcc", lambda: _compilers.Nvcc().identity(), "nvcc --version"),
-    ("nvcc", lambda: _compilers.Nvcc().supports("sm_90"), "nvcc --list-gpu-code"),
+    ("hipcc", lambda: compilers.Hipcc().identity(), "hipcc --version"),
+    ("nvcc", lambda: compilers.Nvcc().identity(), "nvcc --version"),
+    ("nvcc", lambda: compilers.Nvcc().supports("sm_90"), "nvcc --list-gpu-code"),
 ])
 def test_wedged_compiler_query_times_out_naming_the_command(tmp_path, monkeypatch, tool, call, shown):
     wedged_tool(tmp_path, monkeypatch, tool)
-    monkeypatch.setattr(_compilers, "TOOL_TIMEOUT", 0.5)
+    monkeypatch.setattr(compilers, "TOOL_TIMEOUT", 0.5)
     with pytest.raises(KernelCompileError, match=rf"{tmp_path}/bin/{shown} timed out after 0.5 s"):
         call()
 
@@ -31,8 +31,8 @@ def test_gpuenv_compile_with_a_wedged_nvcc_on_path(tmp_path, monkeypatch, capsys
     from pytest_gpuenv.rtc._cli import compile_command
 
     wedged_tool(tmp_path, monkeypatch, "nvcc")
-    monkeypatch.setattr(_compilers, "TOOL_TIMEOUT", 0.5)
-    monkeypatch.setitem(_compilers._ALL, "nvcc", _compilers.Nvcc())
+    monkeypatch.setattr(compilers, "TOOL_TIMEOUT", 0.5)
+    monkeypatch.setitem(compilers._ALL, "nvcc", compilers.Nvcc())
     (tmp_path / "k.hip").write_text('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }\n')
     assert compile_command([str(tmp_path / "k.hip"), "--arch", "sm_90", "--compiler", "nvcc", "--no-cache"]) == 1
     assert f"FAIL k sm_90: {tmp_path}/bin/nvcc --version timed out after 0.5 s" in capsys.readouterr().out

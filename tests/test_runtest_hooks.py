@@ -35,7 +35,7 @@ def test_the_gate_is_registered_only_for_the_plugins_tests(pytester, body, gated
 
 
 def test_a_suite_skip_is_counted_without_the_gate(pytester):
-    """No test is the plugin's: the suite's own GPU skip is still a hardware skip (``_runtest.Reports``)."""
+    """No test is the plugin's: the suite's own GPU skip is still a hardware skip (``session.runtest.Reports``)."""
     pytester.makeconftest(CHECK)
     pytester.makepyfile("import pytest\ndef test_a(): pytest.skip('CUDA not available')\ndef test_b(): pass\n")
     result = pytester.runpytest("-s", "-rs")

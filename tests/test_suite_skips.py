@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pytest_gpuenv._skip_patterns import cause_of, is_hardware_reason, reason_of
+from pytest_gpuenv.marks.skip_patterns import cause_of, is_hardware_reason, reason_of
 
 #: skip reasons of published GPU-aware suites (and the forms pytest gives them): hardware skips
 HARDWARE_REASONS = [

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_gpuenv import gpu_assert_close
-from pytest_gpuenv.tolerance import Context, choose, compare, parse_ini, rule
+from pytest_gpuenv.base.tolerance import Context, choose, compare, parse_ini, rule
 
 CPU = Context("cpu", None, False)
 

@@ -18,8 +18,8 @@ def pytest_configure(config):
     wi = getattr(config, "workerinput", None)
     if wi is None:
         return
-    from pytest_gpuenv._session import get_env
-    from pytest_gpuenv._xdist import WORKERINPUT_KEY
+    from pytest_gpuenv.session.state import get_env
+    from pytest_gpuenv.dist.xdist import WORKERINPUT_KEY
     env = get_env(config)
     rec = {
         "worker": wi["workerid"],
@@ -40,7 +40,7 @@ def _records(path: pathlib.Path) -> dict:
 
 def _runtime_view(uuids_all, var_value):
     """What the CUDA/HIP runtime would see for a worker's variable: the plugin's own parser, as torch's."""
-    from pytest_gpuenv.detect._visible import parse_visible
+    from pytest_gpuenv.detect.visible import parse_visible
 
     pos = parse_visible(var_value, uuids_all)
     return [uuids_all[p] for p in pos]
@@ -257,8 +257,8 @@ def test_worker_header_says_which_gpu(pytester, tmp_path):
         """
         def pytest_configure(config):
             if hasattr(config, "workerinput"):
-                from pytest_gpuenv import report
-                from pytest_gpuenv._session import get_session
+                from pytest_gpuenv.session import report
+                from pytest_gpuenv.session.state import get_session
                 import pathlib
                 session = get_session(config)
                 lines = report.header_lines(session.env, worker=session.worker_gpu)

@@ -43,7 +43,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def options_page() -> list[str]:
-    from pytest_gpuenv._options import OPTIONS
+    from pytest_gpuenv.session.options import OPTIONS
 
     rows = []
     for opt in OPTIONS:
@@ -52,7 +52,7 @@ def options_page() -> list[str]:
                      _fmt_default(opt.default), opt.help])
     return [
         "# Options", "",
-        "Generated at build time from the option table (`OPTIONS` in `pytest_gpuenv/_options.py`), which also",
+        "Generated at build time from the option table (`OPTIONS` in `pytest_gpuenv/session/options.py`), which also",
         "registers the options with pytest. Lookup order: the command line, then the environment variable",
         "(an empty one counts as unset), then the ini file (`pytest.ini`, `tox.ini`,",
         "`setup.cfg` or `pyproject.toml`), then the default. A bad value is a `pytest.UsageError` naming the",
@@ -70,11 +70,12 @@ def options_page() -> list[str]:
 
 def _other_variables() -> list[str]:
     """The environment variables that are not options (read where they apply, each named by its constant)."""
-    from pytest_gpuenv.runtime import _cpu_proto, cpu
+    from pytest_gpuenv.runtime import cpu
+    from pytest_gpuenv.runtime.cpu import protocol
 
     rows = [
         [f"`{cpu.WORKERS_ENV}`", "`0` (one per core)",
-         f"threads that run the blocks of an unchecked CPU-executor launch, 1 to {_cpu_proto.MAX_WORKERS}: "
+         f"threads that run the blocks of an unchecked CPU-executor launch, 1 to {protocol.MAX_WORKERS}: "
          "{doc}`../explanation/cpu-executor`"],
         [f"`{cpu.WATCHDOG_ENV}`", "`10`",
          f"seconds one CPU-executor launch may run, above 0 and at most {cpu.WATCHDOG_MAX:g}"],
@@ -93,12 +94,12 @@ def _fmt_default(default: Any) -> str:
 
 
 def markers_page() -> list[str]:
-    from pytest_gpuenv import markers
+    from pytest_gpuenv.marks import markers
 
     rows = [[f"`{m.signature}`", f"`{m.alias}`", m.help] for m in markers.MARKERS]
     return [
         "# Markers", "",
-        "Generated from `pytest_gpuenv/markers.py` at build time: what `pytest --markers` prints. Each",
+        "Generated from `pytest_gpuenv/marks/markers.py` at build time: what `pytest --markers` prints. Each",
         "marker is importable as a decorator (`from pytest_gpuenv import requires_rocm`). The prefixed",
         "alias always means the plugin's marker; an unprefixed name that the suite registers itself is left",
         "to the suite (the header says so). A bad argument makes that one test an error naming the marker",
@@ -256,7 +257,7 @@ def problems_page() -> list[str]:
 def _describe(module: Any, name: str) -> tuple[str, str]:
     """(kind, first docstring paragraph) of ``module.name``; a marker as its ``pytest.mark`` line. A lazy
     name (the package's ``__getattr__``) is described as that gives it, not as a subpackage of that name."""
-    from pytest_gpuenv.markers import MARKER_NAMES
+    from pytest_gpuenv.marks.markers import MARKER_NAMES
 
     if name in MARKER_NAMES:
         return "marker", f"`pytest.mark.{name}`: see {{doc}}`markers`"

@@ -8,8 +8,8 @@ node, and never raises: whatever is wrong with the system (or with the file tree
 becomes a ``Problem``.
 
 Modules: ``_core`` (the decision procedure) with ``_amd``, ``_nvidia``, ``_wsl`` and ``_windows`` per
-platform, ``_compilers`` (ROCm/CUDA installs, compilers, libraries), ``_visible`` (the masks),
-``_probe`` (T3), ``_checks`` (torch's build read from its files; arch and torch build checks), ``_fs`` (every
+platform, ``detect.compilers`` (ROCm/CUDA installs, compilers, libraries), ``detect.visible`` (the masks),
+``_probe`` (T3), ``detect.checks`` (torch's build read from its files; arch and torch build checks), ``detect.fs`` (every
 read, under a root).
 """
 
@@ -21,8 +21,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._visible import parse_visible
-from pytest_gpuenv.model import BACKEND_CHOICES, GpuEnv, Problem, Usability, family
+from pytest_gpuenv.base.model import BACKEND_CHOICES, GpuEnv, Problem, Usability, family
+from pytest_gpuenv.detect.visible import parse_visible
 
 __all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device, Problem
+from pytest_gpuenv.base.model import Device, Problem
+from pytest_gpuenv.detect.fs import Fs
 
 
 def check_access(

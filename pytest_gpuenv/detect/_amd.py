@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device, Problem, default_warp_size, gfx_name
+from pytest_gpuenv.base.model import Device, Problem, default_warp_size, gfx_name
+from pytest_gpuenv.detect.fs import Fs
 
 #: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology (``_access``)
 _RENDER_MINORS = (128, 255)

@@ -2,12 +2,12 @@
 
 Platform first (``_platform``), then where the devices come from: native Linux here (KFD sysfs for AMD,
 /proc/driver/nvidia plus NVML for NVIDIA), WSL 2 in ``_wsl``, native Windows in ``_windows``. Then the
-runtime probe where files cannot count devices, the visible-devices masks, the checks of ``_checks``,
+runtime probe where files cannot count devices, the visible-devices masks, the checks of ``detect.checks``,
 and the conclusion (backend, usable).
 
 A platform's module is imported when the platform needs it (``_nvidia`` when the NVIDIA driver is
 loaded, ``_wsl`` under WSL 2, ``_access`` when AMD GPUs are found, ``_rocr`` when they are usable, ``_probe``
-when the probe runs, ``_windows`` on Windows, ``_caches`` when there are devices): one detection on a machine
+when the probe runs, ``_windows`` on Windows, ``detect.caches`` when there are devices): one detection on a machine
 without GPUs loads only what it reads.
 """
 
@@ -16,13 +16,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
-from pytest_gpuenv.detect import _amd, _checks
-from pytest_gpuenv.detect._checks import read_torch
-from pytest_gpuenv.detect._compilers import find_compilers, rocm_userspace
+from pytest_gpuenv.base.model import Device, GpuEnv, Usability, family
+from pytest_gpuenv.detect import _amd
+from pytest_gpuenv.detect import checks as _checks
 from pytest_gpuenv.detect._ctx import Ctx
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.detect._visible import apply_masks, visible_vars
-from pytest_gpuenv.model import Device, GpuEnv, Usability, family
+from pytest_gpuenv.detect.checks import read_torch
+from pytest_gpuenv.detect.compilers import find_compilers, rocm_userspace
+from pytest_gpuenv.detect.fs import Fs
+from pytest_gpuenv.detect.visible import apply_masks, visible_vars
 
 
 def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: float, cache: Any,
@@ -51,9 +52,9 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
                 "run `AMD_LOG_LEVEL=1 python -c \"import torch; print(torch.cuda.device_count())\"` to see which "
                 "device fails", "warning", "driver")
     if env.devices or env.hidden_devices:  # last-level cache sizes from ROCm's spec table
-        from pytest_gpuenv.detect import _caches
+        from pytest_gpuenv.detect import caches
 
-        _caches.fill([*env.devices, *env.hidden_devices])
+        caches.fill([*env.devices, *env.hidden_devices])
     _checks.arch_support(ctx)
     _checks.torch_problems(ctx)
     _checks.rocm_runtime(ctx)

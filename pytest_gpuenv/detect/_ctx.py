@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device, GpuEnv, Problem
+from pytest_gpuenv.base.model import Device, GpuEnv, Problem
+from pytest_gpuenv.detect.fs import Fs
 
 
 class Ctx:
@@ -16,7 +16,7 @@ class Ctx:
         self.probe_mode, self.timeout, self.cache = probe, timeout, cache
         self.ev = env.evidence
         self.problems = env.problems
-        #: the ROCm install (``_compilers.rocm_userspace``; on Windows only ``lib_dirs``)
+        #: the ROCm install (``detect.compilers.rocm_userspace``; on Windows only ``lib_dirs``)
         self.rocm: dict[str, Any] = {}
         #: files cannot list the devices: only the runtime probe can
         self.probe_required = False

@@ -11,10 +11,10 @@ import os
 import re
 from typing import Any, Optional
 
+from pytest_gpuenv.base.model import Device, Problem
 from pytest_gpuenv.detect._access import owner_and_group
 from pytest_gpuenv.detect._ctx import Ctx
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device, Problem
+from pytest_gpuenv.detect.fs import Fs
 
 _DRIVER_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._visible import MASK_VARS
+from pytest_gpuenv.detect.visible import MASK_VARS
 
 SCRIPT = r'''
 import json, sys

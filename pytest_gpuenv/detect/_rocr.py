@@ -22,8 +22,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device, Problem
+from pytest_gpuenv.base.model import Device, Problem
+from pytest_gpuenv.detect.fs import Fs
 
 _GFX7_10 = ("gfx700 gfx701 gfx702 gfx801 gfx802 gfx803 gfx805 gfx810 gfx900 gfx902 gfx904 gfx906 gfx908 gfx909 "
             "gfx90a gfx90c gfx1010 gfx1011 gfx1012 gfx1013 gfx1030 gfx1031 gfx1032 gfx1033 gfx1034 gfx1035")

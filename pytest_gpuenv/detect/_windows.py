@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from pytest_gpuenv.detect._compilers import cuda_sdk_compilers, hip_sdk_compilers
 from pytest_gpuenv.detect._ctx import Ctx
-from pytest_gpuenv.detect._fs import Fs
+from pytest_gpuenv.detect.compilers import cuda_sdk_compilers, hip_sdk_compilers
+from pytest_gpuenv.detect.fs import Fs
 
 
 def windows(ctx: Ctx) -> None:

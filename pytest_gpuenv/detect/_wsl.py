@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from pytest_gpuenv.base.model import Device
 from pytest_gpuenv.detect._ctx import Ctx
-from pytest_gpuenv.detect._fs import Fs
-from pytest_gpuenv.model import Device
+from pytest_gpuenv.detect.fs import Fs
 
 WSL_LIB = "/usr/lib/wsl/lib"
 

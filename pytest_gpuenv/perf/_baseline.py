@@ -1,6 +1,6 @@
 """Stored baselines: one JSON file, entries keyed by device key, then by test id and measurement name.
 
-Written under a file lock with an atomic replace (``_paths.write_atomically``), so xdist workers
+Written under a file lock with an atomic replace (``base.paths.write_atomically``), so xdist workers
 recording at once lose nothing. A baseline from another device key is never looked at. A file, device
 or entry that is valid JSON but not what ``store`` writes raises ``ValueError`` naming the file, the
 entry and the problem.
@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 import filelock
 
-from pytest_gpuenv._paths import write_atomically
-from pytest_gpuenv.model import safe_repr
+from pytest_gpuenv.base.model import safe_repr
+from pytest_gpuenv.base.paths import write_atomically
 
 SCHEMA = 1
 #: the numbers of an entry that ``assert_no_regression`` divides by: positive, finite seconds
@@ -33,8 +33,8 @@ def read_json(path: str) -> Any:
     """The JSON in ``path``: a regular file (a FIFO or a device is never opened) of at most MAX_JSON bytes.
 
     FileNotFoundError when it is missing; ValueError naming the file and the problem otherwise."""
-    from pytest_gpuenv.rtc._errors import KernelCompileError  # here: rtc's guarded reader, a lazy subsystem
-    from pytest_gpuenv.rtc._includes import read_regular
+    from pytest_gpuenv.rtc.errors import KernelCompileError  # here: rtc's guarded reader, a lazy subsystem
+    from pytest_gpuenv.rtc.includes import read_regular
 
     try:
         data = read_regular(path, MAX_JSON)

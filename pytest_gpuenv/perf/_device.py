@@ -1,12 +1,12 @@
 """Device facts a measurement needs: identity, cache sizes (flush size, from the runtime's L2 and the table
-in ``detect._caches``), peak bandwidth table."""
+in ``detect.caches``), peak bandwidth table."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from pytest_gpuenv.detect._caches import last_level_cache
+from pytest_gpuenv.detect.caches import last_level_cache
 
 MiB = 1 << 20
 
@@ -42,7 +42,7 @@ def peak_bandwidth(name: Optional[str]) -> Optional[float]:
 
 
 def last_level_cache_bytes(l2_bytes: Optional[int], arch: Optional[str], name: Optional[str] = None) -> Optional[int]:
-    """The largest cache of the device: the runtime's L2 size or the table's last level (``detect._caches``:
+    """The largest cache of the device: the runtime's L2 size or the table's last level (``detect.caches``:
     Infinity Cache where the GPU has one, by name, else the largest for the arch), whichever is larger."""
     vendor = "amd" if arch and arch.startswith("gfx") else "nvidia"
     sizes = [int(s) for s in (l2_bytes, last_level_cache(vendor, arch, name)) if s]

@@ -2,7 +2,7 @@
 JSON form.
 
 Entries are made by ``_results`` (``Measurement``, ``Comparison``), kept by a ``PerfSession``, sent
-as JSON from an xdist worker to the controller, and end up in the terminal table (``report``) and in
+as JSON from an xdist worker to the controller, and end up in the terminal table (``session.report``) and in
 the ``"measurements"`` of ``--gpuenv-json``. ``to_dict`` gives those JSON objects; ``from_dict`` reads
 them back, ignoring unknown keys and defaulting missing ones (a worker of another version), and
 raises ``ValueError`` naming the key when a known key holds the wrong type.
@@ -77,8 +77,8 @@ class PerfEntry:
     #: pytest node id of the test, and the measurement's name (callable name, ``name=``, or test#k)
     nodeid: str = ""
     name: str = ""
-    #: the host that measured it (``_hosts.Host.name``: host name, plus root and masks where set), named
-    #: when the run ends (``_xdist.finish_worker``); baselines stay keyed by ``device_key``
+    #: the host that measured it (``dist.hosts.Host.name``: host name, plus root and masks where set), named
+    #: when the run ends (``dist.xdist.finish_worker``); baselines stay keyed by ``device_key``
     host: Optional[str] = None
     #: device name, architecture, baseline key (name | arch | driver | runtime), UUID, and the timer:
     #: "cupti" (kernel durations from CUPTI's activity records) or an event timer ("torch", "cuda", "hip")

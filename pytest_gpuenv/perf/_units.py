@@ -9,7 +9,7 @@ import math
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.model import safe_repr
+from pytest_gpuenv.base.model import safe_repr
 
 _TIME_UNITS = {
     "ns": 1e-9,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from pytest_gpuenv._paths import file_target_problem, write_atomically
+from pytest_gpuenv.base.paths import file_target_problem, write_atomically
 from pytest_gpuenv.perf._entries import PerfEntry
 
 
@@ -56,8 +56,8 @@ class PerfSession:
                    run: Optional[dict[str, Any]] = None) -> None:
         """Write the ``--gpuenv-json`` report ``{**run, "environment", "measurements", "skips"}`` to ``path``
         (already resolved by the caller), creating its folder; ``run``: the run's own fields (version,
-        timestamp, outcomes: ``_outputs.Outputs.run_fields``). Atomic and never through a link
-        (``_paths.write_atomically``): a ``path`` that is a symbolic link is replaced by the file, its
+        timestamp, outcomes: ``session.outputs.Outputs.run_fields``). Atomic and never through a link
+        (``base.paths.write_atomically``): a ``path`` that is a symbolic link is replaced by the file, its
         target left alone; one that is not a regular file raises ``OSError``."""
         data = {**(run or {}), "environment": environment, "measurements": self.measurements(), "skips": skips}
         problem = file_target_problem(path, allow_link=True)
@@ -66,8 +66,8 @@ class PerfSession:
         write_atomically(path, lambda f: f.write(json.dumps(data, indent=2, default=str).encode("utf-8")))
 
     def write_plot(self, path: str) -> None:
-        """Write the ``--gpuenv-perf-plot`` PNG of the entries to ``path`` (``_plot``; needs matplotlib)."""
-        from pytest_gpuenv.perf._plot import write
+        """Write the ``--gpuenv-perf-plot`` PNG of the entries to ``path`` (``perf.plot``; needs matplotlib)."""
+        from pytest_gpuenv.perf.plot import write
 
         write(self._entries, path)
 

@@ -6,12 +6,12 @@ Importing this package imports no GPU binding, torch or numpy, and starts no run
 from __future__ import annotations
 
 from pytest_gpuenv.rtc._cli import compile_command
-from pytest_gpuenv.rtc._compilers import DEFAULT_ARCHS
-from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc._source import Param
+from pytest_gpuenv.rtc.compilers import DEFAULT_ARCHS
+from pytest_gpuenv.rtc.errors import CacheDirError, KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.kernel import Kernel, compile_kernel
 from pytest_gpuenv.rtc.module import Module, compile_module
-from pytest_gpuenv.runtime._cpu_errors import (
+from pytest_gpuenv.rtc.source import Param
+from pytest_gpuenv.runtime.cpu.errors import (
     KernelAssertError,
     KernelBarrierError,
     KernelBoundsError,

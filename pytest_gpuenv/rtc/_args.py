@@ -12,7 +12,7 @@ import operator
 import struct
 from typing import Any, Optional, Sequence
 
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, Param, vector_name
+from pytest_gpuenv.rtc.source import SCALAR_TYPES, Param, vector_name
 
 _CTYPES: dict[str, type[ctypes._SimpleCData[Any]]] = {
     "?": ctypes.c_bool,

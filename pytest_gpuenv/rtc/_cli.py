@@ -29,11 +29,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # type: ignore[no-untyped-def]
     """Run ``gpuenv compile``; returns the exit status (0: every kernel built for every arch)."""
-    from pytest_gpuenv.rtc import _compilers
-    from pytest_gpuenv.rtc._attribute import LogOnce
-    from pytest_gpuenv.rtc._errors import CacheDirError, KernelCompileError
-    from pytest_gpuenv.rtc._source import find_kernels, load_source
+    from pytest_gpuenv.rtc import compilers as _compilers
+    from pytest_gpuenv.rtc.errors import CacheDirError, KernelCompileError
     from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
+    from pytest_gpuenv.rtc.logs import LogOnce
+    from pytest_gpuenv.rtc.source import find_kernels, load_source
 
     out = out or sys.stdout
     err = sys.stderr if out is sys.stdout else out

@@ -22,12 +22,12 @@ import warnings
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuenv.rtc import _cpu_globals
-from pytest_gpuenv.rtc._cache import make_key
 from pytest_gpuenv.rtc._cpu_globals import section_symbols
 from pytest_gpuenv.rtc._deps import cpu_headers, merge
-from pytest_gpuenv.rtc._errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc._run import run_tool
-from pytest_gpuenv.rtc._source import Source, find_headers, first_error, strip_comments
+from pytest_gpuenv.rtc.cache import make_key
+from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
+from pytest_gpuenv.rtc.source import Source, find_headers, first_error, strip_comments
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
@@ -42,7 +42,7 @@ _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
     r"\s*\[\s*\]\s*;")
 _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_DYNAMIC_SHARED_ATTRIBUTE\b")
-# libc functions checked mode intercepts (cpu_src/include/gpuenv_libc.h): never expanded inline
+# libc functions checked mode intercepts (src/include/gpuenv_libc.h): never expanded inline
 LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
                 "vsnprintf")
 _PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)")
@@ -56,8 +56,8 @@ def compiler_identity(cxx: str) -> str:
 
 
 def find_cxx() -> Optional[str]:
-    from pytest_gpuenv.detect._compilers import cxx_compiler
-    from pytest_gpuenv.detect._fs import Fs
+    from pytest_gpuenv.detect.compilers import cxx_compiler
+    from pytest_gpuenv.detect.fs import Fs
 
     return cxx_compiler(Fs(None), os.environ)
 
@@ -355,7 +355,7 @@ def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
 
 def emit_output(text: str, messages: Sequence[str]) -> None:
     """Device printf output to sys.stdout (pytest shows it with the test); warnings as KernelWarning."""
-    from pytest_gpuenv.runtime._cpu_errors import KernelWarning
+    from pytest_gpuenv.runtime.cpu.errors import KernelWarning
 
     if text:
         sys.stdout.write(text)

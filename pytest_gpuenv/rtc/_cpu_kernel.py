@@ -14,13 +14,14 @@ import re
 import struct
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _args, _cpu, _names
-from pytest_gpuenv.rtc._cache import shared as get_cache
+from pytest_gpuenv.rtc import _args, _cpu
+from pytest_gpuenv.rtc import names as _names
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
-from pytest_gpuenv.rtc._source import Param, Source
-from pytest_gpuenv.runtime import _cpu_report
-from pytest_gpuenv.runtime._cpu_proto import COOPERATIVE, PARALLEL
+from pytest_gpuenv.rtc.cache import shared as get_cache
+from pytest_gpuenv.rtc.source import Param, Source
+from pytest_gpuenv.runtime.cpu import report as _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
+from pytest_gpuenv.runtime.cpu.protocol import COOPERATIVE, PARALLEL
 
 SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
@@ -145,7 +146,7 @@ class CpuKernel(Kernel):
         mode = (1 if self.check else 0) | (2 if self.lockstep else 0) | (COOPERATIVE if cooperative else 0)
         # several worker threads, each on its own copy of the module: never for modules (their globals and
         # kernel index are written to the first copy before a launch); a cooperative launch's blocks each have
-        # a worker thread, on one copy (runtime/cpu_src/coop.cpp)
+        # a worker thread, on one copy (runtime/cpu/src/coop.cpp)
         workers = worker_limit()
         if not mode and self._meta.get("parallel") and self.module is None and self.index is None and workers != 1:
             mode = PARALLEL | workers << 8  # 0: one per core

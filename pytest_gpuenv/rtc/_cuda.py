@@ -23,10 +23,10 @@ import re
 from dataclasses import replace
 from typing import Optional, Sequence
 
-from pytest_gpuenv.rtc import _compilers
-from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._includes import find_headers, strip_comments
-from pytest_gpuenv.rtc._source import Source
+from pytest_gpuenv.rtc import compilers
+from pytest_gpuenv.rtc.errors import KernelCompileError
+from pytest_gpuenv.rtc.includes import find_headers, strip_comments
+from pytest_gpuenv.rtc.source import Source
 
 #: the shipped CUDA-to-HIP headers (cuda_runtime.h & co.) for hiprtc, hipcc and the CPU executor
 CUDA_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include_cuda")
@@ -70,7 +70,7 @@ def compiler_for(src: Source, arch: str, compiler: Optional[str]) -> Optional[st
     usual order: hiprtc then hipcc, NVRTC then nvcc)."""
     if compiler is not None or src.dialect != "cuda" or not arch.startswith("sm_"):
         return compiler
-    nvcc = _compilers.get("nvcc")
+    nvcc = compilers.get("nvcc")
     return "nvcc" if nvcc.available() and nvcc.supports(arch) else None
 
 

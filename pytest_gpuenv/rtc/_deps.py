@@ -1,6 +1,6 @@
 """The files a compile reads, as the preprocessor lists them (``-MM``), for the cache key.
 
-``_includes.find_headers`` scans the text for ``#include "x"`` and ``<x>``; a spelling only the
+``rtc.includes.find_headers`` scans the text for ``#include "x"`` and ``<x>``; a spelling only the
 preprocessor resolves escapes it: a directive continued over lines (``#include \\`` newline
 ``"x.h"``), the digraph ``%:include``, a computed ``#include MACRO``, a comment across lines inside a
 directive. The key hashes both lists (``merge``), each for what the other misses:
@@ -17,7 +17,7 @@ and defines, the device compiler's predefined macros and ``-MG`` (a header only 
 provides is no error). ``-MM`` leaves out the headers of the system's and the compiler's own folders,
 which the compiler's identity stands for, as in the scan (hashing them cost every warm hit about 1 ms).
 Each list is kept for the process and used again while none of its files changed (stat signature, and
-settled for 2 s as in ``_includes``).
+settled for 2 s as in ``rtc.includes``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import re
 import tempfile
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._includes import FileVersion, _scan
 from pytest_gpuenv.rtc._run import run_tool
-from pytest_gpuenv.rtc._source import Source
+from pytest_gpuenv.rtc.errors import KernelCompileError
+from pytest_gpuenv.rtc.includes import FileVersion, _scan
+from pytest_gpuenv.rtc.source import Source
 
 #: seconds a dependency listing may take (it reads headers only; a FIFO reached through a macro include
 #: would block it: the key is then the scan's alone)
@@ -135,7 +135,7 @@ def cpu_headers(cxx: str, flags: Sequence[str], src: Source) -> list[tuple[str, 
 
 def device_headers(comp: Any, src: Source, arch: str, options: Sequence[str], defines: Mapping[str, Any],
                    include_dirs: Sequence[str]) -> list[tuple[str, bytes]]:
-    """What the preprocessor lists for a device compile (``comp``: a ``_compilers.Compiler``)."""
+    """What the preprocessor lists for a device compile (``comp``: a ``detect.compilers.Compiler``)."""
     flags = [f"-I{d}" for d in comp.include_path(src, include_dirs)] + _defines(defines)
     pre = [x for p in comp.pre_includes for x in ("-include", p)]
     env = None
@@ -146,8 +146,8 @@ def device_headers(comp: Any, src: Source, arch: str, options: Sequence[str], de
     elif comp.name == "nvcc" and comp.path():
         cmd = [comp.path(), "-MM", "-x", "cu", f"-arch={arch}", "-std=c++17", *pre, *flags, *options]
     else:  # hiprtc, NVRTC: no -M of their own
-        from pytest_gpuenv.detect._compilers import cxx_compiler
-        from pytest_gpuenv.detect._fs import Fs
+        from pytest_gpuenv.detect.compilers import cxx_compiler
+        from pytest_gpuenv.detect.fs import Fs
 
         cxx = cxx_compiler(Fs(None), os.environ)
         if cxx is None:

@@ -13,8 +13,8 @@ from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _args
-from pytest_gpuenv.rtc._errors import KernelLaunchError
-from pytest_gpuenv.rtc._source import Param
+from pytest_gpuenv.rtc.errors import KernelLaunchError
+from pytest_gpuenv.rtc.source import Param
 
 __all__ = ["Kernel"]
 

@@ -16,8 +16,8 @@ import signal
 import subprocess
 from typing import Optional
 
-from pytest_gpuenv.rtc._errors import KernelCompileError
-from pytest_gpuenv.rtc._source import Source, first_error
+from pytest_gpuenv.rtc.errors import KernelCompileError
+from pytest_gpuenv.rtc.source import Source, first_error
 
 
 def file_id(path: str) -> str:

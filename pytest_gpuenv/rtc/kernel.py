@@ -11,19 +11,20 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _compilers, _cuda, _names
-from pytest_gpuenv.rtc._attribute import attribute
-from pytest_gpuenv.rtc._cache import Cache, make_key, shared
+from pytest_gpuenv.rtc import _cuda, compilers
+from pytest_gpuenv.rtc import names as _names
 from pytest_gpuenv.rtc._deps import device_headers, merge
-from pytest_gpuenv.rtc._errors import KernelCompileError
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
-from pytest_gpuenv.rtc._source import Source, find_headers, load_source
+from pytest_gpuenv.rtc.cache import Cache, make_key, shared
+from pytest_gpuenv.rtc.errors import KernelCompileError
+from pytest_gpuenv.rtc.logs import attribute
+from pytest_gpuenv.rtc.source import Source, find_headers, load_source
 
 __all__ = ["Kernel", "compile_kernel"]
 
 
 def get_cache(cache_dir: Optional[str]) -> Cache:
-    """This process's compile cache for ``cache_dir`` (``_cache.shared``)."""
+    """This process's compile cache for ``cache_dir`` (``rtc.cache.shared``)."""
     return shared(cache_dir)
 
 
@@ -51,12 +52,12 @@ def compile_kernel(
     ``arch`` defaults to the arch of the current GPU (device ``device``, else torch's current, else
     0). gfx targets build with hiprtc (hipcc where hiprtc is missing), sm targets with NVRTC and the
     shipped HIP-on-CUDA header (nvcc where NVRTC is missing). The code object is cached (see
-    ``_cache``). Raises KernelCompileError with the compiler's log, file and line.
+    ``rtc.cache``). Raises KernelCompileError with the compiler's log, file and line.
 
     ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
     ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks,
     ``lockstep`` runs each wavefront in lockstep as AMD hardware does (GPU builds ignore it).
-    A compile log's error lines name the kernel whose source they are in (``rtc._attribute``).
+    A compile log's error lines name the kernel whose source they are in (``rtc.logs``).
 
     ``dialect``: ``"cuda"`` for a CUDA source (the default for a ``.cu``/``.cuh`` file; ``"hip"`` for
     anything else): CUDA as written on NVIDIA (nvcc where installed, else NVRTC), through the shipped
@@ -93,10 +94,10 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
             return list(compile_cpu(csrc, targets, name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
-        arch = _compilers.check_arch(_current_arch(device) if arch is None else arch)
-        if src.dialect == "cuda" and _compilers.vendor_of(arch) == "amd":
+        arch = compilers.check_arch(_current_arch(device) if arch is None else arch)
+        if src.dialect == "cuda" and compilers.vendor_of(arch) == "amd":
             _cuda.check_mappable(src, arch, include_dirs)  # whichever compiler is installed
-        comp = _compilers.for_arch(arch, _cuda.compiler_for(src, arch, compiler))
+        comp = compilers.for_arch(arch, _cuda.compiler_for(src, arch, compiler))
         defs = dict(defines or {})
         csrc, cdirs = src, list(include_dirs)
         if src.dialect == "cuda" and comp.vendor == "amd":

@@ -17,9 +17,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _symbols
-from pytest_gpuenv.rtc._errors import KernelLaunchError
-from pytest_gpuenv.rtc._source import SCALAR_TYPES, load_source, vector_type
+from pytest_gpuenv.rtc.errors import KernelLaunchError
 from pytest_gpuenv.rtc.kernel import Kernel, build_kernels
+from pytest_gpuenv.rtc.source import SCALAR_TYPES, load_source, vector_type
 
 __all__ = ["Module", "compile_module"]
 

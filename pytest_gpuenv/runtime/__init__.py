@@ -6,7 +6,7 @@ stream, allocate and fill memory, record and time events, synchronise, describe 
 ``get(backend, device)`` gives the one object per backend ("cuda" or "rocm") and device of this
 process; ``Kernel`` (pytest_gpuenv.rtc) and the timer's driver backend (pytest_gpuenv.perf) both
 use it. Errors are ``KernelLaunchError`` (``_common.launch_error`` maps a runtime's error code); an
-error that leaves the context unusable is recorded in ``_sticky`` (which test poisoned which backend)
+error that leaves the context unusable is recorded in ``runtime.sticky`` (which test poisoned which backend)
 and queried with ``poisoned()``. ``nvml`` (nvidia-ml-py, imported lazily) gives detection the NVIDIA
 device facts and the timer the clocks, throttle reasons and processes of a GPU.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuenv.runtime._errors import KernelLaunchError
-from pytest_gpuenv.runtime._sticky import Poison, current_test, poisoned, running
+from pytest_gpuenv.runtime.errors import KernelLaunchError
+from pytest_gpuenv.runtime.sticky import Poison, current_test, poisoned, running
 
 __all__ = ["KernelLaunchError", "Poison", "current_test", "get", "poisoned", "running"]
 

@@ -1,7 +1,7 @@
 """What the CUDA and HIP runtimes share: the error mapping, stream handles, the loaded-function record.
 
 ``launch_error`` turns a runtime's error code into the one ``KernelLaunchError`` (and records a sticky
-one in ``_sticky``); ``binding_error`` says what is missing when the binding or its library cannot be
+one in ``runtime.sticky``); ``binding_error`` says what is missing when the binding or its library cannot be
 used at all. ``stream_handle`` accepts what a caller may pass as a stream (None: torch's current
 stream when torch is imported and initialised, else the default stream). Nothing here imports torch
 or a binding.
@@ -13,8 +13,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from pytest_gpuenv.runtime import _sticky
-from pytest_gpuenv.runtime._errors import KernelLaunchError
+from pytest_gpuenv.runtime import sticky as _sticky
+from pytest_gpuenv.runtime.errors import KernelLaunchError
 
 
 @dataclass

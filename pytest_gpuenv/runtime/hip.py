@@ -8,12 +8,12 @@ failed. Stream 0 is passed as None (the null stream). The binding is imported wh
 made: importing this module starts nothing.
 
 Two things differ from CUDA. Before ROCm 7 (and on ROCm 7 with core dumps enabled) a GPU fault aborts
-the process instead of coming back as an error, so ``launch`` first tells ``_sticky.before_launch``
+the process instead of coming back as an error, so ``launch`` first tells ``runtime.sticky.before_launch``
 (the plugin records the running test durably). And ``hipErrorLaunchFailure`` answered by the launch
 call itself means clr refused the launch before anything ran (a block above the kernel's launch
 bounds, a cooperative launch the device cannot do): that error is not sticky unless a cheap call on
 the device fails too. From HIP 7.0 a queue error is stored process-wide and every later API answers it
-(``_sticky.STORED``): a code that may be that stored error is sticky when ``hipGetDevice`` answers it too.
+(``runtime.sticky.STORED``): a code that may be that stored error is sticky when ``hipGetDevice`` answers it too.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.runtime import _sticky
+from pytest_gpuenv.runtime import sticky as _sticky
 from pytest_gpuenv.runtime._common import (
     Function,
     cooperative_too_large,

@@ -1,0 +1,390 @@
+"""The CPU backend of the runtime layer: HIP kernels run on the CPU by the executor in ``src``.
+
+The executor (C++, built once per compiler and cached like a kernel) runs in a child process of pytest
+(``runtime.cpu.server``, one per pytest process or xdist worker, started on first use and again after any
+death), as a GPU kernel runs behind its driver. A launch is a request: each argument buffer is copied
+into a shared arena before it and the writable ones back after it; the child rewrites pointer
+arguments to its copies and runs every block on one OS thread. Whatever the kernel does to its process
+(exit, abort, a fault, heap corruption, fork, a thread, a hang with signals blocked) ends that process
+only: the launch comes back as a report (``KernelExitError``, ``KernelFaultError``, ``KernelWatchdogError``
+from pytest's wall-clock limit, ...) and the next launch gets a fresh child. pytest holds no file
+descriptor per kernel: the child loads every module from its bytes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import hashlib
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+from pytest_gpuenv.runtime.cpu import errors
+from pytest_gpuenv.runtime.cpu import protocol as P
+from pytest_gpuenv.runtime.cpu.child import Arena, Child, Death, Gone
+from pytest_gpuenv.runtime.cpu.copies import PIECE_MIN, copy_all, copy_threads
+from pytest_gpuenv.runtime.cpu.protocol import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
+
+__all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
+           "c_u32x3", "get", "watchdog_seconds", "worker_limit"]
+
+SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
+INCLUDE_DIR = os.path.join(SRC_DIR, "include")
+EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "coop.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp",
+                    "server.cpp")
+EXECUTOR_HEADERS = ("executor_int.h", "fiber_switch.h", "fibers.h", os.path.join("include", "gpuenv_cpu.h"))
+WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
+WORKERS_ENV = "GPUENV_CPU_WORKERS"
+WATCHDOG_MAX = 86400.0
+NO_THREAD = -4  # Report.other_thread of a report that belongs to no GPU thread (the process ended)
+_SIGNAL_TEXT = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGILL: "illegal instruction",
+                signal.SIGFPE: "arithmetic exception", signal.SIGTRAP: "trap", signal.SIGSYS: "bad system call",
+                signal.SIGABRT: "abort() was called (by the kernel, or by the C library on heap corruption)"}
+
+
+def watchdog_seconds(environ: Any = os.environ) -> float:
+    """``GPUENV_CPU_WATCHDOG`` (default 10): the seconds one launch may run; ValueError naming it if bad."""
+    raw = environ.get(WATCHDOG_ENV, "10")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= WATCHDOG_MAX:  # also rejects nan, inf and 1e400
+        raise ValueError(f"{WATCHDOG_ENV}={raw!r} is not a number of seconds: give a finite number above 0 and "
+                         f"at most {WATCHDOG_MAX:g} (the wall-clock limit of one CPU kernel launch)")
+    return value
+
+
+def worker_limit(environ: Any = os.environ) -> int:
+    """``GPUENV_CPU_WORKERS``: at most this many threads run the blocks of one unchecked launch (default 0:
+    one per core this process may use); ValueError naming it if bad."""
+    raw = environ.get(WORKERS_ENV, "0")
+    if not raw.strip().isdecimal() or int(raw) > P.MAX_WORKERS:
+        raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
+                         "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
+    return int(raw)
+
+
+def executor_sources() -> list[tuple[str, bytes]]:
+    """(name, bytes) of every file the executor library is built from (its cache key)."""
+    out = []
+    for name in EXECUTOR_SOURCES + EXECUTOR_HEADERS:
+        with open(os.path.join(SRC_DIR, name), "rb") as f:
+            out.append((name, f.read()))
+    return out
+
+
+@dataclass
+class CpuModule:
+    """A kernel module: its bytes (a fresh child loads them again) and its handle in the protocol."""
+
+    handle: int
+    name: str
+    binary: bytes
+
+
+@dataclass
+class LaunchResult:
+    report: Report
+    output: str
+    symbols: list[bytes] = field(default_factory=list)  # the globals ``reads`` named, after the launch
+
+
+def _grace(watchdog_s: float) -> float:
+    """pytest's limit is the child's own watchdog (which names the line) plus this much."""
+    return 1.0 + 0.1 * watchdog_s
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Report:
+    """The report of a request the child did not live through (or that pytest's watchdog ended)."""
+    r, note = Report(), death.note
+    r.other_thread = NO_THREAD
+    if note.in_launch:
+        r.block[:], r.thread[:], r.other_thread = list(note.block), list(note.thread), 0
+    exact = False
+    for i in range(min(note.nframes, P.NOTE_FRAMES)):
+        if not base and note.kmask >> i & 1:  # the module was being loaded: its frames are the kernel's
+            base = note.bases[i]
+        if base and note.bases[i] == base:
+            exact = i == 0 and note.kind in (P.NOTE_SIGNAL, P.NOTE_STUCK)
+            r.pc = note.pcs[i] - base
+            break
+    rc = death.returncode
+    if death.watchdog:
+        r.kind = 7
+        if not exact and r.pc:
+            r.pc -= 1
+        text = (f"the {phase} ran for more than {watchdog_s:.3g} s; pytest killed the executor process (the kernel "
+                "was waiting in a system call or a library, or had blocked signals)")
+    elif note.kind in (P.NOTE_EXIT, P.NOTE_QUICK_EXIT):
+        r.kind = P.KIND_EXIT
+        how = "exit" if note.kind == P.NOTE_EXIT else "quick_exit"
+        text = f"the kernel called {how}({note.value if note.kind == P.NOTE_EXIT else rc})"
+    elif note.kind == P.NOTE_SIGNAL:
+        r.kind, r.addr = 9, note.addr
+        text = f"{_signal_name(note.value)}: {_SIGNAL_TEXT.get(note.value, 'fatal signal')}"
+        if note.value in (signal.SIGSEGV, signal.SIGBUS):
+            text += f" at address 0x{note.addr:x}"
+        if not exact and r.pc:
+            r.pc -= 1  # a return address: the call is the instruction before it
+    elif rc is not None and rc >= 0:
+        r.kind, r.pc = P.KIND_EXIT, 0
+        text = f"the kernel ended the executor process with _exit({rc}) (or an exit system call)"
+    else:
+        r.kind, r.pc = 9, 0
+        text = f"the executor process was killed by {_signal_name(-(rc or 0))}"
+    if phase == "load":
+        text += " while its module was loaded (the module's static initialisers run then)"
+    if death.output:
+        text += f"; the process wrote: {death.output}"
+    r.text = (text + "; the next launch starts a fresh executor process").encode()[:2047]
+    return r
+
+
+class CpuRuntime:
+    """The one CPU runtime of the process: the child that runs launches, and the modules, by digest.
+
+    Launches from several Python threads are served one at a time (each under its own wall clock).
+    """
+
+    def __init__(self, executor_binary: bytes) -> None:
+        self._executor = executor_binary
+        self._lock = threading.Lock()
+        self._modules: dict[str, CpuModule] = {}
+        self._by_object: dict[int, tuple[bytes, CpuModule]] = {}
+        self._arena = Arena()
+        self._pid = os.getpid()
+        self._child: Optional[Child] = None
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._child is not None:
+                self._child.close()
+                self._child = None
+
+    def load(self, binary: bytes, name: str) -> CpuModule:
+        """The handle of module ``binary`` (the child loads it at its first use)."""
+        seen = self._by_object.get(id(binary))
+        if seen is not None and seen[0] is binary:  # the same kernel launching again: no hashing
+            return seen[1]
+        digest = hashlib.sha256(binary).hexdigest()
+        with self._lock:
+            mod = self._modules.get(digest)
+            if mod is None:
+                mod = self._modules[digest] = CpuModule(len(self._modules) + 1, name, bytes(binary))
+            self._by_object[id(binary)] = (binary, mod)  # holds `binary`: its id is not reused
+        return mod
+
+    def _after_fork(self) -> None:
+        """In a fork of pytest the child and the arena are the parent's: use new ones."""
+        if self._pid != os.getpid():
+            self._pid, self._child, self._arena = os.getpid(), None, Arena()
+
+    def _request(self, mod: CpuModule, op: int, payload: bytes, watchdog_s: float, phase: str
+                 ) -> tuple[int, int, bytes] | Report:
+        """Run one request in a live child with ``mod`` loaded; a Report when the child did not survive."""
+        timeout = watchdog_s + _grace(watchdog_s)
+        child = self._child
+        if child is None or not child.alive():
+            if child is not None:
+                child.discard()
+            self._child = None
+            try:
+                child = self._child = Child(self._executor, self._arena)
+            except (OSError, Gone) as e:
+                text = f"the CPU executor's process did not start: {e}"
+                if isinstance(e, Gone) and e.death.output:
+                    text += f"; it wrote: {e.death.output}"
+                return Report(kind=9, other_thread=NO_THREAD, text=text.encode()[:2047])
+        base, what = child.loaded.get(mod.handle, 0), "load"
+        try:
+            if mod.handle not in child.loaded:
+                status, base, data = child.request(P.OP_LOAD, mod.handle, mod.binary, timeout)
+                if status in (P.ST_FORK, P.ST_THREAD):
+                    return self._process_report(status, base, "load")
+                if status != P.ST_OK:
+                    return Report(kind=9, other_thread=NO_THREAD, text=b"the kernel module could not be loaded: " + data[:1900])
+                child.loaded[mod.handle] = base
+            what = phase
+            status, value, data = child.request(op, mod.handle, payload, timeout)
+        except Gone as e:
+            self._child = None
+            return death_report(e.death, base, what, watchdog_s)
+        if status in (P.ST_FORK, P.ST_THREAD):
+            return self._process_report(status, value, phase)
+        return status, value, data
+
+    def _process_report(self, status: int, count: int, phase: str) -> Report:
+        assert self._child is not None
+        self._child.discard()  # its extra threads or processes end with it
+        self._child = None
+        r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
+        what = (f"the kernel started a process ({count} time(s): fork(), system(), popen(), posix_spawn())"
+                if status == P.ST_FORK
+                else f"the kernel started {count} thread(s) that were still running when the {phase} ended")
+        r.text = (f"{what}: a GPU kernel cannot start processes or threads; the next launch starts a fresh executor "
+                  "process").encode()
+        return r
+
+    def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
+               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
+               shared_mem: int, warp_size: int, check: int, watchdog_s: float,
+               device_globals: Sequence[tuple[int, int]] = (), writes: Sequence[tuple[str, bytes]] = (),
+               reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> LaunchResult:
+        """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
+
+        ``writes``: (symbol, bytes) of module globals set just before it, ``reads``: symbols whose bytes
+        come back in ``symbols`` (in the launch's own request: no round trips of their own).
+
+        ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
+        argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
+        bytes) of the module's red-zoned ``__device__`` variables (checked mode reports the red zones).
+        """
+        with self._lock:
+            self._after_fork()
+            spans, where, used = _spans(regions)
+            self._arena.reserve(used)
+            a = self._arena
+            threads = _copy_threads() if used >= 2 * PIECE_MIN else 1  # (smaller copies stay on this thread)
+            copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
+            payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
+                                      regions, where, values, device_globals, writes, reads, aligns)
+            res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
+            if isinstance(res, Report):
+                return LaunchResult(res, "")
+            if res[0] == P.ST_ERROR:
+                raise KeyError(f"kernel module {mod.name!r}: {res[2].decode('utf-8', 'replace')}")
+            rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
+            copy_all([(base, a.base + P.DATA_OFF + off, length) for base, length, off, writable in spans if writable],
+                     threads)
+            out_len = min(res[1], PRINTF_CAPACITY)
+            output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace") if out_len else ""
+            if self._child is not None:
+                output += self._child.new_output()
+        if out_len >= PRINTF_CAPACITY - 1:
+            output += f"\n[gpuenv: device printf output truncated at {PRINTF_CAPACITY} bytes]\n"
+        return LaunchResult(rep, output, _symbols(res[2]))
+
+    def read_symbol(self, mod: CpuModule, name: str) -> bytes:
+        """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
+        return self._symbol(mod, P.OP_READ, name, name.encode())
+
+    def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
+        """Overwrite the start of global ``name`` of ``mod`` with ``data`` (at most its size)."""
+        raw = name.encode()
+        self._symbol(mod, P.OP_WRITE, name, len(raw).to_bytes(2, "little") + raw + bytes(data))
+
+    def _symbol(self, mod: CpuModule, op: int, name: str, payload: bytes) -> bytes:
+        watchdog = watchdog_seconds()
+        with self._lock:
+            self._after_fork()
+            res = self._request(mod, op, payload, watchdog, "symbol access")
+        if isinstance(res, Report):
+            cls = {7: errors.KernelWatchdogError, P.KIND_EXIT: errors.KernelExitError,
+                   P.KIND_PROCESS: errors.KernelProcessError}.get(res.kind, errors.KernelFaultError)
+            raise cls(f"kernel module {mod.name!r}: {res.text.decode('utf-8', 'replace')}", code="process")
+        status, _, data = res
+        if status == P.ST_MISSING or (status == P.ST_ERROR and data.startswith(b"no symbol")):
+            raise KeyError(f"kernel module {mod.name!r} has no global {name!r}")
+        if status != P.ST_OK:
+            raise ValueError(f"kernel module {mod.name!r}: {data.decode('utf-8', 'replace')}")
+        return data
+
+
+def _copy_threads() -> int:
+    try:
+        return copy_threads(worker_limit())
+    except ValueError:  # (a kernel launch reports the bad value itself)
+        return 1
+
+
+def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[int, int, int, bool]], dict[int, int], int]:
+    """Group overlapping buffers: spans (address, bytes, arena offset, any writable), each region's
+    arena offset by position, and the bytes used. A span's copy keeps its address modulo SPAN_ALIGN."""
+    order = sorted(range(len(regions)), key=lambda i: regions[i][0])
+    spans: list[tuple[int, int, int, bool]] = []
+    where: dict[int, int] = {}
+    used = k = 0
+    while k < len(order):  # one span: the buffers from order[k] on that start before the span's end so far
+        lo = hi = regions[order[k]][0]
+        writable, first = False, k
+        while k < len(order) and (k == first or regions[order[k]][0] < hi):
+            addr, size, readonly, _ = regions[order[k]]
+            hi = max(hi, addr + size)
+            writable = writable or not readonly
+            k += 1
+        used += P.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
+        used += (lo - used) % P.SPAN_ALIGN
+        spans.append((lo, hi - lo, used, writable))
+        for i in order[first:k]:
+            where[i] = used + regions[i][0] - lo
+        used += max(hi - lo, 1)
+    return spans, where, used
+
+
+def _symbols(data: bytes) -> list[bytes]:
+    """The reply's SYM_SIZE-prefixed symbol bytes."""
+    out, pos = [], 0
+    while pos < len(data):
+        (n,) = P.SYM_SIZE.unpack_from(data, pos)
+        out.append(data[pos + P.SYM_SIZE.size:pos + P.SYM_SIZE.size + n])
+        pos += P.SYM_SIZE.size + n
+    return out
+
+
+def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
+                    warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
+                    regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
+                    device_globals: Sequence[tuple[int, int]], writes: Sequence[tuple[str, bytes]] = (),
+                    reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> bytes:
+    parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
+                           len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
+    for name, data in writes:
+        raw = name.encode()
+        parts += (P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data))
+    for name in reads:
+        raw = name.encode()
+        parts += (P.SYM_READ.pack(len(raw)), raw)
+    for o, s, i in shared_vars:
+        parts.append(P.SVAR.pack(o, s, i))
+    for o, s in device_globals:
+        parts.append(P.VAR.pack(o, s))
+    by_param: dict[int, int] = {}
+    for i, (_, size, readonly, index) in enumerate(regions):
+        by_param[index] = at = P.DATA_OFF + where[i]
+        parts.append(P.REGION.pack(at, size, readonly, index))
+    for i, v in enumerate(values):
+        arena = by_param.get(i)
+        if arena is not None and isinstance(v, ctypes.c_void_p):
+            parts += (_ARENA_VALUE, arena.to_bytes(8, "little"))
+        else:
+            raw = bytes(v)  # type: ignore[call-overload]
+            # the parameter's alignment (a double4 or __align__(32) struct: 32) where the ctypes type's is less
+            align = max(ctypes.alignment(v), aligns[i] if i < len(aligns) else 0)
+            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), align), raw)
+    return b"".join(parts)
+
+
+_ARENA_VALUE = P.VALUE.pack(P.VALUE_ARENA, 8, 8)  # a pointer argument: its 8-byte offset in the arena follows
+_RUNTIME: Optional[CpuRuntime] = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def get(build_executor: Callable[[], bytes]) -> CpuRuntime:
+    """The process's CPU runtime; the executor ``build_executor()`` returns is loaded by its child."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = CpuRuntime(build_executor())
+        return _RUNTIME
