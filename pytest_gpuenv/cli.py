@@ -16,7 +16,7 @@ from pytest_gpuenv.base import capabilities
 from pytest_gpuenv.base.model import GpuEnv, safe_repr
 from pytest_gpuenv.detect import detect
 from pytest_gpuenv.session import report
-from pytest_gpuenv.session.option_parsers import PROBE_TIMEOUT_MAX, probe_timeout_ok
+from pytest_gpuenv.session.options import PROBE_TIMEOUT_MAX, probe_timeout_ok
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -153,7 +153,7 @@ def _entry() -> int:
     stdout = sys.stdout
     if isinstance(stdout, io.TextIOWrapper):
         stdout.reconfigure(errors="replace")
-    sys.stdout = _Stdout(stdout)  # type: ignore[assignment]
+    sys.stdout = _Stdout(stdout)
     try:
         code = main()
         sys.stdout.flush()

@@ -12,7 +12,7 @@ the tolerance profiles (``base.tolerance``, by ``gpu_assert_close`` and an ini `
 capability table (``base.capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the leak
 check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the crash guard
 (``guards.crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the run's files
-(``session.outputs``, with ``--gpuenv-json`` or ``--junitxml``).
+(``session.state.Outputs``, registered with ``--gpuenv-json`` or ``--junitxml``).
 
 Loading and collecting never import torch and never start a GPU runtime: detection reads files
 (and NVML, which creates no context); anything a runtime must answer runs in a subprocess.
@@ -120,15 +120,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.refresh(config)
-    session = get_session(config)
-    if session.plan_profiles is not None:  # --gpuenv-plan
+    run = get_session(config)
+    if run.plan_profiles is not None:  # --gpuenv-plan
         from pytest_gpuenv.dist import plan
 
-        session.plan_lines = plan.plan_lines(items, session.plan_profiles, len(session.settings.plan_profiles))
-    if runtest.modify_items(items, session):
+        run.plan_lines = plan.plan_lines(items, run.plan_profiles, len(run.settings.plan_profiles))
+    if runtest.modify_items(items, run):
         from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
 
-        leak.configure(config, "off", session.settings.leak_threshold)
+        leak.configure(config, "off", run.settings.leak_threshold)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

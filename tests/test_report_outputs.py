@@ -157,7 +157,7 @@ def test_a_note_is_a_note_everywhere(pytester, roots, capsys):
 
 SUITE = """
 import pytest
-from pytest_gpuenv.session.outputs import mark_compile_only
+from pytest_gpuenv.session.state import mark_compile_only
 from pytest_gpuenv.session.state import get_session
 from pytest_gpuenv.perf._entries import PerfEntry
 

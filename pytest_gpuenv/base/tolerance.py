@@ -258,7 +258,7 @@ def compare(actual: Any, expected: Any, rules: Iterable[Rule] = (), *, rtol: Any
         allowed = prof.atol + prof.rtol * abs(e)
         ok = (diff <= allowed) | (a == e)
         if equal_nan:
-            ok = ok | ((a != a) & (e != e))
+            ok = ok | (xp.isnan(a) & xp.isnan(e))
         bad = ~ok
         n_bad = int(bad.sum())
         if n_bad == 0:

@@ -167,7 +167,7 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given:
         rows.append([item.nodeid] + verdicts)
         if not any(v in ("run", "xfail") for v in verdicts):
             never.append(item.nodeid)
-    lines = tabulate(rows, headers=["test"] + [label for label, _ in profs], tablefmt="simple").splitlines()
+    lines: list[str] = tabulate(rows, headers=["test"] + [label for label, _ in profs], tablefmt="simple").splitlines()
     runs = [sum(1 for r in rows if r[i + 1] in ("run", "xfail")) for i in range(len(profs))]
     lines.append("")
     lines.append("runs per profile: " + ", ".join(f"{label} {n}/{len(rows)}" for (label, _), n in zip(profs, runs)))

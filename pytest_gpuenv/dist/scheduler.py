@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import cycle
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
 from xdist.dsession import get_default_max_worker_restart
@@ -32,17 +32,24 @@ from pytest_gpuenv.session.runtest import SKIP_PROPERTY
 if TYPE_CHECKING:  # pragma: no cover
     from xdist.workermanage import WorkerController
 
-#: (category, cause, reason, location) of a test a worker cannot run
-_Cannot = list
+class Blocked(NamedTuple):
+    """Why a worker's host cannot run one test, as the worker sent it (``dist.routing.routes``)."""
+
+    category: str
+    cause: str
+    reason: str
+    location: tuple[Any, ...]
+
+
 #: the host of the skip of a test no host can run (the summary says ``[on every host]``)
 NO_HOST = "every host"
 
 
 class NodeRoutes:
-    """What one worker sent: its host's name and the tests it cannot run (index -> ``_Cannot``), with the
+    """What one worker sent: its host's name and the tests it cannot run (index -> ``Blocked``), with the
     ``xdist_group`` of grouped tests (index -> name)."""
 
-    def __init__(self, host: str, cannot: dict[int, _Cannot], groups: dict[int, str]) -> None:
+    def __init__(self, host: str, cannot: dict[int, Blocked], groups: dict[int, str]) -> None:
         self.host, self.cannot, self.groups = host, cannot, groups
 
     @classmethod
@@ -50,8 +57,9 @@ class NodeRoutes:
         """From the worker's message; a worker that sent none (no gpuenv there) can run everything."""
         if not isinstance(data, dict):
             return cls(str(node.gateway.id), {}, {})
-        return cls(str(data.get("host") or node.gateway.id), dict(data.get("cannot") or {}),
-                   dict(data.get("groups") or {}))
+        cannot = {int(i): Blocked(str(c[0]), str(c[1]), str(c[2]), tuple(c[3]))
+                  for i, c in dict(data.get("cannot") or {}).items()}
+        return cls(str(data.get("host") or node.gateway.id), cannot, dict(data.get("groups") or {}))
 
 
 class GpuScheduling:
@@ -309,7 +317,7 @@ class GpuScheduling:
     def _report_no_host(self, index: int, routes: list[NodeRoutes]) -> None:
         by_host = {r.host: r.cannot[index] for r in routes}
         category, cause, _reason, location = next(iter(by_host.values()))
-        reason = no_host_reason({host: str(c[2]) for host, c in by_host.items()})
+        reason = no_host_reason({host: c.reason for host, c in by_host.items()})
         path, line = str(location[0]), location[1]
         longrepr = (path, int(line) + 1 if line is not None else -1, f"Skipped: {reason}")
         self._emit(index, tuple(location), "skipped", longrepr, [(SKIP_PROPERTY, [category, cause, NO_HOST])])

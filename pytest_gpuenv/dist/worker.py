@@ -115,7 +115,7 @@ def finish_worker(config: pytest.Config, session: GpuenvSession) -> bool:
         key = state.controller.get("key") if state.local else state.host.key
         output[HOST_OUTPUT_KEY] = {
             "name": session.host, "key": key, "summary": state.summary,
-            "worker": config.workerinput.get("workerid"),  # type: ignore[attr-defined]
+            "worker": config.workerinput.get("workerid"),
             "gpus": (session.worker_gpu or {}).get("desc"),
         }
     return True

@@ -242,7 +242,7 @@ def configure(config: pytest.Config, session: GpuenvSession) -> None:
     config.pluginmanager.register(XdistHooks(config, session), "gpuenv-xdist")
     if hasattr(config, "workerinput"):
         pin(config, session)
-        channel = config.workerinput.get(ROUTES_KEY)  # type: ignore[attr-defined]
+        channel = config.workerinput.get(ROUTES_KEY)
         if channel is not None:
             config.pluginmanager.register(RouteSender(session, channel), "gpuenv-routes")
     else:

@@ -113,7 +113,7 @@ def _conditions(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
 
 
 # ------------------------------------------------------------------------------ the table
-Check = Callable[[GpuEnv, Any, tuple, dict], Optional[req.Skip]]
+Check = Callable[[GpuEnv, Any, tuple[Any, ...], dict[str, Any]], Optional[req.Skip]]
 
 
 class Marker(NamedTuple):
@@ -125,7 +125,7 @@ class Marker(NamedTuple):
     #: what ``pytest --markers`` says of it, after the signature
     help: str
     #: parses ``(args, kwargs)`` into the value ``check`` uses; ValueError naming the bad argument
-    parse: Callable[[tuple, dict], Any]
+    parse: Callable[[tuple[Any, ...], dict[str, Any]], Any]
     #: the skip it makes where the model lacks what it requires; None: it never skips a test
     check: Optional[Check] = None
     #: the keyword arguments it accepts (any other is an error)

@@ -55,7 +55,7 @@ def load_cupti() -> tuple[Any, Optional[str]]:
     """(the ``cupti`` module, None), or (None, why not): imported once per process."""
     if "module" not in _STATE:
         try:
-            from cupti import cupti as mod  # type: ignore[import-not-found]
+            from cupti import cupti as mod
 
             _STATE["module"], _STATE["why"] = mod, None
         except ImportError as exc:
@@ -215,7 +215,8 @@ def activity() -> Activity:
         if mod is None:
             raise RuntimeError(why)
         _STATE["activity"] = Activity(mod)
-    return _STATE["activity"]
+    activity: Activity = _STATE["activity"]
+    return activity
 
 
 def per_sample(ops: Sequence[tuple[int, int, int]], external: dict[int, int],
@@ -387,4 +388,5 @@ class CuptiBackend:
         return [max(1e-9, t - take) if n else 0.0 for t, n, _gap in rows]
 
     def copy_fn(self, nbytes: int) -> Callable[[], Any]:
-        return self.events.copy_fn(nbytes)
+        copy: Callable[[], Any] = self.events.copy_fn(nbytes)
+        return copy

@@ -285,7 +285,7 @@ class Measurement(_Result):
             ref = peak_bandwidth(self.device.name)
             if ref is None:
                 pytest.skip(f"no peak bandwidth known for {self.device.name}; use of='copy'")
-            return float(ref), "peak bandwidth"  # type: ignore[arg-type]
+            return float(ref), "peak bandwidth"
         raise ValueError(f"invalid of={of!r}: expected 'copy' or 'peak'")
 
     def assert_bandwidth(self, at_least: float = 0.8, of: str = "copy") -> str:

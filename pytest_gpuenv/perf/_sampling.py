@@ -4,12 +4,15 @@ knobs of one measurement (``SamplingOptions``) and why a measurement cannot give
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.perf._device import DeviceInfo
 
 
 class Backend(Protocol):
     name: str
-    info: Any  # DeviceInfo
+    info: DeviceInfo
     can_delay: bool
 
     def enqueue(

@@ -76,7 +76,7 @@ class TorchBackend:
     def __init__(self, device: Optional[int] = None, flush: str = "read", sm_hz: Optional[float] = None) -> None:
         import torch
 
-        self.torch = torch
+        self.torch: Any = torch  # its private helpers (_sleep) and Event are untyped
         idx = torch.cuda.current_device() if device is None else int(device)
         self.device = torch.device("cuda", idx)
         props = torch.cuda.get_device_properties(idx)

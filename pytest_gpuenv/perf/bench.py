@@ -84,7 +84,8 @@ class GpuBench:
 
     @property
     def device(self) -> DeviceInfo:
-        return self.backend.info
+        info: DeviceInfo = self.backend.info
+        return info
 
     def _calibrate(self, b: Any) -> None:
         """Time an empty event pair once per event backend (the event timer's zero)."""

@@ -102,7 +102,7 @@ def summary_lines(entries: Sequence[PerfEntry]) -> list[str]:
     if not rows:
         return []
     headers = HEADERS[:2] + ["host"] + HEADERS[2:] if several else HEADERS
-    lines = tabulate(rows, headers=headers, tablefmt="simple").splitlines()
+    lines: list[str] = tabulate(rows, headers=headers, tablefmt="simple").splitlines()
     for r in entries:
         if r.verdict == "INCONCLUSIVE":
             lines.extend(f"  {_test(r)}: {p}" for p in r.problems)

@@ -56,7 +56,7 @@ class PerfSession:
                    run: Optional[dict[str, Any]] = None) -> None:
         """Write the ``--gpuenv-json`` report ``{**run, "environment", "measurements", "skips"}`` to ``path``
         (already resolved by the caller), creating its folder; ``run``: the run's own fields (version,
-        timestamp, outcomes: ``session.outputs.Outputs.run_fields``). Atomic and never through a link
+        timestamp, outcomes: ``session.state.Outputs.run_fields``). Atomic and never through a link
         (``base.paths.write_atomically``): a ``path`` that is a symbolic link is replaced by the file, its
         target left alone; one that is not a regular file raises ``OSError``."""
         data = {**(run or {}), "environment": environment, "measurements": self.measurements(), "skips": skips}

@@ -4,21 +4,52 @@ twins and the resolution (``resolve``); and ``--dist gpu``, the choice added to 
 
 Each row names the option (``gpuenv_backend``: the dest, the ini name and ``--gpuenv-backend``), its
 environment variable, its ini type, metavar, help, default (as a user would write it) and the parser that
-turns a value into the setting (``session.option_parsers``). Lookup order: command line, then environment variable
+turns a value into the setting (a parser below). Lookup order: command line, then environment variable
 (an empty one counts as unset), then ini file, then the default (as pytest-timeout does). A bad value raises
 ``pytest.UsageError`` naming the value and where it came from. List options are declared with a list ini type
 (``args``, ``linelist``, ``paths``), so a TOML array is taken as it is.
+
+Each parser takes the option, the value as found (a command-line or environment text, or what the ini file
+holds: a string, a list, or under pytest 9's ``[tool.pytest]`` any TOML value), where it came from, and the
+config; it returns the setting or raises ``pytest.UsageError`` naming the value and its source.
+
+The ini values as the file holds them: pytest converts an ini value to the option's registered type; where the
+file holds another TOML type, pytest refuses it (``[tool.pytest]``: TypeError, 9.2: UsageError; a list given to a
+``string`` option under ``[tool.pytest.ini_options]``: a deprecation warning, an error from pytest 10).
+``getini`` then returns the value as the file holds it, so the option's own check names it (a number is a fine
+``gpuenv_perf_max_time``).
 """
 
-# (annotations are evaluated here, without PEP 563: typing.NamedTuple compiles each field's annotation text)
+from __future__ import annotations
+
+import datetime
+import math
 import os
-from typing import Any, NamedTuple, Optional
+import shlex
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuenv.base.model import BACKEND_CHOICES, LEAK_MODES, PERF_MODES
-from pytest_gpuenv.session import option_parsers
-from pytest_gpuenv.session.option_parsers import PROBE_TIMEOUT_MAX, getini, ini_where
+from pytest_gpuenv.base.model import (
+    BACKEND_CHOICES,
+    LEAK_MODES,
+    MAX_DEVICES,
+    PERF_MODES,
+    ArchPattern,
+    parse_size,
+    safe_repr,
+)
+from pytest_gpuenv.base.paths import directory_problem, output_file_problem
+from pytest_gpuenv.marks.skip_patterns import parse_extra
+from pytest_gpuenv.session import hide
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.base.tolerance import Rule
+
+#: ``(option, value, where, config) -> setting``
+Parser = Callable[["Option", Any, str, pytest.Config], Any]
+#: the longest runtime probe, in seconds (the plugin option and the CLI's --probe-timeout)
+PROBE_TIMEOUT_MAX = 3600
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PROBE_MODES = ("auto", "always", "never")
@@ -32,7 +63,7 @@ class Option(NamedTuple):
 
     name: str
     help: str
-    parse: option_parsers.Parser
+    parse: Parser
     default: Any = None
     env: Optional[str] = None
     metavar: Optional[str] = None
@@ -56,6 +87,265 @@ class Option(NamedTuple):
         return f"{self.help} Default: {self.default}." if shown else self.help
 
 
+
+
+# ------------------------------------------------------------------------------------------ ini values
+def _raw(config: pytest.Config, name: str) -> Any:
+    # pytest 9.1+ keeps the file's values in _inicfg (ConfigValue objects) and deprecates inicfg
+    cfg = getattr(config, "_inicfg", None)
+    raw = (cfg if cfg is not None else config.inicfg).get(name)
+    return getattr(raw, "value", raw)
+
+
+def getini(config: pytest.Config, name: str, kind: str = "string") -> Any:
+    """``config.getini(name)`` of an option of pytest type ``kind``, or the value as the file holds it where
+    pytest would refuse its TOML type (a non-string value of a ``string`` option is never handed to pytest)."""
+    if kind == "string":
+        raw = _raw(config, name)
+        if raw is not None and not isinstance(raw, str):
+            return raw
+    try:
+        return config.getini(name)
+    except (TypeError, ValueError, pytest.UsageError):
+        # 9.2 reports a type mismatch as a UsageError; 9.1 lets shlex's ValueError ("No closing quotation")
+        # of an ``args`` value out as it is
+        return _raw(config, name)
+
+
+def ini_where(config: pytest.Config, name: str) -> str:
+    """``ini option NAME in FILE``, for messages."""
+    return f"ini option {name}" + (f" in {config.inipath.name}" if config.inipath is not None else "")
+
+
+def kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    for kind, text in ((list, "a list"), (dict, "a table"), ((int, float), "a number"),
+                       ((datetime.date, datetime.time), "a date or time")):
+        if isinstance(value, kind):
+            return text
+    return f"a {type(value).__name__}"
+
+
+def path_text(value: Any, what: str, where: str) -> str:
+    """``value`` when it can name a file: a string without a NUL character; else a UsageError naming the
+    value, where it came from and what it is."""
+    if isinstance(value, str) and "\0" not in value:
+        return value
+    problem = "holds a NUL character" if isinstance(value, str) else f"is {kind_of(value)}"
+    raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}; expected a path")
+
+
+# ------------------------------------------------------------------------------------------ parsers
+def _worker(config: pytest.Config) -> bool:
+    """An xdist worker: output paths are checked where they are written (it may run on another host)."""
+    return hasattr(config, "workerinput")
+
+
+def split_list(value: Any) -> list[str]:
+    """The items of a list-valued option: a list (an item may itself be comma-separated) or a text separated
+    by commas, semicolons, spaces or newlines (command line, variables, pytest.ini)."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return [part for item in items for part in str(item).replace(";", ",").replace(",", " ").split()]
+
+
+def _choose(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise pytest.UsageError(
+            f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected one of: {', '.join(choices)}"
+        )
+    return v
+
+
+def choice(choices: tuple[str, ...]) -> Parser:
+    """One of ``choices`` (case and surrounding blanks ignored)."""
+    return lambda opt, value, where, config: _choose(value, choices, f"{opt.flag} value", where)
+
+
+def _number(value: Any, what: str, where: str, check: Callable[[float], bool], rule: str) -> float:
+    """``float(value)`` when it is finite and passes ``check``; else a UsageError naming value and source."""
+    try:
+        v = float(value) if len(str(value)) <= 100 else math.nan
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v) or not check(v):
+        raise pytest.UsageError(f"gpuenv: invalid {what} {safe_repr(value)} from {where}; expected {rule}")
+    return v
+
+
+def seconds(most: float) -> Parser:
+    """Seconds in (0, most]."""
+    return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where, lambda x: 0 < x <= most,
+                                                     f"seconds in (0, {most:g}]")
+
+
+def probe_timeout_ok(secs: float) -> bool:
+    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
+    return 0 < secs <= PROBE_TIMEOUT_MAX
+
+
+def flag(opt: Option, value: Any, where: str, config: pytest.Config) -> bool:
+    return bool(value)
+
+
+def items(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return list(value or [])
+
+
+REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
+
+
+def require(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    """``--gpuenv-require``: a mode (``REQUIRE_MODES``) or comma-separated capabilities (``bf16,fp8``)."""
+    v = str(value).strip().lower()
+    if v in REQUIRE_MODES:
+        return v
+    from pytest_gpuenv.base import capabilities  # boundary: GPU capabilities, only when some are required
+
+    return capabilities.require_option(value, where, REQUIRE_MODES)
+
+
+def worker_gpus(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    text = str(value).strip().lower()
+    if text in ("auto", "off"):
+        return text
+    rule = f"auto, off or an integer from 1 to {MAX_DEVICES}"
+    n = _number(text, f"{opt.flag} value", where, lambda x: 1 <= x <= MAX_DEVICES and x == int(x), rule)
+    return str(int(n))
+
+
+def json_path(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """The ``--gpuenv-json`` target (relative to where pytest was invoked): a regular file or a new one."""
+    if not value:
+        return None
+    path = os.path.join(str(config.invocation_params.dir), path_text(value, opt.flag, where))
+    problem = None if _worker(config) else output_file_problem(path)
+    if problem:
+        raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(value, 200)} from {where}: {problem}")
+    return path
+
+
+def perf_plot(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """The ``--gpuenv-perf-plot`` target, checked (matplotlib too) by the controller, which draws it."""
+    if not value:
+        return None
+    path = path_text(value, opt.flag, where)
+    if not _worker(config):
+        from pytest_gpuenv.perf.plot import option_problem
+
+        problem = option_problem(path, str(config.invocation_params.dir))
+        if problem:
+            raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(path, 200)} from {where}: {problem}")
+    return path
+
+
+def root(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    if not value:
+        return None
+    if not os.path.isdir(path_text(value, opt.flag, where)):
+        raise pytest.UsageError(f"gpuenv: {opt.flag} {safe_repr(value, 200)} from {where} is not a directory")
+    return os.path.abspath(str(value))
+
+
+def _directory(value: Any, what: str, where: str, create: bool, base: str) -> str:
+    """An absolute folder path (relative to ``base``) that ``base.paths.directory_problem`` accepts."""
+    path = os.path.join(base, os.path.expanduser(path_text(value, what, where)))
+    problem = directory_problem(path, create)
+    if problem:
+        fix = "; give a directory of your own" if create and "of your own" not in problem else ""
+        raise pytest.UsageError(f"gpuenv: {what} {safe_repr(value, 200)} from {where} {problem}{fix}")
+    return os.path.abspath(path)
+
+
+def cache_dir(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    """A writable folder (made when missing), checked where the run starts, as ``--gpuenv-json``."""
+    if not value:
+        return None
+    if _worker(config):
+        return path_text(value, opt.flag, where)
+    return _directory(value, opt.flag, where, True, str(config.invocation_params.dir))
+
+
+def kernel_dirs(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    """Existing folders, relative to the ini file; default: 'kernels' under the rootdir, which may be missing.
+    ``value``: pytest's list of paths, or a text split as a shell would (a string under ``[tool.pytest]``)."""
+    try:
+        found = shlex.split(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: {where} is {safe_repr(value, 200)}: {exc}") from None
+    if found is None:
+        found = []
+    if not isinstance(found, (list, tuple)):
+        raise pytest.UsageError(f"gpuenv: {safe_repr(found, 200)} from {where} is {kind_of(found)}; expected a list "
+                                "of paths")
+    if not found:
+        return [str(config.rootpath / "kernels")]
+    base = str(config.inipath.parent) if config.inipath is not None else str(config.invocation_params.dir)
+    return [_directory(path_text(os.fspath(d) if isinstance(d, os.PathLike) else d, "kernel directory", where),
+                       "kernel directory", where, False, base) for d in found]
+
+
+def baselines(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+    """The baselines file, relative to the rootdir; default ``.gpuenv/baselines.json`` there."""
+    name = path_text(value, "baselines file", where) if value else os.path.join(".gpuenv", "baselines.json")
+    return str(config.rootpath / name)
+
+
+def arch_list(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[list[str]]:
+    return parse_arch_list(value, where) if value else None
+
+
+def parse_arch_list(value: Any, where: str) -> list[str]:
+    archs = split_list(value)
+    if not archs:
+        raise pytest.UsageError(f"gpuenv: empty arch list {safe_repr(value)} from {where}")
+    out = []
+    for a in archs:
+        try:
+            pat = ArchPattern.parse(a)
+        except ValueError as exc:
+            raise pytest.UsageError(f"gpuenv: {exc} in compile archs from {where}") from None
+        if any(c in pat.text for c in "*?[+"):
+            raise pytest.UsageError(
+                f"gpuenv: compile arch {safe_repr(a)} from {where} must be a concrete target such as gfx90a or sm_90"
+            )
+        out.append(pat.text)
+    return out
+
+
+def warp_sizes(opt: Option, value: Any, where: str, config: pytest.Config) -> list[int]:
+    parts = split_list(value)
+    bad = next((p for p in parts if p not in ("32", "64")), None)
+    if bad is not None or not parts or len(parts) > 2 or len(set(parts)) != len(parts):
+        raise pytest.UsageError(f"gpuenv: invalid {opt.name} {safe_repr(value if bad is None else bad)} from {where}; "
+                                "expected 64, 32 or 64,32")
+    return [int(p) for p in parts]
+
+
+def skip_patterns(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return parse_extra(value, where) if value else []
+
+
+def hide_modules(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
+    return hide.parse_names(value, where) if value else []
+
+
+def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list[Rule]:
+    if not value:
+        return []
+    from pytest_gpuenv.base import tolerance  # boundary: tolerance profiles, only when the ini file gives some
+
+    return tolerance.ini_rules(value, where)
+
+
+def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: invalid {opt.flag} {safe_repr(value)} from {where}: {exc}") from None
+
+
 def _modes(choices: tuple[str, ...]) -> str:
     return "|".join(choices)
 
@@ -66,91 +356,91 @@ OPTIONS = (
         "GPUs are hidden from frameworks the tests import, GPU-only packages such as cupy cannot be imported), "
         "cuda or rocm (only that backend's GPUs count: tests that need the other one skip; to stop the run "
         "instead, --gpuenv-require)."),
-        option_parsers.choice(BACKEND_CHOICES), "auto", "GPUENV_BACKEND", _modes(BACKEND_CHOICES)),
+        choice(BACKEND_CHOICES), "auto", "GPUENV_BACKEND", _modes(BACKEND_CHOICES)),
     Option("gpuenv_devices", (
         "what torch_device is parametrized over: best (the GPU when one is usable, else the CPU), all "
         "(the CPU and every GPU), gpu (every GPU), cpu."),
-        option_parsers.choice(DEVICE_MODES), "best", "GPUENV_DEVICES", _modes(DEVICE_MODES)),
+        choice(DEVICE_MODES), "best", "GPUENV_DEVICES", _modes(DEVICE_MODES)),
     Option("gpuenv_perf", (
         "how performance assertions act: check (fail on FAIL, warn on INCONCLUSIVE), strict (fail on both), "
         "warn (report only), off (skip perf tests), record (store baselines)."),
-        option_parsers.choice(PERF_MODES), "check", "GPUENV_PERF", _modes(PERF_MODES)),
+        choice(PERF_MODES), "check", "GPUENV_PERF", _modes(PERF_MODES)),
     Option("gpuenv_json", (
         "write the run to this JSON file: the environment, every performance measurement, every hardware skip "
         "(category and cause), the outcomes and the tests whose kernels were only compile-checked."),
-        option_parsers.json_path, None, "GPUENV_JSON", "PATH", attr="json_path"),
+        json_path, None, "GPUENV_JSON", "PATH", attr="json_path"),
     Option("gpuenv_root", (
         "read /proc, /sys, /dev, /opt, /usr (and every path the detection follows) under this folder "
         "instead of /: check a mounted image or a saved file tree. No library is loaded, no probe runs."),
-        option_parsers.root, None, "GPUENV_ROOT", "PATH"),
+        root, None, "GPUENV_ROOT", "PATH"),
     Option("gpuenv_probe", (
         "runtime probe in a subprocess: auto (only where files cannot list devices: WSL 2, Windows), "
         "always, never."),
-        option_parsers.choice(PROBE_MODES), "auto", "GPUENV_PROBE", _modes(PROBE_MODES)),
+        choice(PROBE_MODES), "auto", "GPUENV_PROBE", _modes(PROBE_MODES)),
     Option("gpuenv_probe_timeout", "seconds the runtime probe may take before it is abandoned.",
-           option_parsers.seconds(PROBE_TIMEOUT_MAX), "20", "GPUENV_PROBE_TIMEOUT", "SECONDS"),
+           seconds(PROBE_TIMEOUT_MAX), "20", "GPUENV_PROBE_TIMEOUT", "SECONDS"),
     Option("gpuenv_cache_dir",
            "directory of the compiled-kernel cache (default: a per-user cache directory, mode 0700).",
-           option_parsers.cache_dir, None, "GPUENV_CACHE_DIR", "PATH"),
+           cache_dir, None, "GPUENV_CACHE_DIR", "PATH"),
     Option("gpuenv_compile_archs", (
         "arches hip_kernel compiles for when no GPU can launch (e.g. gfx90a,gfx1030,sm_90; in pyproject.toml "
         "a list); default: what each installed compiler supports of gfx90a, gfx942, gfx1030, gfx1100, sm_80, "
         "sm_90."),
-        option_parsers.arch_list, None, "GPUENV_COMPILE_ARCHS", "LIST", ini="args"),
+        arch_list, None, "GPUENV_COMPILE_ARCHS", "LIST", ini="args"),
     Option("gpuenv_perf_max_time", "time cap in seconds for one performance measurement.",
-           option_parsers.seconds(600), "2", "GPUENV_PERF_MAX_TIME", "SECONDS"),
+           seconds(600), "2", "GPUENV_PERF_MAX_TIME", "SECONDS"),
     Option("gpuenv_perf_plot",
            "draw every measurement's samples and budget, one panel per test, into this PNG (needs matplotlib).",
-           option_parsers.perf_plot, None, "GPUENV_PERF_PLOT", "PATH"),
+           perf_plot, None, "GPUENV_PERF_PLOT", "PATH"),
     Option("gpuenv_worker_gpus", (
         "with pytest-xdist: auto (spread workers over the visible GPUs), off (leave the visible-devices "
         "variables alone), or N (give each worker N GPUs)."),
-        option_parsers.worker_gpus, "auto", "GPUENV_WORKER_GPUS", "auto|off|N"),
+        worker_gpus, "auto", "GPUENV_WORKER_GPUS", "auto|off|N"),
     Option("gpuenv_kernels", (
         "what hip_kernel does without a usable GPU: run (on the CPU executor, where a C++ compiler exists), "
         "compile (compile-check, then skip) or off (skip)."),
-        option_parsers.choice(KERNEL_MODES), "run", "GPUENV_KERNELS", _modes(KERNEL_MODES)),
+        choice(KERNEL_MODES), "run", "GPUENV_KERNELS", _modes(KERNEL_MODES)),
     Option("gpuenv_cpu_warp_sizes", "warp sizes hip_kernel tests run at on the CPU executor: 64, 32 or both.",
-           option_parsers.warp_sizes, "64,32", "GPUENV_CPU_WARP_SIZES", ini="args", cli=False),
+           warp_sizes, "64,32", "GPUENV_CPU_WARP_SIZES", ini="args", cli=False),
     Option("gpuenv_require", (
         "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
         "rocm, or GPU capabilities (e.g. bf16,fp8; see requires_capability); off. Not checked with "
         "--collect-only or --fixtures."),
-        option_parsers.require, "off", "GPUENV_REQUIRE", _modes(option_parsers.REQUIRE_MODES)),
+        require, "off", "GPUENV_REQUIRE", _modes(REQUIRE_MODES)),
     Option("gpuenv_plan", "with --collect-only: print which GPU-marked tests would run or skip on each runner profile.",
-           option_parsers.flag, False, ini=None, argparse={"action": "store_true"}),
+           flag, False, ini=None, argparse={"action": "store_true"}),
     Option("gpuenv_dist", (
         "pytest-xdist: send each test only to workers whose host can run it, balanced as --dist load (the same "
         "as --dist gpu); a test no host can run is skipped once, naming each host."),
-        option_parsers.flag, False, ini=None, argparse={"action": "store_true"}),
+        flag, False, ini=None, argparse={"action": "store_true"}),
     Option("gpuenv_plan_profile", (
         "add a runner profile to --gpuenv-plan: a root folder, a spec such as rocm:gfx90a:4x64GiB, "
         "cuda:sm_90:1x141GB, cpu, or @FILE.json (a runner's `gpuenv info --json`), written --gpuenv-plan-profile=@FILE.json; repeatable."),
-        option_parsers.items, (), metavar="SPEC", ini=None, argparse={"action": "append"}, attr="plan_profiles"),
+        items, (), metavar="SPEC", ini=None, argparse={"action": "append"}, attr="plan_profiles"),
     Option("gpuenv_kernel_dirs", (
         "directories where relative kernel paths are looked up first; then the test file's folder and its "
         "kernels/, and each parent's up to the rootdir ('kernels' under the rootdir, the default, last)."),
-        option_parsers.kernel_dirs, (), ini="paths", cli=False),
+        kernel_dirs, (), ini="paths", cli=False),
     Option("gpuenv_baselines", "performance baselines file (default: .gpuenv/baselines.json under the rootdir).",
-           option_parsers.baselines, None, cli=False),
+           baselines, None, cli=False),
     Option("gpuenv_skip_patterns", (
         "regular expressions (one per line) that mark a skip reason of the suite's own as a hardware skip, "
         "besides the built-in table (GPU, CUDA, ROCm, HIP, accelerator, device count, GPU memory ...)."),
-        option_parsers.skip_patterns, (), ini="linelist", cli=False),
+        skip_patterns, (), ini="linelist", cli=False),
     Option("gpuenv_hide_modules", (
         "more GPU-only packages that --gpuenv-backend=cpu hides from imports (besides cupy, cupyx, pycuda, "
         "the RAPIDS packages ...)."),
-        option_parsers.hide_modules, (), ini="linelist", cli=False),
+        hide_modules, (), ini="linelist", cli=False),
     Option("gpuenv_tolerances",
            "gpu_assert_close profiles, one per line: 'float16 [gfx9*|amd]: rtol=2e-3 atol=1e-4'; later win.",
-           option_parsers.tolerances, (), ini="linelist", cli=False),
+           tolerances, (), ini="linelist", cli=False),
     Option("gpuenv_leak_check", (
         "check each test for GPU memory it leaves allocated (torch's allocator and the driver): fail "
         "(the bare option) or warn."),
-        option_parsers.choice(LEAK_MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
+        choice(LEAK_MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
     # first uses of cuBLAS took 156 MiB outside torch on the H200 (torch 2.11, CUDA 13), a first conv 8 MiB
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
-           option_parsers.size, "512MiB", metavar="SIZE"),
+           size, "512MiB", metavar="SIZE"),
 )
 
 
@@ -245,10 +535,10 @@ class DistChoice:
 
 def check_dist_request(config: pytest.Config) -> None:
     """``--gpuenv-dist`` where it cannot take effect is a usage error, not a run quietly scheduled otherwise:
-    without pytest-xdist (not installed, or ``-option_parsers no:xdist``), or beside another explicit ``--dist`` mode."""
+    without pytest-xdist (not installed, or ``-p no:xdist``), or beside another explicit ``--dist`` mode."""
     if not config.pluginmanager.hasplugin("xdist"):
         raise pytest.UsageError("gpuenv: --gpuenv-dist from command line needs pytest-xdist, which is not "
-                                "loaded here (not installed, or disabled with -option_parsers no:xdist)")
+                                "loaded here (not installed, or disabled with -p no:xdist)")
     mode = config.getoption("dist", None)
     if mode not in (None, "no", "load", DIST):  # load: what -n alone sets
         raise pytest.UsageError(f"gpuenv: --gpuenv-dist from command line conflicts with --dist {mode}: "
