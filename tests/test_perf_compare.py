@@ -245,3 +245,20 @@ def test_control_characters_in_a_report_reach_the_terminal_escaped(tmp_path, cap
     code, out, _err = run(["perf", "compare", base, new], capsys)
     assert code == 0 and "\x1b" not in out and "\x07" not in out
     assert "t.py::test_\\x07x::a\\x1b[2Jb" in out and "G\\x1bPU" in out
+
+
+@pytest.mark.parametrize("threshold", ["5", "1", "2.5"])
+def test_a_bare_regression_threshold_of_one_or_more_is_refused(tmp_path: Any, capsys: Any, threshold: str) -> None:
+    """``--fail-on-regression 5`` was read as 500 %, and a 2x regression passed: a bare number is a fraction
+    below 1, and one of 1 or more is refused, naming the percent form."""
+    base, new = report(tmp_path, "b.json", [rec("k", 1.0)]), report(tmp_path, "n.json", [rec("k", 2.0)])
+    code, _out, err = run(["perf", "compare", base, new, "--fail-on-regression", threshold], capsys)
+    assert code == 2 and f"--fail-on-regression {threshold}: a bare number is a fraction" in err, err
+    assert f"write {threshold}% for {threshold} percent" in err
+
+
+@pytest.mark.parametrize("threshold", ["5%", "0.05"])
+def test_a_2x_regression_fails_at_5_percent_either_way(tmp_path: Any, capsys: Any, threshold: str) -> None:
+    base, new = report(tmp_path, "b.json", [rec("k", 1.0)]), report(tmp_path, "n.json", [rec("k", 2.0)])
+    code, _out, err = run(["perf", "compare", base, new, "--fail-on-regression", threshold], capsys)
+    assert code == 1, err

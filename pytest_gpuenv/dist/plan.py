@@ -19,6 +19,7 @@ from pytest_gpuenv.marks import skipping
 from pytest_gpuenv.marks import markers
 from pytest_gpuenv.dist.routing import plan_lines as routing_lines
 from pytest_gpuenv.detect import detect
+from pytest_gpuenv.base.files import read_regular
 from pytest_gpuenv.base.model import (
     MAX_DEVICES,
     ArchPattern,
@@ -29,6 +30,8 @@ from pytest_gpuenv.base.model import (
     safe_repr,
 )
 
+#: the largest ``@FILE`` profile read: a `gpuenv info --json` of 8 GPUs is a few KiB
+MAX_PROFILE_BYTES = 4 << 20
 DEFAULT_PROFILES = ("cpu", "cuda:sm_90:1x80GiB", "rocm:gfx942:8x192GiB", "rocm:gfx1100:1x24GiB:wsl2")
 _SPEC = re.compile(r"^(cpu|cuda|rocm)(?::([^:]+))?(?::(\d+)x([^:]+))?(?::(wsl2?))?$", re.IGNORECASE)
 
@@ -107,8 +110,10 @@ def profile_from_file(spec: str) -> tuple[str, GpuEnv]:
     """(file name without extension, model) for ``@path``, a saved ``gpuenv info --json`` output."""
     path = spec[1:]
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        raw = read_regular(path, MAX_PROFILE_BYTES)
+        if raw is None:
+            raise ValueError("not a regular file")
+        data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError(f"expected a JSON object, got {type(data).__name__}")
         env = GpuEnv.from_dict(data)

@@ -96,6 +96,8 @@ class XdistHooks:
         self._worker_host: dict[str, str] = {}
         #: worker id -> {nodeid: outcome} of the tests it ran
         self._outcomes: dict[str, dict[str, str]] = {}
+        #: host name -> outcomes of the tests of workers that died there, until a worker of that host reports it
+        self._orphans: dict[str, Counter[str]] = {}
 
     def _controller_host(self) -> _hosts.Host:
         """This host as the workers inherit it (computed when the first gateway has started)."""
@@ -207,13 +209,31 @@ class XdistHooks:
         if raw:
             self.session.perf.merge(raw)
         info = output.get(HOST_OUTPUT_KEY)
+        worker = str(node.gateway.id)
+        outcomes = Counter(self._outcomes.pop(worker, {}).values())
         if isinstance(info, dict) and info.get("key"):
             entry = self.session.hosts.setdefault(str(info["key"]), {
                 "name": str(info.get("name")), "summary": str(info.get("summary")), "workers": {},
                 "controller": info["key"] == self._controller_host().key,
             })
             entry["workers"][str(info.get("worker"))] = info.get("gpus") or "no GPU assigned"
-            entry.setdefault("tests", Counter()).update(self._outcomes.pop(str(node.gateway.id), {}).values())
+            entry.setdefault("tests", Counter()).update(outcomes + self._orphans.pop(entry["name"], Counter()))
+        elif outcomes:  # a worker that died sends no output: its tests count on its host, by the name it routed under
+            host = self._worker_host.get(worker, f"the host of {worker}")
+            entry = next((e for e in self.session.hosts.values() if e["name"] == host), None)
+            if entry is not None:
+                entry.setdefault("tests", Counter()).update(outcomes)
+            else:  # its host's entry comes with a later worker, or, where none, at the end of the run
+                self._orphans[host] = self._orphans.get(host, Counter()) + outcomes
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        """The tests of dead workers whose host no worker reported: an entry of their own, so the hosts' counts
+        add up to the tests run."""
+        for host, outcomes in self._orphans.items():
+            self.session.hosts[f"(died) {host}"] = {"name": host, "summary": "its workers died before they reported it",
+                                                    "workers": {}, "controller": False, "tests": outcomes}
+        self._orphans.clear()
 
 
 #: which outcome a test keeps when its reports differ (a failed teardown after a pass is a failure)

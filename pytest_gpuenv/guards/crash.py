@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import pytest
 
+from pytest_gpuenv.base.files import FileTooLarge, read_regular
 from pytest_gpuenv.base.paths import write_atomically
 from pytest_gpuenv.detect.checks import SKIP_ABORT_VAR
 from pytest_gpuenv.detect.fs import Fs
@@ -89,12 +90,9 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 
 def _read_records(path: Path) -> Optional[str]:
     """A crashed worker's flushed perf entries: a regular file of at most 64 MiB, else None."""
-    from pytest_gpuenv.rtc.errors import KernelCompileError
-    from pytest_gpuenv.rtc.includes import read_regular
-
     try:
-        data = read_regular(str(path))
-    except (OSError, KernelCompileError):  # (the error says "too large")
+        data = read_regular(str(path), 64 << 20)
+    except (OSError, FileTooLarge):
         return None
     return data.decode("utf-8", errors="replace") if data is not None else None
 

@@ -66,6 +66,9 @@ HARDWARE = [
 
 #: how much of a reason the summary shows as the cause
 CAUSE_CHARS = 100
+#: how much of a reason a project's own patterns search: with no repeat of a repeat (``parse_extra``) a pattern's
+#: backtracking grows as a power of the text's length, and this bound keeps that power small
+EXTRA_CHARS = 1000
 
 
 class Matcher:
@@ -78,7 +81,8 @@ class Matcher:
         self._hw = re.compile("|".join(f"(?:{p})" for p in HARDWARE), flags)
 
     def is_hardware(self, reason: str) -> bool:
-        if any(p.search(reason) for p in self._extra):
+        head = reason[:EXTRA_CHARS]
+        if any(p.search(head) for p in self._extra):
             return True
         return self._not.search(reason) is None and self._hw.search(reason) is not None
 
@@ -117,9 +121,73 @@ def parse_extra(value: Any, where: str) -> list[str]:
             continue
         try:
             re.compile(line)
+            risk = _backtracking_risk(line)
         except (re.error, RecursionError, OverflowError) as exc:
             raise pytest.UsageError(
                 f"gpuenv: invalid gpuenv_skip_patterns entry {safe_repr(line, 200)} from {where}: {exc}"
             ) from None
+        if risk:
+            raise pytest.UsageError(
+                f"gpuenv: gpuenv_skip_patterns entry {safe_repr(line, 200)} from {where} repeats {risk} inside an "
+                "unbounded repeat: on some skip reasons its search would backtrack for hours. Write it without "
+                "the inner repeat or alternation (e.g. 'a+' for '(a+)+', '(?:x|y)' once, or a bounded '{1,5}')"
+            )
         out.append(line)
     return out
+
+
+def _backtracking_risk(pattern: str) -> Optional[str]:
+    """What makes ``pattern``'s search exponential in the worst case, or None: an unbounded repeat (``*``, ``+``,
+    ``{n,}``) whose body holds a repeat of variable width or an alternation (``(a+)+``, ``(a|aa)*``, ``(\\w*x?)*``),
+    the shape that lets a backtracking engine split one text in exponentially many ways. A possessive repeat or
+    an atomic group does not backtrack into its body and is allowed."""
+    parsed = _sre_parser.parse(pattern)
+
+    def inner(items: Any) -> Optional[str]:  # a variable repeat or an alternation anywhere in ``items``
+        for op, av in items:
+            if op in _REPEATS and av[0] != av[1]:
+                return "a repeat"
+            if op is _c.BRANCH:
+                return "an alternation"
+            found = next((x for x in map(inner, _children(op, av)) if x), None)
+            if found:
+                return found
+        return None
+
+    def walk(items: Any) -> Optional[str]:
+        for op, av in items:
+            if op in _REPEATS and av[1] == _c.MAXREPEAT:
+                found = inner(av[2])
+                if found:
+                    return found
+            found = next((x for x in map(walk, _children(op, av)) if x), None)
+            if found:
+                return found
+        return None
+
+    return walk(parsed)
+
+
+def _children(op: Any, av: Any) -> list[Any]:
+    """The sub-patterns of one parsed node (not of possessive repeats or atomic groups: those never backtrack)."""
+    if op in _REPEATS:
+        return [av[2]]
+    if op is _c.SUBPATTERN:
+        return [av[3]]
+    if op is _c.BRANCH:
+        return list(av[1])
+    if op in (_c.ASSERT, _c.ASSERT_NOT):
+        return [av[1]]
+    if op is _c.GROUPREF_EXISTS:
+        return [x for x in av[1:] if x is not None]
+    return []
+
+
+try:  # Python 3.11+: the parser behind ``re``; before, the same module under its old name
+    from re import _constants as _c
+    from re import _parser as _sre_parser
+except ImportError:  # pragma: no cover
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
+_REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT)

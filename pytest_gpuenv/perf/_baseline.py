@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import filelock
 
+from pytest_gpuenv.base.files import FileTooLarge, read_regular
 from pytest_gpuenv.base.model import safe_repr
 from pytest_gpuenv.base.paths import write_atomically
 
@@ -33,16 +34,13 @@ def read_json(path: str) -> Any:
     """The JSON in ``path``: a regular file (a FIFO or a device is never opened) of at most MAX_JSON bytes.
 
     FileNotFoundError when it is missing; ValueError naming the file and the problem otherwise."""
-    from pytest_gpuenv.rtc.errors import KernelCompileError  # here: rtc's guarded reader, a lazy subsystem
-    from pytest_gpuenv.rtc.includes import read_regular
-
     try:
         data = read_regular(path, MAX_JSON)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except KernelCompileError:
+    except FileTooLarge:
         raise ValueError(f"{path}: larger than the {MAX_JSON // 2**20} MiB a JSON file read here may have") from None
     if data is None:
         raise ValueError(f"{path}: not a regular file")

@@ -145,18 +145,24 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("base", metavar="BASE.json")
     c.add_argument("new", metavar="NEW.json")
     c.add_argument("--threshold", default="5%", metavar="T",
-                   help="a change within ±T is 'same', beyond it 'slower'/'faster' (default 5%%)")
+                   help="a change within ±T is 'same', beyond it 'slower'/'faster' (default 5%%); T is a "
+                        "percentage (5%%) or a fraction below 1 (0.05)")
     c.add_argument("--fail-on-regression", default=None, metavar="T",
-                   help="exit 1 when a test is slower by more than T (e.g. 5%%; also the verdicts' threshold)")
+                   help="exit 1 when a test is slower by more than T (5%% or 0.05; also the verdicts' threshold)")
     return p
 
 
 def _fraction(text: str, what: str) -> float:
-    """``"5%"`` or ``"0.05"`` from the command line."""
+    """``"5%"``, or a fraction below 1 (``"0.05"``), from the command line. A bare number of 1 or more is
+    refused: ``5`` could mean 5 % or 500 %."""
     try:
-        return parse_fraction(float(text), what)
+        value = float(text)
     except ValueError:
         return parse_fraction(text, what)
+    if value >= 1:
+        raise ValueError(f"{what} {text}: a bare number is a fraction and must be below 1; write {text}% for "
+                         f"{text} percent, or {value * 100:g}% for {value:g} times the base")
+    return parse_fraction(value, what)
 
 
 def perf_command(argv: Sequence[str], out: Any = None) -> int:

@@ -52,6 +52,8 @@ Parser = Callable[["Option", Any, str, pytest.Config], Any]
 PROBE_TIMEOUT_MAX = 3600
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
+#: the shortest ``--gpuenv-perf-max-time``: below a millisecond no measurement takes its first sample
+PERF_MIN_TIME = 1e-3
 PROBE_MODES = ("auto", "always", "never")
 KERNEL_MODES = ("run", "compile", "off")
 
@@ -174,8 +176,11 @@ def _number(value: Any, what: str, where: str, check: Callable[[float], bool], r
     return v
 
 
-def seconds(most: float) -> Parser:
-    """Seconds in (0, most]."""
+def seconds(most: float, least: float = 0.0) -> Parser:
+    """Seconds in (0, most], or in [least, most] when ``least`` is given (a time too short to do anything in)."""
+    if least:
+        return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where,
+                                                         lambda x: least <= x <= most, f"seconds in [{least:g}, {most:g}]")
     return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where, lambda x: 0 < x <= most,
                                                      f"seconds in (0, {most:g}]")
 
@@ -388,7 +393,7 @@ OPTIONS = (
         "sm_90."),
         arch_list, None, "GPUENV_COMPILE_ARCHS", "LIST", ini="args"),
     Option("gpuenv_perf_max_time", "time cap in seconds for one performance measurement.",
-           seconds(600), "2", "GPUENV_PERF_MAX_TIME", "SECONDS"),
+           seconds(600, least=PERF_MIN_TIME), "2", "GPUENV_PERF_MAX_TIME", "SECONDS"),
     Option("gpuenv_perf_plot",
            "draw every measurement's samples and budget, one panel per test, into this PNG (needs matplotlib).",
            perf_plot, None, "GPUENV_PERF_PLOT", "PATH"),

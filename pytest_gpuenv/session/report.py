@@ -130,8 +130,17 @@ def skip_summary_lines(skips: Iterable[tuple[str, ...]], hosts: Optional[dict[st
     counts = Counter(rows if by_host else [(c, k, "") for c, k, _h in rows])
     lines = [f"{len(rows)} test(s) skipped for hardware reasons:"]
     for (category, cause, host), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        lines.append(f"  {n:4d}  {category:<14} {cause}" + (f"  [on {host}]" if by_host else ""))
+        lines.append(f"  {n:4d}  {printable(category):<14} {printable(cause)}"
+                     + (f"  [on {printable(host)}]" if by_host else ""))
     return lines
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (ESC, NUL, other controls) written as its escape,
+    ``\\x1b``, as pytest writes test ids: a reason or host name cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def several_hosts(hosts: dict[str, dict[str, Any]]) -> bool:

@@ -183,10 +183,24 @@ def host_name(root: Optional[str]) -> str:
     """This host for people (``GpuenvSession.host``, ``dist.hosts.Host.name``): the host name, with the root the
     detection reads and the visible-devices masks where set, as the environment stands now."""
     root = root or "/"
-    bits = [f"root {os.path.basename(root.rstrip(os.sep)) or root}"] if root != "/" else []
+    bits = [f"root {root}"] if root != "/" else []  # the whole path: trees /a/gpu and /b/gpu are two hosts
     masks = {k: os.environ[k] for k in MASK_VARS if k in os.environ}
     bits += [f"{k}={v}" if v else f"{k}=''" for k, v in masks.items()]
     return (socket.gethostname() or "localhost") + (f" ({', '.join(bits)})" if bits else "")
+
+
+def _check_cpu_executor_variables() -> None:
+    """The CPU executor's own variables (``GPUENV_CPU_WATCHDOG``, ``GPUENV_CPU_WORKERS``) checked at start, as the
+    options' variables are, rather than at the first launch; its runtime is imported only where one is set."""
+    if not any(name.startswith("GPUENV_CPU_") for name in os.environ):
+        return
+    from pytest_gpuenv.runtime import cpu  # boundary: the CPU executor's runtime, only to parse its variables
+
+    try:
+        cpu.watchdog_seconds()
+        cpu.worker_limit()
+    except ValueError as exc:
+        raise pytest.UsageError(f"gpuenv: {exc} (from the environment)") from None
 
 
 def start(config: pytest.Config,
@@ -194,6 +208,7 @@ def start(config: pytest.Config,
     """Resolve the options, detect (unless ``worker_env`` gives the model an xdist controller sent), store
     the session. ``worker_env`` runs before this run sets any variable."""
     settings = _options.resolve(config)
+    _check_cpu_executor_variables()
     name = host_name(settings.root)
     env = worker_env(config, settings)
     env = env if env is not None else _detect(config, settings)
