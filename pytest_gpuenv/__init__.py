@@ -23,9 +23,9 @@ def _leave_asserts_alone() -> None:
     """Take this package off pytest's assertion-rewrite list (its asserts are internal invariants, not test
     assertions). pytest rewrites every module of a ``pytest11`` plugin's distribution as it is imported, and
     where it cannot keep the rewritten bytecode (``PYTHONDONTWRITEBYTECODE``, a read-only site-packages) it
-    parses and compiles each module from source in every run: 12 of detection's 15 ms of CPU time in a
-    pytest process here. The list is pytest's ``_must_rewrite`` set on its import hook; where a pytest has
-    none, nothing changes (the modules are rewritten as before)."""
+    parses and compiles each module from source in every run, most of detection's CPU time in a pytest
+    process (figures: docs/development.md, "Overhead"). The list is pytest's ``_must_rewrite`` set on its
+    import hook; where a pytest has none, nothing changes (the modules are rewritten as before)."""
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
         if isinstance(marked, set):

@@ -7,9 +7,10 @@ released first: torch keeps one per handle and would count it as a leak), and th
 device outside torch's reservation (``cudaMemGetInfo``/``hipMemGetInfo`` through ``torch.cuda.mem_get_info``,
 less ``memory_reserved``): a raw ``cuMemAlloc``/``hipMalloc`` that is never freed. Any growth of the first
 is a leak; the second must grow past ``--gpuenv-leak-threshold`` (default 512 MiB: library handles and
-lazily loaded kernels take driver memory outside torch the first time a test uses them: on the H200, the
-first cuBLAS matmuls 156 MiB, a first convolution 8 MiB). Two snapshots cost 0.62 ms per test there. A leak errors the test at teardown (or
-warns), naming the device and the bytes. Under xdist each worker checks its own GPUs.
+lazily loaded kernels take driver memory outside torch the first time a test uses them, well under that
+for cuBLAS and cuDNN; figures and the check's cost per test: docs/how-to/adopt.md, "Find GPU memory left
+behind"). A leak errors the test at teardown (or warns), naming the device and the bytes. Under xdist
+each worker checks its own GPUs.
 
 Nothing is imported and no GPU is touched here unless the test's process already initialised CUDA through
 torch. The module is a subsystem behind a boundary: with the option off and no marker in the run, it is not

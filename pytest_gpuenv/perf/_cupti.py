@@ -13,18 +13,16 @@ timer's (``_schedule.enqueue_samples``); the inner event backend flushes, settle
 
 How kernels are recorded depends on their length (``GPUENV_CUPTI_KERNELS``: ``auto``, the default;
 ``serial``; ``concurrent``). For concurrent records (``CONCURRENT_KERNEL``, Kineto's and torch.profiler's
-kind) CUPTI instruments the kernel's code: on the H200 that made a 262,144-block ``vector_add`` run 7 %
-slower (234 -> 251 us by CUDA events in the same process; torch.add unchanged). Serialised records
-(``KERNEL``) leave the kernel alone but hold a stretch of front-end time: torch.add at 4,096 elements read
-2.78 us where concurrent records and torch.profiler read 1.30-1.33 us. ``CuptiBackend.prepare``
-measures that stretch once per device (50 cold samples of a one-cycle kernel recorded both ways: 1.2-1.8
-us on the H200 from one process to the next, where torch.add's own is nearer 1.5 us; 0.3 us of error is
-0.2 % at 150 us) and, before each measurement, records five cold
-calls serialised: a call under ``SERIAL_FROM_S`` (20 us, where 0.2 us of front-end error would exceed 1 %)
-is then recorded concurrently; longer calls serialised, less the calibrated stretch (for
-``assert_ratio``'s two callables the longer one decides, so both are recorded alike). Switching the kind
-costs little (35 us on the H200). A sample is a sum
-of operation durations, so serialising several streams' kernels loses nothing it reports.
+kind) CUPTI instruments the kernel's code, which slows a large kernel down. Serialised records
+(``KERNEL``) leave the kernel alone but hold a stretch of front-end time, which is most of a short
+kernel's reading. ``CuptiBackend.prepare`` measures that stretch once per device (50 cold samples of a
+one-cycle kernel recorded both ways; it varies from one process to the next, so its error is small only
+against a long call) and, before each measurement, records five cold calls serialised: a call under
+``SERIAL_FROM_S`` (20 us, below which the stretch's error would exceed 1 %) is then recorded
+concurrently; longer calls serialised, less the calibrated stretch (for ``assert_ratio``'s two
+callables the longer one decides, so both are recorded alike). Switching the kind costs little. A sample
+is a sum of operation durations, so serialising several streams' kernels loses nothing it reports.
+Figures: docs/explanation/timer.md, "Measurements behind the design".
 
 No head delay: CUPTI's timestamps are the device's own, so the host enqueuing while the device runs
 puts nothing into a sample, and batches are not held back behind a delay as the event timer's are.
@@ -139,9 +137,9 @@ class Activity:
     def _trim_api_records(self) -> None:
         """Turn off the runtime and driver API records of calls that enqueue no device work (device
         queries, event records, ...): a call of torch.add makes about 8 API records, one of them the
-        launch (on the H200, 20 runtime and 5 driver records per cold sample of torch.add at 4,096 elements
-        while cupti-python 13.2's enums, ``Runtime_api_trace_cbid`` and ``Driver_api_trace_cbid``, were
-        looked up by other names and nothing was turned off). A binding without these switches keeps them all."""
+        launch. The enums are looked up by each name a binding has used (cupti-python 13.2's are
+        ``Runtime_api_trace_cbid`` and ``Driver_api_trace_cbid``); where none is found nothing is turned
+        off, and a binding without these switches keeps them all."""
         c = self.cupti
         for enum_names, switch_name in (API_ENUMS["runtime"], API_ENUMS["driver"]):
             cbids = next((getattr(c, n) for n in enum_names if hasattr(c, n)), None)
@@ -166,10 +164,10 @@ class Activity:
         self.cupti.activity_enable(kind)
 
     #: bytes of one activity buffer: about 250 cold samples of a one-kernel call (1 KB of records each).
-    #: Every drain hands CUPTI's current buffer back and the next record asks for a new one. On the H200,
-    #: wall time per sample of a cold estimate of torch.add at 4,096 elements: 99 us with 8 MiB buffers,
-    #: 80 with 1 MiB, 72 with 256 KiB, 70 with 64 KiB; a drain after one call took 104 us with 8 MiB and
-    #: 59-80 with the smaller ones. A callable with more records fills several buffers between drains.
+    #: Every drain hands CUPTI's current buffer back and the next record asks for a new one, and a large
+    #: fresh buffer makes that dearer: smaller buffers took less wall time per sample, down to about this
+    #: size (figures: docs/explanation/timer.md). A callable with more records fills several buffers
+    #: between drains.
     BUFFER_BYTES = 256 << 10
 
     @classmethod
@@ -198,9 +196,9 @@ class Activity:
         """The records delivered so far, handed over and cleared. After a sync, the default flush hands
         over every buffer whose records are all complete, full or not (``cuptiActivityFlushAll`` with flag
         0); ``forced`` (``CUPTI_ACTIVITY_FLAG_FLUSH_FORCED``) hands over incomplete ones too, as CUPTI's
-        documentation suggests at the end of a session. On the H200 a forced flush made the next batch's
-        first launch cost about 200 us more (one sample: 251 us of host time against 52 after a default
-        flush), once per batch."""
+        documentation suggests at the end of a session, but makes the next batch's first launch cost the
+        host far more (figures: docs/explanation/timer.md), so a caller forces it only when records are
+        missing."""
         self.cupti.activity_flush_all(1 if forced else 0)
         with self._lock:
             ops, ext = self.ops, self.external
@@ -277,7 +275,7 @@ class CuptiBackend:
     def tick_of(samples: Sequence[float], repeat: int = 1) -> float:
         """The tick of the clock a measurement's samples were read with, seconds per call: the largest of
         32, 16 or 8 ns that 95 % of the first 200 durations are whole multiples of, give or take 1 ns
-        (on the H200 CUPTI's kernel durations are 32 ns steps, some 1 ns off); 0 when none fits."""
+        (CUPTI's kernel durations on Hopper are 32 ns steps, some 1 ns off); 0 when none fits."""
         ns = [int(round(x * repeat * 1e9)) for x in samples[:200]]
         for t in (32, 16, 8):
             if ns and sum(min(v % t, t - v % t) <= 1 for v in ns) >= 0.95 * len(ns):

@@ -49,11 +49,10 @@ def last_level_cache_bytes(l2_bytes: Optional[int], arch: Optional[str], name: O
     return max(sizes) if sizes else None
 
 
-#: how many times the largest cache a cold flush reads, by vendor. NVIDIA: 1.25x the L2. On the H200 a
-#: read of 1x its 60 MiB L2 already left torch.add as cold as 2x and 3x did (4,096 to 8M elements: the
-#: same medians); 0.5x did not (4,096 elements read the warm 0.90 us). The quarter over 1x is margin for
-#: a replacement policy that keeps a few lines; 2x cost 11-13 us more device time in every cold sample.
-#: AMD: 2x, unmeasured on hardware here (an Infinity Cache is a memory-side cache with its own policy).
+#: how many times the largest cache a cold flush reads, by vendor. NVIDIA: 1.25x the L2, since 1x already
+#: left kernels as cold as 2x and 3x did and 0.5x did not; the quarter over 1x is margin for a replacement
+#: policy that keeps a few lines, and more costs device time in every cold sample. AMD: 2x, unmeasured on
+#: hardware (an Infinity Cache is a memory-side cache with its own policy). Figures: docs/explanation/timer.md.
 FLUSH_FACTOR = {"nvidia": 1.25, "amd": 2.0}
 
 

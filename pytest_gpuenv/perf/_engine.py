@@ -284,8 +284,8 @@ class Sampler:
         one rather than a quarter of the samples past the stopping point; at most half the samples so far
         and ``max_batch``, at least ``batch`` and a sixteenth of the samples (near the stopping point the
         interval wanders across the target, and batches too small to move it would each cost a sync).
-        Before ``min_samples``, when no check is made, one batch takes the count up to it (the H200, torch.add
-        at 1M elements: one batch of 20 instead of two of 10, 6.55 ms per estimate instead of 7.17).
+        Before ``min_samples``, when no check is made, one batch takes the count up to it (one sync where
+        smaller batches would each cost one).
         Otherwise (a verdict, or no check yet) a batch is a quarter of the samples so far, from ``batch`` up
         to ``max_batch``."""
         o, n = self.opts, self.n

@@ -41,8 +41,8 @@ class SamplingOptions:
 
     max_time: float = 2.0
     #: stop a plain measurement once the median's interval half-width is within this fraction: +-0.8 % at 95 % is a
-    #: standard error of about 0.4 %, so repeated estimates spread by about that (at +-1 %, 0.4-0.6 % at 4,096
-    #: elements on the H200: the interval's own 0.5 % and early stops where ties sit at the median)
+    #: standard error of about 0.4 %, so repeated estimates spread by about that (at +-1 % they spread by
+    #: more: the interval's own 0.5 % and early stops where ties sit at the median; docs/explanation/timer.md)
     rel_precision: float = 0.008
     #: samples before a plain measurement may stop on precision
     min_samples: int = 20
@@ -71,7 +71,7 @@ class SamplingOptions:
     clock_floor: float = 0.75
     #: more than this fraction of batches discarded -> INCONCLUSIVE
     max_throttled: float = 0.2
-    #: time of an empty start/stop event pair on this device (calibrated by the bench; 1.31 us on H200)
+    #: time of an empty start/stop event pair on this device (calibrated by the bench)
     event_floor_s: float = 0.0
     #: a median below max(this, 1.3 x event_floor_s) is "fn enqueued nothing"
     empty_below_s: float = 0.5e-6

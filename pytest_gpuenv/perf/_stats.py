@@ -73,7 +73,7 @@ def spread_ties(xs: Sequence[float], tick: float) -> list[float]:
         return s
     out: list[float] = []
     n, i, quarter = len(s), 0, tick / 4
-    while i < n:  # a precision check runs this on every sample: a list per tie, not a generator (-40 %)
+    while i < n:  # a precision check runs this on every sample: a list per tie, not a (slower) generator
         j = bisect.bisect_right(s, s[i] + quarter, i)
         f, v = j - i, s[(i + j) // 2]
         if f == 1:

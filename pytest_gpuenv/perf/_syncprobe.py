@@ -43,7 +43,7 @@ def sync_warnings(backend: Any, fns: Sequence[Callable[[], Any]], probe_s: float
     """Call each of ``fns`` once behind a queued ``probe_s`` device delay; a warning per finding.
 
     Nothing waits for the delays: what the caller enqueues next (the warm-up) queues behind them, so the
-    device runs the delay while the host enqueues (a wait was 0.5-3 ms of every measurement)."""
+    device runs the delay while the host enqueues (a wait would add milliseconds to every measurement)."""
     calls = 0
     for f in fns:
         if backend.can_delay:

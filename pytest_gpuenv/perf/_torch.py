@@ -2,27 +2,22 @@
 and a memory fence.
 
 On NVIDIA the read flush is ``_driver``'s ``gpuenv_read`` kernel launched by one ``cuLaunchKernel`` on
-torch's current stream (``runtime.cuda.CudaRuntime.launcher``): on the H200 under CUPTI that launch cost
-the host 8.4-8.9 us where ``torch.sum`` over the rows took 18, and with the flush at 1.25x the L2
-(``_device.FLUSH_FACTOR``) a cold sample of torch.add at 4,096 elements took 46.8 us of wall time instead
-of 57.5 (200-sample batches, taking turns in one process; cold medians the same within one 32 ns tick).
-Where cuda-python or a compiler for the helper is missing, and on AMD, the flush is ``torch.sum`` over rows
-of 4,096 floats: ROCm builds of torch carry their own HIP runtime, and a stream of it is no handle for
+torch's current stream (``runtime.cuda.CudaRuntime.launcher``): it costs the host less than ``torch.sum``
+over the rows, so a cold sample takes less wall time, and leaves the cold medians as they were. Where
+cuda-python or a compiler for the helper is missing, and on AMD, the flush is ``torch.sum`` over rows of
+4,096 floats: ROCm builds of torch carry their own HIP runtime, and a stream of it is no handle for
 the one hip-python loads.
 
 After the read kernel the device settles with a memory fence, ``cuStreamWriteValue32`` on the same
 stream (``CudaRuntime.fencer``), in place of the post-flush delay kernel (``torch.cuda._sleep``), which
-stays where there is no read kernel. Without either, the kernel after the flush read longer: torch.add at
-1M elements 4.25 us where it read 4.08 after the delay and 4.08 after the fence (at 4,096 elements 1.380
-against 1.357 and 1.358 us; H200, CUPTI, taking turns in one process). An event record between them, a
-spin at the end of the flush kernel, or a flush of fewer blocks did not do it; the fence costs the host
-1.6 us where the delay's launch cost 8-12 us under CUPTI and left records to parse.
+stays where there is no read kernel. Without either, the kernel after the flush reads longer; the fence
+settles it as well as the delay does, at a fraction of the delay launch's host time and with no records
+for CUPTI to parse.
 
-The flush and delay are plain launches, not a captured CUDA graph: on the H200 a graph replay of them
-cut the host's enqueue time per cold sample (8 us where the three launches took 20-28 us under CUPTI),
-but the kernel after it read longer, by CUPTI and by events alike: torch.add at 1M elements 4.19-4.21 us
-after a replay, 4.08-4.09 us after the plain launches (torch.profiler, plain launches: 4.10 us), whatever
-the delay between (2 to 10 us).
+The flush and delay are plain launches, not a captured CUDA graph: a graph replay of them costs the host
+less, but the kernel after a replay reads longer, by CUPTI and by events alike.
+
+Figures for each of these choices: docs/explanation/timer.md, "Measurements behind the design".
 
 Imported only when a measurement runs with torch already in use.
 """
@@ -100,7 +95,7 @@ class TorchBackend:
         with torch.cuda.device(idx):
             # without the kernel, the read flush sums rows of 4,096 floats: one kernel. A sum of the whole
             # buffer to one value also memsets its blocks' semaphores, one more operation per sample. Rows of
-            # 4,096 read the H200's 120 MiB in 34.3 us where rows of 1,024 took 37.5 (256: 44.7; 16,384: 38.1)
+            # 4,096 read fastest of the widths tried (figures: docs/explanation/timer.md)
             rows = -(-self.info.flush_bytes // 16384)
             self._buf = torch.zeros((rows, 4096), dtype=torch.float32, device=self.device)
             self._row_sums = torch.zeros(rows, dtype=torch.float32, device=self.device)

@@ -145,12 +145,13 @@ class CudaRuntime:
         stream: Any = None,
     ) -> Callable[[], None]:
         """``launch`` of ``func`` with fixed arguments on ``stream``, made once: each call is one
-        cuLaunchKernel (never cooperative: perf batches), with no context made current again and no stream object built (on the H200 under
-        CUPTI 8-9 us of host time a call from Python where ``launch`` took 12-13). For a caller that keeps
-        this device's context current between the calls, as a perf batch on torch's stream does when this
-        device is torch's current one (torch's device guards restore the context around each op). ``args``: the packed arguments
-        (``Kernel.pack``), held by the launcher for as long as it lives (their ``void*[]`` is what the
-        driver reads); the memory they point to is the caller's to keep."""
+        cuLaunchKernel (never cooperative: perf batches), with no context made current again and no stream
+        object built, so a call costs the host less than ``launch`` (figures: docs/explanation/timer.md).
+        For a caller that keeps this device's context current between the calls, as a perf batch on torch's
+        stream does when this device is torch's current one (torch's device guards restore the context
+        around each op). ``args``: the packed arguments (``Kernel.pack``), held by the launcher for as long
+        as it lives (their ``void*[]`` is what the driver reads); the memory they point to is the caller's
+        to keep."""
         d = self.driver
         self._current()
         s = d.CUstream(self.stream(stream))
@@ -168,8 +169,8 @@ class CudaRuntime:
         """A memory fence on ``stream``, made once: each call is one ``cuStreamWriteValue32`` of 1 to the
         device word at ``ptr`` with the default flags, under which the write waits for the stream's earlier
         work and comes after a memory fence (``CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`` would drop it).
-        1.6 us of host time on the H200, and no kernel: CUPTI keeps no record of it. Like ``launcher``, for a
-        caller that keeps this device's context current."""
+        Little host time and no kernel: CUPTI keeps no record of it. Like ``launcher``, for a caller that
+        keeps this device's context current."""
         d = self.driver
         s, p, write = d.CUstream(self.stream(stream)), d.CUdeviceptr(ptr), d.cuStreamWriteValue32
 

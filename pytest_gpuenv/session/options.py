@@ -443,7 +443,7 @@ OPTIONS = (
         "check each test for GPU memory it leaves allocated (torch's allocator and the driver): fail "
         "(the bare option) or warn."),
         choice(LEAK_MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
-    # first uses of cuBLAS took 156 MiB outside torch on the H200 (torch 2.11, CUDA 13), a first conv 8 MiB
+    # above what first uses of cuBLAS and cuDNN take outside torch (figures: docs/how-to/adopt.md)
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
            size, "512MiB", metavar="SIZE"),
 )
