@@ -53,3 +53,48 @@ def test_compiler_that_cannot_start_is_a_compile_error(tmp_path):
     (tmp_path / "hipcc").write_text("not a program")  # not executable
     with pytest.raises(KernelCompileError, match=r"cannot run .*hipcc --version: \[Errno 13\]"):
         _run.run_tool([str(tmp_path / "hipcc"), "--version"], 5)
+
+
+def _alive_with(marker: str) -> list[str]:
+    """Command lines of live (not zombie) processes that name ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_compiler_and_its_children_die_with_the_process_that_started_it(tmp_path):
+    """A SIGTERM to the process compiling (pytest, say) left the compiler and its cc1plus blocked for ever: a
+    tool's whole process group now ends with the process that started it, grandchildren included."""
+    import signal
+    import subprocess
+    import sys
+
+    marker = f"{os.getpid()}.{time.monotonic_ns() % 100000}"  # a sleep length no other process uses
+    script = ("import sys; from pytest_gpuenv.rtc._run import run_tool; "
+              f"run_tool(['sh', '-c', 'sleep 1{marker} & sleep 2{marker}; wait'], 600)")
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        while len(_alive_with(marker)) < 3 and time.monotonic() < deadline:  # the wrapper and its two sleeps
+            time.sleep(0.05)
+        assert len(_alive_with(marker)) >= 2, _alive_with(marker)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while _alive_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _alive_with(marker) == []
+    finally:
+        proc.kill()
+        for line in _alive_with(marker):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)

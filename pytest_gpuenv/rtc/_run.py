@@ -2,16 +2,19 @@
 
 Every subprocess of the compile path and of compiler discovery (``hipcc --version``, ``nvcc
 --version``, ``nvcc --list-gpu-code``, the compilers, the hiprtc worker) goes through ``run_tool``: it
-runs in its own session and, past its timeout, the whole group is killed and the error names the
-command, so a wedged compiler on PATH cannot hang ``gpuenv compile`` or a test run.
+runs in its own process group and, past its timeout, the whole group is killed and the error names the
+command, so a wedged compiler on PATH cannot hang ``gpuenv compile`` or a test run. On Linux the group is led
+by a watcher that kills it when the process that started it ends (``KEEPER``): a compiler never outlives pytest.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 from typing import Optional
@@ -47,22 +50,58 @@ def compile_error(log: str, src: Source, name: str, arch: str, compiler: str, fa
     )
 
 
+#: how a tool is started on POSIX: a watcher in the tool's new process group reads a pipe whose write end only
+#: the starting process holds; when that process ends (a SIGTERM, a kill, a crash) or the tool is done, the read
+#: returns and the watcher kills the group, so no compiler, wrapper or cc1plus outlives pytest; then the shell
+#: becomes the tool (``exec``), which keeps its pid, streams and exit status
+KEEPER = 'fd=$1; shift; (read _ <&"$fd"; kill -9 0) </dev/null >/dev/null 2>&1 & exec "$@"'
+
+
 def run_tool(cmd: list[str], timeout: float, *, input: Optional[str] = None, env: Optional[dict] = None,
              compiler: Optional[str] = None) -> subprocess.CompletedProcess:
-    """Run a compiler or one of its queries in its own session, with a timeout.
+    """Run a compiler or one of its queries in its own session, with a timeout, never outliving this process.
 
     On the timeout the whole process group is killed (a wrapper script's children too, so no pipe is
     left open) and KernelCompileError names the command; a tool that cannot be started is one too.
     """
     shown = " ".join(shlex.quote(c) for c in cmd)
     shown = shown if len(shown) <= 300 else shown[:297] + "..."
+    tool, keep = cmd, (-1, -1)
+    if os.name == "posix":
+        problem = _cannot_exec(cmd[0])
+        if problem is not None:  # what Popen would say, before the keeper's shell starts
+            raise KernelCompileError(f"cannot run {shown}: {problem}", compiler=compiler)
+        keep = os.pipe()
+        cmd = ["/bin/sh", "-c", KEEPER, "sh", str(keep[0]), *cmd]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", errors="replace",
-                                env=env,
+                                env=env, pass_fds=keep[:1] if os.name == "posix" else (),
                                 start_new_session=os.name == "posix")
     except OSError as exc:
         raise KernelCompileError(f"cannot run {shown}: {exc}", compiler=compiler) from None
+    finally:
+        if keep[0] >= 0:
+            os.close(keep[0])
+    try:
+        return _wait(proc, tool, shown, input, timeout, compiler)
+    finally:
+        if keep[1] >= 0:
+            os.close(keep[1])  # the watcher kills what is left of the tool's group
+
+
+def _cannot_exec(program: str) -> Optional[OSError]:
+    """The error running ``program`` (a path, or a name looked up on PATH) would raise, or None."""
+    path = program if os.sep in program else shutil.which(program)
+    if path is None or not os.path.exists(path):
+        return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+    return None
+
+
+def _wait(proc: subprocess.Popen[str], tool: list[str], shown: str, input: Optional[str], timeout: float,
+          compiler: Optional[str]) -> subprocess.CompletedProcess[str]:
     try:
         out, err = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -75,4 +114,4 @@ def run_tool(cmd: list[str], timeout: float, *, input: Optional[str] = None, env
             proc.communicate(timeout=5)
         raise KernelCompileError(f"{shown} timed out after {timeout:g} s (a wedged compiler?); it was killed",
                                  compiler=compiler) from None
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    return subprocess.CompletedProcess(tool, proc.returncode, out, err)
