@@ -90,7 +90,7 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 def _read_records(path: Path) -> Optional[str]:
     """A crashed worker's flushed perf entries: a regular file of at most 64 MiB, else None."""
     from pytest_gpuenv.rtc.errors import KernelCompileError
-    from pytest_gpuenv.rtc.includes import read_regular
+    from pytest_gpuenv.rtc.source import read_regular
 
     try:
         data = read_regular(str(path))

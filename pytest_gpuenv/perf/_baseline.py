@@ -34,7 +34,7 @@ def read_json(path: str) -> Any:
 
     FileNotFoundError when it is missing; ValueError naming the file and the problem otherwise."""
     from pytest_gpuenv.rtc.errors import KernelCompileError  # here: rtc's guarded reader, a lazy subsystem
-    from pytest_gpuenv.rtc.includes import read_regular
+    from pytest_gpuenv.rtc.source import read_regular
 
     try:
         data = read_regular(path, MAX_JSON)

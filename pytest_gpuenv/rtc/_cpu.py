@@ -27,7 +27,7 @@ from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc.source import Source, find_headers, first_error, strip_comments
+from pytest_gpuenv.rtc.source import Source, find_headers, first_error
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
@@ -85,7 +85,7 @@ def binutil(cxx: str, name: str) -> Optional[str]:
 
 def check_supported(src: Source) -> None:
     """KernelCompileError naming the first construct the executor cannot run, with file and line."""
-    clean = strip_comments(src.text)
+    clean = src.clean
     for rx, what in _UNSUPPORTED:
         m = rx.search(clean)
         if m:
