@@ -84,7 +84,8 @@ class Source:
         return _kernels_in(self.clean)
 
     def targets(self, exprs: Sequence[str]) -> list[Target]:
-        """Each name expression's declaration (KernelCompileError naming the kernels there when one is missing)."""
+        """Each name expression's declaration and whether it is simple, found once per list of expressions
+        (KernelCompileError naming the kernels there when one is missing)."""
         key = tuple(exprs)
         known = self._targets.get(key)
         if known is None:
