@@ -25,7 +25,8 @@ import pytest
 
 PACKAGE = "pytest_gpuenv"
 #: functions that read or parse a kernel source's text, under any of the names they have had
-PARSERS = ("load_source", "strip_comments", "read_source", "parse_source", "scan_kernels", "find_kernels")
+PARSERS = ("load_source", "strip_comments", "read_source", "parse_source", "scan_kernels", "find_kernels",
+           "_kernels_in")
 
 TEST = textwrap.dedent(
     '''

@@ -1,6 +1,7 @@
 """compile_kernel and compile_module take the same keywords, with the same defaults and types, all spelled
 out in their signatures (what ``help()`` and ``inspect.signature`` show); build_kernels, their shared body,
-takes each of them and declares no default of its own."""
+takes each of them but those of loading the source (``load_source``: ``kernel_dirs``, ``dialect``) and declares no
+default of its own."""
 
 import inspect
 
@@ -22,5 +23,5 @@ def test_compile_kernel_and_compile_module_take_the_same_keywords():
 
 def test_build_kernels_takes_every_keyword_without_a_default():
     body = _keywords(build_kernels)
-    assert {p.name for p in body} == {p.name for p in _keywords(compile_kernel)} - {"kernel_dirs"}
+    assert {p.name for p in body} == {p.name for p in _keywords(compile_kernel)} - {"kernel_dirs", "dialect"}
     assert all(p.default is p.empty for p in body)

@@ -131,3 +131,41 @@ def test_kernel_beside_the_tests_is_found_from_anywhere(pytester, shared_cache, 
                                            "-p", "no:cacheprovider")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines([f"SKIPPED * compiled for {arch}; no GPU to launch on"] * 2)
+
+
+def test_run_mode_reads_and_parses_the_source_once(project, shared_cache):
+    """The GPU compile check and the CPU executor's build of one ``hip_kernel`` call share one Source: the file
+    is read once and its comments are stripped once."""
+    if shutil.which("g++") is None and shutil.which("clang++") is None:
+        pytest.skip("requires a C++ compiler")
+    project.makeconftest("""
+        import pytest
+        from pytest_gpuenv.rtc import source
+
+        @pytest.fixture(autouse=True)
+        def parsed(monkeypatch):
+            text = open("kernels/vector_add.hip").read()
+            counts = {"loads": 0, "strips": 0}
+            load, strip = source.load_source, source.strip_comments
+
+            def counted_load(*args, **kwargs):
+                counts["loads"] += 1
+                return load(*args, **kwargs)
+
+            def counted_strip(t):
+                counts["strips"] += t == text
+                return strip(t)
+
+            for where in ("pytest_gpuenv.fixtures.kernel", "pytest_gpuenv.rtc.kernel"):
+                monkeypatch.setattr(f"{where}.load_source", counted_load)
+            monkeypatch.setattr(source, "strip_comments", counted_strip)
+            return counts
+    """)
+    project.makepyfile(test_va="""
+        def test_va(parsed, hip_kernel):
+            hip_kernel("vector_add.hip", "vector_add")
+            assert parsed == {"loads": 1, "strips": 1}
+    """)
+    result = project.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=run",
+                                          f"--gpuenv-cache-dir={shared_cache}")
+    result.assert_outcomes(passed=2)  # wave64 and wave32

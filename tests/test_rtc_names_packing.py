@@ -11,8 +11,8 @@ from _rtc_names import P
 from pytest_gpuenv.rtc import KernelCompileError, Param
 from pytest_gpuenv.rtc._args import pack_args
 from pytest_gpuenv.rtc._cpu_kernel import pack_host_args
-from pytest_gpuenv.rtc.names import _marker, check_expr, param_of
-from pytest_gpuenv.rtc.source import vector_type
+from pytest_gpuenv.rtc.names import _marker, param_of
+from pytest_gpuenv.rtc.source import check_expr, vector_type
 
 
 @pytest.mark.parametrize("bad", ["k; system(0)", "a{", "k<3", "", "k // c", '"k"'])

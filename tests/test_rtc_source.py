@@ -117,3 +117,30 @@ def test_a_kernel_path_with_source_characters_is_a_path(tmp_path, name):
     assert src.path == str(p) and "__global__" in src.text
     assert load_source(name, [str(tmp_path)]).path == str(p)  # found through kernel_dirs too
     assert load_source('extern "C" __global__ void k(float* o) { o[0] = 1.0f; }').path is None
+
+
+def test_a_source_is_parsed_once_and_handed_on(monkeypatch, tmp_path):
+    """Its comments are stripped once for the kernel lookup, the name targets and the include scan together;
+    a Source given to a compile is the one used (not read again), in the dialect asked for."""
+    from pytest_gpuenv.rtc import source as source_module
+    from pytest_gpuenv.rtc.kernel import given_source
+
+    monkeypatch.chdir(tmp_path)  # an inline source's quoted includes are looked up here
+    stripped = []
+    strip = source_module.strip_comments
+    monkeypatch.setattr(source_module, "strip_comments", lambda text: stripped.append(text) or strip(text))
+    text = '#include "h.h"\n// a comment\nextern "C" __global__ void k(float* o, int n) {}\n'
+    src = load_source(text)
+    assert src.targets(["k"]) is src.targets(["k"]) and src.targets(["k"])[0].simple
+    assert kernel_decl(src, "k").params[1].name == "n"
+    assert find_headers(src, [str(tmp_path)]) == [] and src.includes == [(True, "h.h")]
+    assert stripped == [text]
+    assert given_source(src, ["/nowhere"], None) is src
+    cuda = given_source(src, None, "cuda")
+    assert (cuda.dialect, cuda.display, cuda.text) == ("cuda", "<source>.cu", text)
+    assert given_source(cuda, None, "cuda") is cuda
+    (tmp_path / "k.cu").write_text(text)
+    assert load_source("k.cu", [str(tmp_path)]).dialect == "cuda"
+    assert load_source("k.cu", [str(tmp_path)], "hip").dialect == "hip"
+    with pytest.raises(ValueError, match="dialect must be 'hip' or 'cuda'"):
+        load_source(text, dialect="fortran")

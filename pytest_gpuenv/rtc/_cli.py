@@ -33,14 +33,14 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
     from pytest_gpuenv.rtc.errors import CacheDirError, KernelCompileError
     from pytest_gpuenv.rtc.kernel import compile_kernel, get_cache
     from pytest_gpuenv.rtc.logs import LogOnce
-    from pytest_gpuenv.rtc.source import find_kernels, load_source
+    from pytest_gpuenv.rtc.source import load_source
 
     out = out or sys.stdout
     err = sys.stderr if out is sys.stdout else out
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         src = load_source(args.file)
-        names = args.kernel or [k.name for k in find_kernels(src.text).values() if k.extern_c]
+        names = args.kernel or [k.name for k in src.kernels.values() if k.extern_c]
         if not names:
             print(f"gpuenv compile: no extern \"C\" __global__ kernel in {src.path}; name the kernels with --kernel NAME",
                   file=err)
@@ -65,7 +65,7 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
         for arch in archs:
             t = time.perf_counter()
             try:
-                k = compile_kernel(src.path or src.text, name, arch=arch, defines=defines,
+                k = compile_kernel(src, name, arch=arch, defines=defines,
                                    include_dirs=args.include_dirs, compiler=args.compiler, cache_dir=args.cache_dir,
                                    use_cache=not args.no_cache)
             except (KernelCompileError, CacheDirError) as exc:

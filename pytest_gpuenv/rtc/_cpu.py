@@ -27,7 +27,7 @@ from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc.source import Source, find_headers, first_error, strip_comments
+from pytest_gpuenv.rtc.source import Source, find_headers, first_error, refuse_irregular_headers
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
@@ -85,7 +85,7 @@ def binutil(cxx: str, name: str) -> Optional[str]:
 
 def check_supported(src: Source) -> None:
     """KernelCompileError naming the first construct the executor cannot run, with file and line."""
-    clean = strip_comments(src.text)
+    clean = src.clean
     for rx, what in _UNSUPPORTED:
         m = rx.search(clean)
         if m:
@@ -272,6 +272,7 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
     making every shared-memory access wait for the wave's other lanes.
     """
     check_supported(src)
+    refuse_irregular_headers(src, [*include_dirs, cpu_runtime.INCLUDE_DIR], options=options)
     t0 = time.perf_counter()
     meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, True, lockstep)
     if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:

@@ -25,14 +25,10 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import compilers
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.includes import find_headers, strip_comments
-from pytest_gpuenv.rtc.source import Source
+from pytest_gpuenv.rtc.source import Source, find_headers, strip_comments
 
 #: the shipped CUDA-to-HIP headers (cuda_runtime.h & co.) for hiprtc, hipcc and the CPU executor
 CUDA_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include_cuda")
-#: file extensions that make a source CUDA-dialect
-CUDA_EXTENSIONS = (".cu", ".cuh")
-DIALECTS = ("hip", "cuda")
 #: defined for a CUDA-dialect compile on NVIDIA: the pre-included HIP-on-CUDA header then defines nothing
 NVIDIA_DEFINE = "GPUENV_CUDA_DIALECT"
 
@@ -54,16 +50,6 @@ _ENDIF = re.compile(r"^\s*#\s*endif\b")
 _ELIF = re.compile(r"^(\s*#\s*)elif\b")
 
 
-def dialect_of(src: Source, dialect: Optional[str]) -> str:
-    """``dialect`` when given ("hip" or "cuda"), else "cuda" for a ``.cu``/``.cuh`` file, else "hip"."""
-    if dialect is not None:
-        d = str(dialect).strip().lower()
-        if d not in DIALECTS:
-            raise ValueError(f"dialect must be 'hip' or 'cuda', got {dialect!r}")
-        return d
-    return "cuda" if src.path and src.path.lower().endswith(CUDA_EXTENSIONS) else "hip"
-
-
 def compiler_for(src: Source, arch: str, compiler: Optional[str]) -> Optional[str]:
     """The compiler to ask for: ``compiler`` when given; for a CUDA source on NVIDIA, nvcc where it is installed
     and knows ``arch`` (the samples' host includes, ``<stdio.h>``, are no error there); else None (the
@@ -72,17 +58,6 @@ def compiler_for(src: Source, arch: str, compiler: Optional[str]) -> Optional[st
         return compiler
     nvcc = compilers.get("nvcc")
     return "nvcc" if nvcc.available() and nvcc.supports(arch) else None
-
-
-def with_dialect(src: Source, dialect: Optional[str]) -> Source:
-    """``src`` marked with its dialect (an inline CUDA source's display name ends in ``.cu``)."""
-    d = dialect_of(src, dialect)
-    if d == src.dialect:
-        return src
-    display = src.display
-    if src.path is None and display.endswith(".hip"):
-        display = display[: -len(".hip")] + ".cu"
-    return replace(src, dialect=d, display=display)
 
 
 def _opens_false(line: str) -> bool:
@@ -110,8 +85,9 @@ def _false_on_amd_lines(lines: Sequence[str]) -> list[bool]:
     return out
 
 
-def _check_text(text: str, where: str, path: Optional[str], target: str) -> None:
-    lines = strip_comments(text).split("\n")
+def _check_text(clean: str, where: str, path: Optional[str], target: str) -> None:
+    """``check_mappable`` of one text whose comments are blanked out."""
+    lines = clean.split("\n")
     skip = _false_on_amd_lines(lines)
     for i, line in enumerate(lines):
         if skip[i]:
@@ -130,10 +106,10 @@ def check_mappable(src: Source, target: str, include_dirs: Sequence[str] = ()) -
     """KernelCompileError naming the first construct of a CUDA source, or of a header of its own that it
     includes (found in its folder or ``include_dirs``), that has no HIP counterpart, with its file and line
     (``target``: the arch it was to be built for)."""
-    _check_text(src.text, src.path or src.display, src.path, target)
+    _check_text(src.clean, src.path or src.display, src.path, target)
     for path, data in find_headers(src, include_dirs):
         if not path.startswith(CUDA_INCLUDE + os.sep):
-            _check_text(data.decode("utf-8", "replace"), path, path, target)
+            _check_text(strip_comments(data.decode("utf-8", "replace")), path, path, target)
 
 
 def for_amd(src: Source, include_dirs: Sequence[str], keep_path: bool) -> tuple[Source, list[str]]:
@@ -145,7 +121,7 @@ def for_amd(src: Source, include_dirs: Sequence[str], keep_path: bool) -> tuple[
     if src.dialect != "cuda":
         return src, list(include_dirs)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
-    clean = strip_comments(src.text)
+    clean = src.clean
     dead = _false_on_amd_lines(clean.split("\n"))
     body = src.text
     if any(dead):  # left out, directives kept (and comments dropped, so none is cut in half): the CPU executor's

@@ -1,6 +1,6 @@
 """The files a compile reads, as the preprocessor lists them (``-MM``), for the cache key.
 
-``rtc.includes.find_headers`` scans the text for ``#include "x"`` and ``<x>``; a spelling only the
+``rtc.source.find_headers`` scans the text for ``#include "x"`` and ``<x>``; a spelling only the
 preprocessor resolves escapes it: a directive continued over lines (``#include \\`` newline
 ``"x.h"``), the digraph ``%:include``, a computed ``#include MACRO``, a comment across lines inside a
 directive. The key hashes both lists (``merge``), each for what the other misses:
@@ -17,7 +17,7 @@ and defines, the device compiler's predefined macros and ``-MG`` (a header only 
 provides is no error). ``-MM`` leaves out the headers of the system's and the compiler's own folders,
 which the compiler's identity stands for, as in the scan (hashing them cost every warm hit about 1 ms).
 Each list is kept for the process and used again while none of its files changed (stat signature, and
-settled for 2 s as in ``rtc.includes``).
+settled for 2 s as in ``rtc.source``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.includes import FileVersion, _scan
-from pytest_gpuenv.rtc.source import Source
+from pytest_gpuenv.rtc.source import FileVersion, Source, read_headers, unchanged, versions
 
 #: seconds a dependency listing may take (it reads headers only; a FIFO reached through a macro include
 #: would block it: the key is then the scan's alone)
@@ -84,16 +83,10 @@ def preprocessed(cmd: list[str], src: Source, env: Optional[dict] = None) -> lis
     changed."""
     key = (tuple(cmd), src.path, src.data)
     known = _MEMO.get(key)
-    if known is None or [FileVersion.of(p) for p in known[0]] != known[1] or any(
-            v is not None and not v.settled() for v in known[1]):
-        paths = _listed(cmd, src, env)  # (a failure is kept too, as an empty list: it is not run again)
-        known = _MEMO[key] = (paths or [], [FileVersion.of(p) for p in paths or []])
-    out = []
-    for path in known[0]:
-        got = _scan(path)
-        if got is not None:
-            out.append((path, got[0]))
-    return out
+    if known is None or not unchanged(*known):
+        paths = _listed(cmd, src, env) or []  # (a failure is kept too, as an empty list: it is not run again)
+        known = _MEMO[key] = (paths, versions(paths))
+    return read_headers(known[0])
 
 
 def merge(scanned: list[tuple[str, bytes]], listed: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:

@@ -35,8 +35,9 @@ import struct
 import warnings
 from typing import Any, Callable, Iterator, Optional
 
+from pytest_gpuenv.base.files import read_fd
 from pytest_gpuenv.rtc.errors import CacheDirError
-from pytest_gpuenv.rtc.includes import digest, read_fd
+from pytest_gpuenv.rtc.source import digests
 
 MAGIC = b"GPUENVK1"
 _HEAD = struct.Struct("<8s32sI")
@@ -80,8 +81,8 @@ def make_key(parts: dict[str, Any], source: bytes, headers: list[tuple[str, byte
     h = hashlib.sha256()
     h.update(json.dumps(parts, sort_keys=True, default=str).encode())
     h.update(b"\0src\0" + source)
-    for path, data in headers:
-        h.update(b"\0hdr\0" + os.path.basename(path).encode() + b"\0" + digest(data))
+    for (path, _), sha in zip(headers, digests(headers)):
+        h.update(b"\0hdr\0" + os.path.basename(path).encode() + b"\0" + sha)
     return h.hexdigest()
 
 

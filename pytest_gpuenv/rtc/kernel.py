@@ -18,7 +18,7 @@ from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc.cache import Cache, make_key, shared
 from pytest_gpuenv.rtc.errors import KernelCompileError
 from pytest_gpuenv.rtc.logs import attribute
-from pytest_gpuenv.rtc.source import Source, find_headers, load_source
+from pytest_gpuenv.rtc.source import Source, find_headers, load_source, refuse_irregular_headers
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -29,7 +29,7 @@ def get_cache(cache_dir: Optional[str]) -> Cache:
 
 
 def compile_kernel(
-    source_or_path: str | os.PathLike[str],
+    source_or_path: str | os.PathLike[str] | Source,
     name: str,
     *,
     arch: Optional[str] = None,
@@ -47,7 +47,8 @@ def compile_kernel(
     lockstep: bool = False,
     dialect: Optional[str] = None,
 ) -> Kernel:
-    """Compile kernel ``name`` from a HIP source (text, or a path looked up in ``kernel_dirs``).
+    """Compile kernel ``name`` from a HIP source (text, a path looked up in ``kernel_dirs``, or a ``Source``
+    that ``load_source`` made: it is not read or parsed again).
 
     ``arch`` defaults to the arch of the current GPU (device ``device``, else torch's current, else
     0). gfx targets build with hiprtc (hipcc where hiprtc is missing), sm targets with NVRTC and the
@@ -63,23 +64,32 @@ def compile_kernel(
     anything else): CUDA as written on NVIDIA (nvcc where installed, else NVRTC), through the shipped
     CUDA-to-HIP headers on AMD and the CPU executor (``rtc._cuda``).
     """
-    src = load_source(source_or_path, list(kernel_dirs or ()))
+    src = given_source(source_or_path, kernel_dirs, dialect)
     return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                          cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                         warp_size=warp_size, check=check, lockstep=lockstep, dialect=dialect)[0]
+                         warp_size=warp_size, check=check, lockstep=lockstep)[0]
+
+
+def given_source(source_or_path: str | os.PathLike[str] | Source, kernel_dirs: Optional[Sequence[str]],
+                 dialect: Optional[str]) -> Source:
+    """The Source a compile is given: one that ``load_source`` made is handed on as it is (in ``dialect`` when
+    one is given), not read or parsed again; text or a path is loaded."""
+    if isinstance(source_or_path, Source):
+        return source_or_path.with_dialect(dialect)
+    return load_source(source_or_path, list(kernel_dirs or ()), dialect)
 
 
 def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str],
                   defines: Optional[Mapping[str, Any]], include_dirs: Sequence[str], cache_dir: Optional[str],
                   compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool, warp_size: int,
-                  check: bool, lockstep: bool, dialect: Optional[str]) -> list[Kernel]:
+                  check: bool, lockstep: bool) -> list[Kernel]:
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order.
 
     The body of ``compile_kernel`` and ``compile_module``, which keep their keywords spelled out (they are
     what ``help()`` and ``inspect.signature`` show) and declare the defaults; here every keyword is
-    required, so a default exists only there (tests/test_rtc_compile_signatures.py keeps the two alike)."""
-    src = _cuda.with_dialect(src, dialect)
-    targets = _names.targets(src, names)
+    required, so a default exists only there (tests/test_rtc_compile_signatures.py keeps the two alike).
+    ``kernel_dirs`` and ``dialect`` are theirs alone: they go to ``load_source``, which made ``src``."""
+    targets = src.targets(names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
     if len(targets) > 1 or not targets[0].simple:
         key_name += f"\n{_names.MARKER_VERSION}"  # the markers (and the CPU dispatch) are part of what is compiled
@@ -88,9 +98,10 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         if arch == "cpu":
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
+            csrc, cdirs = src, list(include_dirs)
             if src.dialect == "cuda":
                 _cuda.check_mappable(src, "cpu", include_dirs)
-            csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=True)
+                csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=True)
             return list(compile_cpu(csrc, targets, name, warp_size=warp_size, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
@@ -108,6 +119,8 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         extra = _names.marker_text(targets)
 
         def build() -> tuple[dict, bytes]:
+            refuse_irregular_headers(csrc, comp.include_path(csrc, cdirs), pre_includes=comp.pre_includes,
+                                     options=options)
             t = time.perf_counter()
             binary, lowered = comp.compile_named(csrc, name, target, tuple(options), defs, tuple(cdirs),
                                                  [t.expr for t in targets if not t.simple], extra)

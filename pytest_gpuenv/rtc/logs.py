@@ -14,8 +14,7 @@ import re
 from typing import Optional
 
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.includes import strip_comments
-from pytest_gpuenv.rtc.source import _GLOBAL, Source
+from pytest_gpuenv.rtc.source import _GLOBAL, Source, strip_comments
 
 #: an error line of a clang-style (``f.hip:5:10: error: ...``) or EDG-style (``f.hip(5): error: ...``) log
 _ERROR_LINE = re.compile(

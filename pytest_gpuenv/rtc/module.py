@@ -18,8 +18,8 @@ from typing import Any, Mapping, Optional, Sequence
 from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc.errors import KernelLaunchError
-from pytest_gpuenv.rtc.kernel import Kernel, build_kernels
-from pytest_gpuenv.rtc.source import SCALAR_TYPES, load_source, vector_type
+from pytest_gpuenv.rtc.kernel import Kernel, build_kernels, given_source
+from pytest_gpuenv.rtc.source import SCALAR_TYPES, Source, vector_type
 
 __all__ = ["Module", "compile_module"]
 
@@ -141,7 +141,7 @@ class _DeviceArray:
 
 
 def compile_module(
-    source_or_path: str | os.PathLike[str],
+    source_or_path: str | os.PathLike[str] | Source,
     names: Sequence[str],
     *,
     arch: Optional[str] = None,
@@ -163,9 +163,9 @@ def compile_module(
     ``"ns::scale"``) of one HIP source once, into one code object; options as ``compile_kernel``."""
     if isinstance(names, str) or not names:
         raise TypeError(f"names must be a non-empty list of kernel names, got {names!r}")
-    src = load_source(source_or_path, list(kernel_dirs or ()))
+    src = given_source(source_or_path, kernel_dirs, dialect)
     ks = build_kernels(src, list(names), arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                        cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                       warp_size=warp_size, check=check, lockstep=lockstep, dialect=dialect)
+                       warp_size=warp_size, check=check, lockstep=lockstep)
     return Module(ks, src.text)
 

@@ -1,7 +1,8 @@
 """Name expressions: kernels named as C++ names them (``transpose<16>``, ``reduce<float, 256>``, ``ns::scale``).
 
 A name that is a plain identifier of an ``extern "C"`` kernel whose parameters are all scalars and
-pointers compiles exactly as before: its symbol is its name, its parameters are the parsed ones.
+pointers compiles exactly as before: its symbol is its name, its parameters are the parsed ones
+(``Source.targets`` says which declaration each name names, and whether it is such a name).
 Anything else gets a *marker* appended to the source, one explicit instantiation per name::
 
     template __global__ void __gpuenv_lower<0, &(reduce<float, 256>)>();
@@ -30,14 +31,11 @@ from typing import Optional, Sequence
 
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.source import KernelDecl, Param, Source, kernel_decl, split_params, strip_comments, vector_name
+from pytest_gpuenv.rtc.source import Param, Source, Target, split_params, vector_name
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers or several kernels: change it when the appended code changes
 MARKER_VERSION = "gpuenv-name-markers-2"
-#: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
-_EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")
-_IDENT = re.compile(r"^[A-Za-z_]\w*$")
 _MARKER_HEAD = (
     "template <class F, unsigned long long... S> struct __gpuenv_sig {};\n"
     "template <class F> struct __gpuenv_sig_of;\n"
@@ -51,50 +49,12 @@ GENERATED = "<gpuenv>"
 
 
 @dataclass
-class Target:
-    """One name expression of a compile: the declaration it names and whether it needs a marker."""
-
-    expr: str
-    decl: KernelDecl
-    simple: bool
-
-
-@dataclass
 class Resolved:
     """A name expression after the compile: the symbol to load and the instantiated parameters."""
 
     expr: str
     lowered: str
     params: list[Param]
-
-
-def check_expr(expr: str) -> str:
-    e = " ".join(str(expr).split())
-    if not e or not _EXPR.match(e) or e.count("<") != e.count(">") or e.count("(") != e.count(")"):
-        raise KernelCompileError(
-            f"{expr!r} is not a kernel name: expected a C++ name such as 'vector_add', 'ns::scale', 'transpose<16>' "
-            "or 'reduce<float, 256>'")
-    return e
-
-
-def targets(src: Source, exprs: Sequence[str]) -> list[Target]:
-    """Each expression's declaration (KernelCompileError naming the kernels there when one is missing)."""
-    out = []
-    for raw in exprs:
-        e = check_expr(raw)
-        try:
-            decl = kernel_decl(src, e)
-        except KernelCompileError:
-            # declared in a way the parser does not read (a macro for __global__, say): the compiler decides
-            base = e.split("<", 1)[0].rsplit("::", 1)[-1].strip()
-            m = re.search(rf"\b{re.escape(base)}\s*\(", strip_comments(src.text))
-            if m is None:
-                raise
-            decl = KernelDecl(base, [], False, src.text.count("\n", 0, m.start()) + 1)
-        simple = bool(_IDENT.match(e)) and decl.extern_c and decl.template is None and all(
-            p.code is not None for p in decl.params)
-        out.append(Target(e, decl, simple))
-    return out
 
 
 def cpu_entry(ts: Sequence[Target]) -> Optional[str]:
@@ -245,4 +205,4 @@ def resolve(binary: bytes, ts: Sequence[Target], api_lowered: dict[str, str], ne
     return out
 
 
-__all__ = ["Resolved", "Target", "cpu_entry", "explain", "marker_text", "resolve", "targets", "with_markers"]
+__all__ = ["Resolved", "Target", "cpu_entry", "explain", "marker_text", "resolve", "with_markers"]

@@ -1,42 +1,65 @@
-"""Reading a kernel source: where it is, its kernels' parameter lists, and the first error of a compiler log.
+"""A kernel source, read once: its text, what the preprocessor and the parser see of it, the headers it reaches.
 
-Pure Python, no compiler, linear in the text (104 KB of unclosed ``extern "C" {`` or 50,000 kernels
-parse in milliseconds to a second; ``benchmarks/source_parse.py``). The headers a source reaches, for
-the cache key, are ``rtc.includes.find_headers`` (re-exported here).
+``load_source`` makes a ``Source`` from text or a path; every stage of a compile is handed that object and
+asks it (``clean``, ``includes``, ``kernels``, ``targets``), each computed at most once, when first asked.
+Pure Python, no compiler, linear in the text (104 KB of unclosed ``extern "C" {`` or 50,000 kernels parse
+in milliseconds to a second; ``benchmarks/source_parse.py``). Files are read as regular files only (a
+FIFO, a device or a 20 GiB sparse file is never read). ``find_headers`` lists the headers a source
+reaches, for the cache key.
 """
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import re
-from dataclasses import dataclass
-from typing import Optional, Sequence
+import time
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Iterable, NamedTuple, Optional, Sequence
 
+from pytest_gpuenv.base import files
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.includes import find_headers as find_headers  # re-exported
-from pytest_gpuenv.rtc.includes import read_regular, strip_comments
 
 #: the shipped HIP-on-CUDA device headers (``include/hip/hip_runtime.h``)
 SHIPPED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 #: the shipped stand-in for ``hip/hip_runtime.h`` under hiprtc (takes the real header when present)
 HIPRTC_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include_hiprtc")
+#: the largest kernel source or header read
+MAX_SOURCE = 64 * 2**20
+#: file extensions that make a source CUDA-dialect (``rtc._cuda``)
+CUDA_EXTENSIONS = (".cu", ".cuh")
+DIALECTS = ("hip", "cuda")
 
 _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
+# An unterminated comment runs to the end of the text and an unterminated literal to the end of its
+# line, as in the compiler: every match then consumes what it scanned, so this is linear in the text.
+_COMMENT = re.compile(
+    r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|\Z)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)", re.S
+)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+#: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
+_EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")
+_IDENT = re.compile(r"^[A-Za-z_]\w*$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Source:
-    """A kernel source: its text and the file it came from (None for inline source)."""
+    """A kernel source: its text, the file it came from (None for inline source) and its dialect; what is
+    read from the text is computed once, when first asked, and kept with it (``replace`` starts afresh)."""
 
     text: str  # decoded as UTF-8; bytes that are not UTF-8 (a Latin-1 comment) kept as surrogate escapes
     path: Optional[str]
     #: display name handed to the compiler, so its log points at the real file
     display: str
-    #: "hip", or "cuda" for a CUDA-dialect source (``rtc._cuda``: by extension or ``dialect=``)
+    #: "hip", or "cuda" for a CUDA-dialect source (by extension or ``dialect=``; ``rtc._cuda`` builds it)
     dialect: str = "hip"
+    #: name expressions -> their targets (``targets``)
+    _targets: dict[tuple[str, ...], list[Target]] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
-    @property
+    @cached_property
     def data(self) -> bytes:
         """The bytes of the source as read (what the compilers are given)."""
         return self.text.encode("utf-8", "surrogateescape")
@@ -44,6 +67,66 @@ class Source:
     @property
     def dir(self) -> Optional[str]:
         return os.path.dirname(self.path) if self.path else None
+
+    @cached_property
+    def clean(self) -> str:
+        """The text with its comments blanked out (``strip_comments``): offsets and line numbers as in ``text``."""
+        return strip_comments(self.text)
+
+    @cached_property
+    def includes(self) -> list[tuple[bool, str]]:
+        """The ``#include`` (and ``#include_next``) directives: (quoted, name), in order."""
+        return _includes_in(self.clean)
+
+    @cached_property
+    def kernels(self) -> dict[str, KernelDecl]:
+        """The ``__global__`` functions, by name, with their parameter lists."""
+        return _kernels_in(self.clean)
+
+    def targets(self, exprs: Sequence[str]) -> list[Target]:
+        """Each name expression's declaration and whether it is simple, found once per list of expressions
+        (KernelCompileError naming the kernels there when one is missing)."""
+        key = tuple(exprs)
+        known = self._targets.get(key)
+        if known is None:
+            known = self._targets[key] = [self._target(e) for e in key]
+        return known
+
+    def _target(self, raw: str) -> Target:
+        e = check_expr(raw)
+        try:
+            decl = kernel_decl(self, e)
+        except KernelCompileError:
+            # declared in a way the parser does not read (a macro for __global__, say): the compiler decides
+            base = e.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+            m = re.search(rf"\b{re.escape(base)}\s*\(", self.clean)
+            if m is None:
+                raise
+            decl = KernelDecl(base, [], False, self.text.count("\n", 0, m.start()) + 1)
+        simple = bool(_IDENT.match(e)) and decl.extern_c and decl.template is None and all(
+            p.code is not None for p in decl.params)
+        return Target(e, decl, simple)
+
+    def with_dialect(self, dialect: Optional[str]) -> Source:
+        """This source in ``dialect`` ("hip" or "cuda"; None: as it is); an inline CUDA source's display name
+        ends in ``.cu``."""
+        d = self.dialect if dialect is None else dialect_of(self.path, dialect)
+        if d == self.dialect:
+            return self
+        display = self.display
+        if self.path is None and display.endswith(".hip"):
+            display = display[: -len(".hip")] + ".cu"
+        return replace(self, dialect=d, display=display)
+
+
+def dialect_of(path: Optional[str], dialect: Optional[str]) -> str:
+    """``dialect`` when given ("hip" or "cuda"), else "cuda" for a ``.cu``/``.cuh`` file, else "hip"."""
+    if dialect is not None:
+        d = str(dialect).strip().lower()
+        if d not in DIALECTS:
+            raise ValueError(f"dialect must be 'hip' or 'cuda', got {dialect!r}")
+        return d
+    return "cuda" if path and path.lower().endswith(CUDA_EXTENSIONS) else "hip"
 
 
 def looks_like_source(text: str) -> bool:
@@ -54,12 +137,16 @@ def _is_file(path: str) -> bool:
     return "__global__" not in path and os.path.isfile(path)  # isfile is False for a NUL or an overlong name
 
 
-def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[str] = ()) -> Source:
-    """Read a source given as text or as a path (absolute, relative to cwd, or in ``kernel_dirs``)."""
+def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[str] = (),
+                dialect: Optional[str] = None) -> Source:
+    """The Source of text or of a path (absolute, relative to cwd, or in ``kernel_dirs``), in ``dialect``
+    (None: "cuda" for a ``.cu``/``.cuh`` file, else "hip")."""
     name = os.fspath(source_or_path)
     candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in kernel_dirs] + [name]
     if isinstance(source_or_path, str) and looks_like_source(name) and not any(map(_is_file, candidates)):
-        return Source(text=source_or_path, path=None, display="<source>.hip")  # a path may hold { } ; too
+        d = dialect_of(None, dialect)  # a path may hold { } ; too
+        return Source(text=source_or_path, path=None, display="<source>.cu" if d == "cuda" else "<source>.hip",
+                      dialect=d)
     for c in candidates:
         if os.path.isfile(c):
             path = os.path.abspath(c)
@@ -70,13 +157,82 @@ def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[st
                 text = data.decode("utf-8", "surrogateescape")  # a Latin-1 licence comment is no error
             except OSError as exc:
                 raise KernelCompileError(f"cannot read kernel file {path}: {exc}", file=path) from None
-            return Source(text=text, path=path, display=path)
+            return Source(text=text, path=path, display=path, dialect=dialect_of(path, dialect))
     searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
     raise KernelCompileError(
         f"kernel file {name!r} not found (searched: {searched}); set the ini option gpuenv_kernel_dirs "
         "or pass an absolute path",
         file=name,
     )
+
+
+# ------------------------------------------------------------------ reading files
+
+def read_regular(path: str, limit: int = MAX_SOURCE) -> Optional[bytes]:
+    """A kernel source or header through ``base.files.read_regular`` (None for a FIFO, device or folder):
+    KernelCompileError naming the file when it holds more than ``limit`` bytes."""
+    try:
+        return files.read_regular(path, limit)
+    except files.FileTooLarge as exc:
+        raise KernelCompileError(f"{path} is {exc.size} bytes; a kernel source or header may have at most "
+                                 f"{limit} bytes", file=path) from None
+
+
+class FileVersion(NamedTuple):
+    """What tells one version of a file from another without reading it (its ``os.stat``)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, path: str) -> Optional[FileVersion]:
+        """The version of the file at ``path`` now, None if it cannot be stat'ed."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def settled(self) -> bool:
+        """Changed more than 2 s ago. A same-size edit within a coarse timestamp's tick (FAT: 2 s) leaves
+        the version alone, so what was read of a file that is not settled is read again."""
+        return max(self.mtime_ns, self.ctime_ns) < time.time_ns() - 2_000_000_000
+
+
+def versions(paths: Iterable[str]) -> list[Optional[FileVersion]]:
+    """The version of each file now (None for one that cannot be stat'ed)."""
+    return [FileVersion.of(p) for p in paths]
+
+
+def unchanged(paths: Iterable[str], known: Sequence[Optional[FileVersion]]) -> bool:
+    """Whether the files at ``paths`` are still at the versions ``known`` (``versions`` then), each settled:
+    what was read of them stands."""
+    return versions(paths) == list(known) and all(v is None or v.settled() for v in known)
+
+
+# ------------------------------------------------------------------ comments and includes
+def strip_comments(text: str) -> str:
+    """Blank out comments (keeping newlines, so offsets and line numbers stay), keep string literals."""
+
+    def repl(m: re.Match[str]) -> str:
+        s = m.group(0)
+        if s.startswith(("//", "/*")):
+            return re.sub(r"[^\n]", " ", s)
+        return s
+
+    return _COMMENT.sub(repl, text)
+
+
+def includes_of(text: str) -> list[tuple[bool, str]]:
+    """The ``#include`` (and ``#include_next``) directives of a text: (quoted, name), in order."""
+    return _includes_in(strip_comments(text))
+
+
+def _includes_in(clean: str) -> list[tuple[bool, str]]:
+    return [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(clean)]
 
 
 # ------------------------------------------------------------------ kernel signatures
@@ -244,8 +400,12 @@ class KernelDecl:
 
 
 def find_kernels(text: str) -> dict[str, KernelDecl]:
-    """The ``__global__`` functions of a source, by name, with their parameter lists (linear in the text)."""
-    clean = strip_comments(text)
+    """The ``__global__`` functions of a text, by name, with their parameter lists (linear in the text)."""
+    return _kernels_in(strip_comments(text))
+
+
+def _kernels_in(clean: str) -> dict[str, KernelDecl]:
+    """``find_kernels`` of a text whose comments are blanked out (``Source.clean``)."""
     starts, ends = _extern_c_spans(clean)
     out: dict[str, KernelDecl] = {}
     line, counted = 1, 0
@@ -284,7 +444,7 @@ def split_params(raw: str) -> list[str]:
 def kernel_decl(src: Source, name: str) -> KernelDecl:
     """The declaration of kernel ``name`` (a name expression: ``k``, ``ns::k``, ``k<16>``, ``k<float, 256>``,
     looked up by its last unqualified name); KernelCompileError naming the kernels that do exist."""
-    kernels = find_kernels(src.text)
+    kernels = src.kernels
     base = name.split("<", 1)[0].rsplit("::", 1)[-1].strip()
     if base not in kernels:
         where = src.path or "the given source"
@@ -293,6 +453,153 @@ def kernel_decl(src: Source, name: str) -> KernelDecl:
             f"kernel {name!r} not found in {where} (__global__ kernels there: {have})", file=src.path
         )
     return kernels[base]
+
+# ------------------------------------------------------------------ name expressions
+@dataclass
+class Target:
+    """One name expression of a compile: the declaration it names and whether it is simple (a plain
+    identifier of an ``extern "C"`` kernel whose parameters are all scalars and pointers: compiled by its
+    name; any other gets a marker, ``rtc.names``)."""
+
+    expr: str
+    decl: KernelDecl
+    simple: bool
+
+
+def check_expr(expr: str) -> str:
+    e = " ".join(str(expr).split())
+    if not e or not _EXPR.match(e) or e.count("<") != e.count(">") or e.count("(") != e.count(")"):
+        raise KernelCompileError(
+            f"{expr!r} is not a kernel name: expected a C++ name such as 'vector_add', 'ns::scale', 'transpose<16>' "
+            "or 'reduce<float, 256>'")
+    return e
+
+
+# ------------------------------------------------------------------ the headers a source reaches
+#: options that add an include directory (``-Idir`` or ``-I dir``; NVRTC's ``--include-path=dir``)
+_DIR_OPTIONS = ("--include-path", "-isystem", "-iquote", "-idirafter", "-I")
+#: options that include a file before the source (``-include f``; NVRTC's ``--pre-include=f``)
+_FILE_OPTIONS = ("--pre-include", "-include")
+#: path -> (its version, bytes, includes): a header is read and scanned again only when it changed
+_SCANNED: dict[str, tuple[FileVersion, bytes, list[tuple[bool, str]]]] = {}
+#: id(bytes of a scanned header) -> (those bytes, their sha256)
+_DIGESTS: dict[int, tuple[bytes, bytes]] = {}
+
+
+def _scan(path: str, irregular: Optional[list[str]] = None) -> Optional[tuple[bytes, list[tuple[bool, str]]]]:
+    """(bytes, [(quoted, name)]) of a header, None if there is none; ``irregular`` gets ``path`` when
+    something is there that is no regular file (a FIFO, a device) or cannot be read."""
+    sig = FileVersion.of(path)
+    if sig is None:
+        return None
+    known = _SCANNED.get(path)
+    if known is not None and known[0] == sig and sig.settled():
+        return known[1], known[2]
+    try:
+        data = read_regular(path)
+    except OSError:
+        data = None
+    if data is None:
+        if irregular is not None:
+            irregular.append(path)
+        return None
+    includes = includes_of(data.decode("utf-8", "replace"))
+    if known is not None:
+        _DIGESTS.pop(id(known[1]), None)
+    _SCANNED[path] = (sig, data, includes)
+    _DIGESTS[id(data)] = (data, hashlib.sha256(data).digest())
+    return data, includes
+
+
+def read_headers(paths: Iterable[str]) -> list[tuple[str, bytes]]:
+    """(path, bytes) of each of ``paths`` that is a regular file, read as ``find_headers`` reads a header
+    (again only when it changed)."""
+    out = []
+    for path in paths:
+        got = _scan(path)
+        if got is not None:
+            out.append((path, got[0]))
+    return out
+
+
+def digests(headers: Iterable[tuple[str, bytes]]) -> list[bytes]:
+    """sha256 of each header's bytes; computed once for a header object ``find_headers`` or ``read_headers``
+    returned (the CUDA headers NVRTC reaches are 1.3 MB: hashed on every warm compile_kernel call, they cost a
+    millisecond)."""
+    out = []
+    for _, data in headers:
+        known = _DIGESTS.get(id(data))
+        out.append(known[1] if known is not None and known[0] is data else hashlib.sha256(data).digest())
+    return out
+
+
+def option_includes(options: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(include directories, pre-included files) named in compiler options (``-I dir``, ``-Idir``, ...)."""
+    dirs: list[str] = []
+    files: list[str] = []
+    opts = list(options)
+    for i, opt in enumerate(opts):
+        for flag in _DIR_OPTIONS + _FILE_OPTIONS:
+            out = files if flag in _FILE_OPTIONS else dirs
+            if opt == flag:
+                out.extend(opts[i + 1 : i + 2])
+            elif opt.startswith(flag + "=") or (flag.startswith("-i") or flag == "-I") and opt.startswith(flag):
+                out.append(opt[len(flag) :].lstrip("="))
+            else:
+                continue
+            break
+    return [d for d in dirs if d], [f for f in files if f]
+
+
+def refuse_irregular_headers(src: Source, dirs: Sequence[str], *, pre_includes: Sequence[str] = (),
+                             options: Sequence[str] = ()) -> None:
+    """KernelCompileError naming the first header the compile would reach that is there but no regular file (a
+    FIFO, a device, a folder): the compiler would block on it or read it without end. Called just before a
+    compiler starts; the cache key is made without it (``find_headers``' ``irregular``)."""
+    junk: list[str] = []
+    find_headers(src, dirs, pre_includes=pre_includes, options=options, irregular=junk)
+    if junk:
+        raise KernelCompileError(f"{junk[0]} is not a regular file (a FIFO, a device or a folder): a kernel's headers "
+                                 "must be files; refused before the compiler started", file=junk[0])
+
+
+def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequence[str] = (),
+                 options: Sequence[str] = (), irregular: Optional[list[str]] = None) -> list[tuple[str, bytes]]:
+    """Every header the compiler can reach from ``src``: (path, bytes), in the order first met.
+
+    ``include_dirs`` is the compiler's ``-I`` list. Searched as well: the source's own directory (every
+    compiler here gets it as ``-I``), the include directories named in ``options`` and, for a quoted
+    include, the including file's directory (the working directory for an inline source, as NVRTC
+    does). An include is followed into EVERY file of that name on the search path, not only the first:
+    whichever the compiler takes, a change to it changes the cache key. ``pre_includes`` (and
+    ``-include``/``--pre-include`` in options) are included before the source, looked up from the
+    working directory on. Headers found nowhere are the compiler's or the system's (the compiler's
+    identity stands for them); ``#include MACRO`` is not followed (``_deps`` lists what the preprocessor
+    reads). ``irregular`` gets the paths met that are there but no regular file (a FIFO, a device).
+    """
+    opt_dirs, opt_files = option_includes(options)
+    given = ([src.dir] if src.dir else []) + list(include_dirs) + opt_dirs
+    dirs = list(dict.fromkeys(os.path.abspath(d) for d in given))
+    cwd = os.getcwd()
+    seen: dict[str, bytes] = {}
+    first = [(True, n, cwd) for n in list(pre_includes) + opt_files]
+    first += [(q, n, src.dir or cwd) for q, n in src.includes]
+    stack = [iter(first)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+            continue
+        quoted, name, here = item
+        found = []
+        for d in ([here] if quoted else []) + dirs:
+            p = os.path.abspath(os.path.join(d, name))
+            got = None if p in seen else _scan(p, irregular)
+            if got is not None:
+                seen[p] = got[0]
+                found.append(iter([(q, n, os.path.dirname(p)) for q, n in got[1]]))
+        stack.extend(reversed(found))
+    return list(seen.items())
 
 
 # ------------------------------------------------------------------ compiler logs
