@@ -105,3 +105,46 @@ def test_hip_complex(K):
     out = np.zeros(8, np.float32)
     K("complex_ops")(1, 1, out)
     np.testing.assert_allclose(out, [5, 5, 1, 2, 4, 3, 5, -3], rtol=1e-6)
+
+
+def test_include_options_reach_the_cpu_build_in_every_spelling(tmp_path):
+    """``-I DIR`` (two arguments) broke the CPU build with a misleading "No such file", and ``-include`` and
+    ``-isystem`` were dropped in silence: each spelling GPU compilers take is passed on."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    for folder, header in (("a", "va.h"), ("b", "vb.h"), ("c", "vc.h")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / header).write_text(f"#define {header[:2].upper()} {len(folder) + ord(folder) - 96}\n")
+    (tmp_path / "pre.h").write_text("#define PRE 4\n")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n#include <va.h>\n#include <vb.h>\n#include <vc.h>\n'
+                                    'extern "C" __global__ void k(int* o) { o[0] = VA * 1000 + VB * 100 + VC * 10 + PRE; }\n')
+    options = ["-I", str(tmp_path / "a"), "-isystem", str(tmp_path / "b"), f"--include-path={tmp_path / 'c'}",
+               "-include", str(tmp_path / "pre.h")]
+    k = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"), options=options)
+    out = np.zeros(1, np.int32)
+    k(1, 1, out)
+    assert out[0] == 2 * 1000 + 3 * 100 + 4 * 10 + 4
+
+
+@pytest.mark.parametrize("option", ["-fopenmp", "-o", "--emit-llvm"])
+def test_an_option_the_cpu_build_cannot_take_is_refused_by_name(tmp_path, option):
+    from pytest_gpuenv.rtc import KernelCompileError, compile_kernel
+
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\nextern "C" __global__ void k(int* o) { o[0] = 1; }\n')
+    with pytest.raises(KernelCompileError, match=rf"option '{option}' is not one the CPU executor's build takes"):
+        compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"), options=[option])
+
+
+def test_gpu_code_generation_options_are_left_out_of_the_cpu_build(tmp_path):
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\nextern "C" __global__ void k(int* o) { o[0] = 7; }\n')
+    k = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"),
+                       options=["-lineinfo", "--offload-arch=gfx90a", "-munsafe-fp-atomics", "--use_fast_math"])
+    out = np.zeros(1, np.int32)
+    k(1, 1, out)
+    assert out[0] == 7

@@ -93,3 +93,63 @@ def test_a_planted_header_is_refused_before_the_compiler_starts(tmp_path, kind):
     with pytest.raises(KernelCompileError, match=r"h\.h is not a regular file .*refused before the compiler"):
         compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"))
     assert time.monotonic() - t < 60
+
+
+def _arches() -> list[str]:
+    """The CPU executor, and a GPU arch whose compiler is installed here (hiprtc with Debian's ROCm)."""
+    pairs = (("hiprtc", "gfx90a"), ("nvrtc", "sm_90"), ("hipcc", "gfx90a"), ("nvcc", "sm_90"))
+    gpu = next((a for n, a in pairs if compilers.get(n).available() and compilers.get(n).supports(a)), None)
+    return ["cpu"] + ([gpu] if gpu else [])
+
+
+PROBE = """#include <hip/hip_runtime.h>
+#if __has_include("opt.h")
+#define V 2
+#else
+#define V 1
+#endif
+extern "C" __global__ void k(int* o) { o[0] = V; }
+"""
+
+
+@pytest.mark.parametrize("arch", _arches())
+def test_a_header_probed_with_has_include_is_in_the_key(tmp_path, arch):
+    """A header only probed (``__has_include``) was not in the key: after it appeared the old binary, built
+    without it, was served. Its appearing, changing and going away each change the key."""
+    from pytest_gpuenv.rtc import compile_kernel
+
+    (tmp_path / "k.hip").write_text(PROBE)
+    cache = str(tmp_path / "cache")
+    compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache)
+    assert compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache).cache_hit
+    (tmp_path / "opt.h").write_text("// present\n")
+    assert not compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache).cache_hit
+    (tmp_path / "opt.h").write_text("// present, changed\n")
+    assert not compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache).cache_hit
+    (tmp_path / "opt.h").unlink()
+    assert compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache).cache_hit  # the first again
+
+
+@pytest.mark.parametrize("var", ["CPLUS_INCLUDE_PATH", "CPATH"])
+def test_a_header_found_through_the_include_path_variables_is_in_the_key(tmp_path, monkeypatch, var):
+    """A header the compiler found through ``CPLUS_INCLUDE_PATH`` (or ``CPATH``) was not in the key: after it
+    changed, the old binary was served and ``gpuenv compile`` said "cached"."""
+    from pytest_gpuenv.rtc import compile_kernel
+
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "scale.h").write_text("#define SCALE 2\n")
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n#include <scale.h>\n'
+                                    'extern "C" __global__ void k(int* o) { o[0] = SCALE; }\n')
+    monkeypatch.setenv(var, str(inc))
+    cache = str(tmp_path / "cache")
+    first = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache).cache_hit
+    (inc / "scale.h").write_text("#define SCALE 3\n")
+    again = compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache)
+    assert not again.cache_hit and again.binary != first.binary
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "scale.h").write_text("#define SCALE 3\n")  # the same text under another path: another compile
+    monkeypatch.setenv(var, str(other))
+    assert not compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache).cache_hit

@@ -27,7 +27,7 @@ from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc.source import Source, find_headers, first_error, refuse_irregular_headers
+from pytest_gpuenv.rtc.source import Source, find_headers, first_error, include_path_env, refuse_irregular_headers
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 
 TIMEOUT = 300.0
@@ -45,7 +45,60 @@ _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_D
 # libc functions checked mode intercepts (src/include/gpuenv_libc.h): never expanded inline
 LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
                 "vsnprintf")
-_PASS_OPTION = re.compile(r"^-(?:D|U|I|O|std=|f(?:no-)?fast-math|ffp-contract=)")
+#: options the CPU build passes on, as g++ spells them: one that takes a value -> (its g++ spelling, whether it is
+#: a path); GPU compilers' spellings map onto them (NVRTC's ``--include-path=``, nvcc's ``--std``, ...)
+_VALUE_OPTIONS = {
+    "-D": ("-D", False), "--define-macro": ("-D", False), "-U": ("-U", False), "--undefine-macro": ("-U", False),
+    "-I": ("-I", True), "--include-path": ("-I", True), "-isystem": ("-isystem", True), "-iquote": ("-iquote", True),
+    "-idirafter": ("-idirafter", True), "-include": ("-include", True), "--pre-include": ("-include", True),
+}
+#: options passed on as they are (a language standard, an optimisation level, floating-point contraction)
+_PLAIN_OPTION = re.compile(r"^(?:-std=c\+\+\w+|-O[0-3sgz]?|-f(?:no-)?fast-math|-ffp-contract=\w+|-w|-g)$")
+#: GPU code generation alone: nothing for the CPU executor to do, so accepted and left out of its build
+_GPU_ONLY_OPTION = re.compile(
+    r"^(?:--offload-arch=\S+|--gpu-architecture=\S+|-arch=\S+|-lineinfo|--generate-line-info|-G|--device-debug"
+    r"|-fgpu-rdc|-rdc=\w+|--relocatable-device-code=\w+|-munsafe-fp-atomics|-mcumode|-mno-cumode"
+    r"|-maxrregcount=\d+|--maxrregcount=\d+|-Xptxas=\S+|--ptxas-options=\S+|-fgpu-flush-denormals-to-zero"
+    r"|--ftz=\w+|--prec-div=\w+|--prec-sqrt=\w+|--fmad=\w+|--extra-device-vectorization)$")
+
+
+def cpu_options(options: Sequence[str]) -> list[str]:
+    """``options`` as g++ takes them for a CPU executor build: the preprocessor's and the language's passed on
+    (``-I dir`` and ``-Idir`` alike, NVRTC's and nvcc's spellings translated), GPU code generation left out;
+    any other option is a KernelCompileError naming it, never dropped in silence."""
+    out: list[str] = []
+    opts = list(options)
+    i = 0
+    while i < len(opts):
+        opt = str(opts[i])
+        i += 1
+        if opt == "--use_fast_math":
+            out.append("-ffast-math")
+            continue
+        if _PLAIN_OPTION.match(opt) or _GPU_ONLY_OPTION.match(opt):
+            out += [opt] if _PLAIN_OPTION.match(opt) else []
+            continue
+        flag = opt if opt in _VALUE_OPTIONS else next(
+            (f for f in _VALUE_OPTIONS if opt.startswith(f + "=") or (f in ("-D", "-U", "-I") and opt.startswith(f))
+             or (f.startswith("-i") and opt.startswith(f) and len(opt) > len(f))), None)
+        if flag is None:
+            if opt.startswith("--std=") or opt.startswith("-std="):
+                out.append("-std=" + opt.split("=", 1)[1])
+                continue
+            raise KernelCompileError(f"option {opt!r} is not one the CPU executor's build takes: give include, define "
+                                     "and language options (-I, -isystem, -include, -D, -U, -std=, -O) or GPU "
+                                     "code-generation options, which it leaves out", arch="cpu")
+        if opt == flag:
+            if i >= len(opts):
+                raise KernelCompileError(f"option {opt!r} needs a value (e.g. {opt} VALUE)", arch="cpu")
+            value = str(opts[i])
+            i += 1
+        else:
+            value = opt[len(flag):].removeprefix("=")
+        spelling, is_path = _VALUE_OPTIONS[flag]
+        value = os.path.abspath(value) if is_path else value  # (the build runs in a temporary folder)
+        out += [spelling + value] if spelling in ("-D", "-U", "-I") else [spelling, value]
+    return out
 
 
 @functools.cache
@@ -258,7 +311,7 @@ def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: 
     # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic loader
     # binds process-wide: every kernel module would share the first one's __shared__ arrays
     own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
-    return [*_kernel_flags(warp_size, check), *own, *incs, *defs, *[o for o in options if _PASS_OPTION.match(o)]]
+    return [*_kernel_flags(warp_size, check), *own, *incs, *defs, *cpu_options(options)]
 
 
 def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
@@ -336,7 +389,7 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
     parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
-             "flags": _kernel_flags(warp_size, check)}
+             "flags": _kernel_flags(warp_size, check), "include_path_env": include_path_env()}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
     flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it

@@ -29,7 +29,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.source import FileVersion, Source, read_headers, unchanged, versions
+from pytest_gpuenv.rtc.source import FileVersion, Source, include_path_env, read_headers, unchanged, versions
 
 #: seconds a dependency listing may take (it reads headers only; a FIFO reached through a macro include
 #: would block it: the key is then the scan's alone)
@@ -81,7 +81,7 @@ def preprocessed(cmd: list[str], src: Source, env: Optional[dict] = None) -> lis
     """(path, bytes) of every regular file the preprocessor run ``cmd <source>`` reads besides the source
     ([] when it fails, then for the rest of the process); listed once per process while none of those files
     changed."""
-    key = (tuple(cmd), src.path, src.data)
+    key = (tuple(cmd), src.path, src.data, tuple(include_path_env().items()))
     known = _MEMO.get(key)
     if known is None or not unchanged(*known):
         paths = _listed(cmd, src, env) or []  # (a failure is kept too, as an empty list: it is not run again)

@@ -18,7 +18,7 @@ from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc.cache import Cache, make_key, shared
 from pytest_gpuenv.rtc.errors import KernelCompileError
 from pytest_gpuenv.rtc.logs import attribute
-from pytest_gpuenv.rtc.source import Source, find_headers, load_source, refuse_irregular_headers
+from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, load_source, refuse_irregular_headers
 
 __all__ = ["Kernel", "compile_kernel"]
 
@@ -156,6 +156,7 @@ def _cache_key(
         "options": list(options),
         "defines": {str(k): str(v) for k, v in defines.items()},
         "include_dirs": [os.path.abspath(d) for d in include_dirs],
+        "include_path_env": include_path_env(),
         "compiler": comp.identity(),
     }
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it

@@ -17,7 +17,7 @@ import re
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuenv.base import files
 from pytest_gpuenv.rtc.errors import KernelCompileError
@@ -39,6 +39,12 @@ _COMMENT = re.compile(
     r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|\Z)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)", re.S
 )
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+#: a header probed, not included: ``__has_include("x.h")``, ``__has_include_next(<x.h>)``; what it finds, or that it
+#: finds nothing, changes what the compile builds
+_HAS_INCLUDE = re.compile(r'\b__has_include(?:_next)?\s*\(\s*([<"])([^>"\n]+)[>"]\s*\)')
+#: the variables gcc and clang add to the include path (after the -I folders; C_INCLUDE_PATH for C sources only,
+#: kept anyway: a header the compile does not read only costs a key that changes more often)
+INCLUDE_PATH_VARS = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH")
 #: what a name expression may contain: C++ names, template arguments, numbers, simple constant expressions
 _EXPR = re.compile(r"^[A-Za-z_:][\w:<>,\s*&().+\-]*$")
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -227,12 +233,26 @@ def strip_comments(text: str) -> str:
 
 
 def includes_of(text: str) -> list[tuple[bool, str]]:
-    """The ``#include`` (and ``#include_next``) directives of a text: (quoted, name), in order."""
+    """The ``#include`` (and ``#include_next``) directives of a text and the headers it probes with
+    ``__has_include``: (quoted, name), directives first, in order."""
     return _includes_in(strip_comments(text))
 
 
 def _includes_in(clean: str) -> list[tuple[bool, str]]:
-    return [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(clean)]
+    found = [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(clean)]
+    if "__has_include" in clean:
+        found += [(m.group(1) == '"', m.group(2).strip()) for m in _HAS_INCLUDE.finditer(clean)]
+    return found
+
+
+def include_path_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The include-path variables set in ``environ`` (``INCLUDE_PATH_VARS``), for a cache key."""
+    return {k: environ[k] for k in INCLUDE_PATH_VARS if k in environ}
+
+
+def env_include_dirs(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The folders those variables add (an empty entry is the working directory, as gcc reads it)."""
+    return [d or os.curdir for v in include_path_env(environ).values() for d in v.split(os.pathsep)]
 
 
 # ------------------------------------------------------------------ kernel signatures
@@ -575,10 +595,13 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
     ``-include``/``--pre-include`` in options) are included before the source, looked up from the
     working directory on. Headers found nowhere are the compiler's or the system's (the compiler's
     identity stands for them); ``#include MACRO`` is not followed (``_deps`` lists what the preprocessor
-    reads). ``irregular`` gets the paths met that are there but no regular file (a FIFO, a device).
+    reads). ``irregular`` gets the paths met that are there but no regular file (a FIFO, a device). The folders
+    of ``CPATH``/``CPLUS_INCLUDE_PATH``/``C_INCLUDE_PATH`` are searched after the others, as gcc and clang do, and
+    a header a ``__has_include`` probes is followed as an include is (one that is not there changes the key
+    when it appears).
     """
     opt_dirs, opt_files = option_includes(options)
-    given = ([src.dir] if src.dir else []) + list(include_dirs) + opt_dirs
+    given = ([src.dir] if src.dir else []) + list(include_dirs) + opt_dirs + env_include_dirs()
     dirs = list(dict.fromkeys(os.path.abspath(d) for d in given))
     cwd = os.getcwd()
     seen: dict[str, bytes] = {}
