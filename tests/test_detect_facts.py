@@ -213,3 +213,18 @@ def test_amd_fix_on_the_machine_names_hip_python():
     p = env.problem("gpu-facts-unknown")
     assert p.severity == "warning" and "the runtime probe failed: hip: ModuleNotFoundError" in p.message
     assert 'pip install "hip-python==6.4.1.*"' in p.fix
+
+
+def test_a_count_only_the_probe_could_give_names_its_fix():
+    """ROCm on WSL 2: only the probe (hip-python or torch) counts the GPUs; where it failed, the skip says how
+    to mend it, as for an arch or memory."""
+    from pytest_gpuenv.base.model import Problem, Usability
+
+    env = GpuEnv(kind="rocm-wsl", backend="rocm", wsl=2, usable=Usability.PROBE_REQUIRED)
+    env.probe = {"required": True, "ran": True, "ok": False, "source": None, "error": "hip: ModuleNotFoundError"}
+    fix = "install hip-python or cuda-python (pip install pytest-gpuenv[amd] / [nvidia])"
+    env.problems.append(Problem("probe-failed", "the runtime probe failed: hip: ModuleNotFoundError", fix=fix,
+                                severity="warning", category="probe"))
+    skip = evaluate([PluginMark("requires_rocm", (), {})], env)
+    assert skip.reason == ("requires ROCm: found ROCm on WSL 2 found, device count unknown (runtime probe failed) "
+                           f"[probe-failed]; fix: {fix}")

@@ -51,6 +51,15 @@ def _unknown_note(env: GpuEnv, unknown: bool) -> str:
     return f" [{p.code}]" + (f"; fix: {p.fix}" if p.fix else "")
 
 
+def _count_note(env: GpuEnv) -> str:
+    """Where only the runtime probe could count the GPUs (WSL 2, Windows) and it failed: its problem and fix
+    (hip-python, cuda-python or torch missing, a hung runtime), for the end of a skip reason; else ""."""
+    if env.usable is not Usability.PROBE_REQUIRED:
+        return ""
+    p = env.problem("probe-failed") or env.problem("probe-timeout")
+    return "" if p is None else f" [{p.code}]" + (f"; fix: {p.fix}" if p.fix else "")
+
+
 def _usable(env: GpuEnv, vendor: Optional[str] = None) -> list[Device]:
     if env.backend == "cpu":
         return []
@@ -70,7 +79,7 @@ def _skip_missing(env: GpuEnv, want: str, category: str) -> Skip:
         fix = f"; fix: {prob.fix}" if prob.fix else ""
         return Skip("problem", f"{prob.code}: {prob.message}", f"{reason} [{prob.code}]{fix}")
     if not env.has_gpu:
-        return Skip("no-gpu", _short_found(env), reason)
+        return Skip("no-gpu", _short_found(env), reason + _count_note(env))
     return Skip(category, f"requires {want}; found {_short_found(env)}", reason)
 
 
