@@ -213,6 +213,12 @@ def test_amd_fix_on_the_machine_names_hip_python():
     p = env.problem("gpu-facts-unknown")
     assert p.severity == "warning" and "the runtime probe failed: hip: ModuleNotFoundError" in p.message
     assert 'pip install "hip-python==6.4.1.*"' in p.fix
+    # only the memory unknown: only requires_memory skips for it
+    env.problems.clear()
+    env.devices[0].arch = "gfx942"
+    checks.unknown_facts(ctx)
+    assert env.problem("gpu-facts-unknown").message.startswith(
+        "the memory of 1x AMD GPU (gfx942) is unknown: requires_memory skips on them (")
 
 
 def test_a_count_only_the_probe_could_give_names_its_fix():

@@ -110,8 +110,10 @@ def unknown_facts(ctx: Ctx) -> None:
     devs = facts_unknown(env.devices)
     if not devs:
         return
-    what = " and ".join(w for w, gone in (("arch", any(d.arch is None for d in devs)),
-                                          ("memory", any(d.memory_bytes is None for d in devs))) if gone)
+    arch, memory = any(d.arch is None for d in devs), any(d.memory_bytes is None for d in devs)
+    what = " and ".join(w for w, gone in (("arch", arch), ("memory", memory)) if gone)
+    marks = [m for m, gone in (("requires_arch", arch), ("requires_memory", memory), ("requires_capability", arch))
+             if gone]
     nvidia = devs[0].vendor == "nvidia"
     message = f"the {what} of {env.describe_devices(devs)} {'is' if ' and ' not in what else 'are'} unknown"
     if ctx.fs.root_mode:
@@ -127,16 +129,16 @@ def unknown_facts(ctx: Ctx) -> None:
     elif not probe.get("ran"):
         why.append("the runtime probe is off (probe 'never')" if ctx.probe_mode == "never"
                    else "the runtime probe did not run")
-    elif probe.get("ok"):
+    else:
         why.append(f"the runtime probe ({probe.get('source')}) did not give them")
-    fixes = ["let NVML and the runtime probe run (--gpuenv-probe=auto; `gpuenv doctor --probe auto`)"] \
-        if ctx.probe_mode == "never" else []
+    asked = "NVML and the runtime probe" if nvidia else "the runtime probe"
+    fixes = [f"let {asked} run (--gpuenv-probe=auto; `gpuenv doctor --probe auto`)"] if ctx.probe_mode == "never" else []
     if nvidia:
         from pytest_gpuenv.runtime import nvml
 
         if not nvml.installed():
             fixes.insert(0, nvml.INSTALL_HINT)
-        else:
+        elif ctx.nvml_why and ctx.probe_mode != "never":  # the binding is there, the library or driver failed
             fixes.append("give NVML its library: in a container, the driver's utility libraries "
                          "(NVIDIA_DRIVER_CAPABILITIES=compute,utility, or `docker run --gpus all`)")
         fixes.append("or install cuda-python (pip install 'pytest-gpuenv[nvidia]') or a CUDA build of torch for "
@@ -144,8 +146,8 @@ def unknown_facts(ctx: Ctx) -> None:
     else:
         fixes.append(f'install hip-python (pip install "{hip_python_requirement(env.rocm.get("version"))}") or a '
                      "ROCm build of torch for the runtime probe")
-    ctx.add("gpu-facts-unknown", message + ": requires_arch, requires_memory and requires_capability skip on them ("
-            + "; ".join(why) + ")", "; ".join(fixes), "warning", "probe")
+    ctx.add("gpu-facts-unknown", f"{message}: {', '.join(marks[:-1])}{' and ' if len(marks) > 1 else ''}{marks[-1]} "
+            f"{'skip' if len(marks) > 1 else 'skips'} on them ({'; '.join(why)})", "; ".join(fixes), "warning", "probe")
 
 
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
