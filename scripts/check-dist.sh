@@ -84,6 +84,11 @@ def test_loaded_from_the_venv(gpu_env):
     assert gpu_env.backend in ("cpu", "cuda", "rocm")
 
 
+def test_nvml_binding_installed():
+    # a base dependency: without it an NVIDIA GPU's arch and memory are unknown and markers skip
+    import pynvml  # noqa: F401
+
+
 def test_data_files_installed():
     pkg = os.path.dirname(pytest_gpuenv.__file__)
     assert os.path.isfile(os.path.join(pkg, "py.typed"))

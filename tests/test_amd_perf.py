@@ -329,8 +329,8 @@ def test_nvml_monitor_says_why_its_guards_are_off(monkeypatch):
     monkeypatch.setattr(nvml, "_state", {})
     mon = nvml.Monitor("GPU-1234")
     assert not mon.available and mon.throttle_reasons() is None
-    assert mon.note == "NVML guards off (clocks, throttling, processes): nvidia-ml-py is not installed " \
-                       "(pip install 'pytest-gpuenv[nvidia]')"
+    assert mon.note == f"NVML guards off (clocks, throttling, processes): nvidia-ml-py is not installed ({nvml.INSTALL_HINT})"
+    assert nvml.INSTALL_HINT.startswith("pip install nvidia-ml-py")
 
 
 def test_nvml_monitor_throttle_reasons_and_partial_guards():

@@ -103,16 +103,18 @@ def test_cli_and_plugin_share_the_probe_timeout_bounds(pytester, tmp_path, value
 
 # ----------------------------------------------------------------------------------------- empty root
 @pytest.mark.parametrize("how", ["env", "option"])
-def test_empty_root_is_unset_not_the_current_directory(h100_root, how):
+def test_empty_root_is_unset_not_the_current_directory(h100_root, how, tmp_path):
     env, args = ({"GPUENV_ROOT": ""}, []) if how == "env" else ({}, ["--root="])
     r = gpuenv("info", "--json", "--probe=never", *args, cwd=h100_root, env=env)
     assert r.returncode == 0, r.stderr.decode()
     model = json.loads(r.stdout)
     assert model["root"] == "/"
-    assert not any("H100" in (d["name"] or "") for d in model["devices"])
-    # the same directory given for real is read as a root
-    r = gpuenv("info", "--json", "--root", ".", cwd=h100_root)
-    assert any("H100" in (d["name"] or "") for d in json.loads(r.stdout)["devices"])
+    # this machine's own GPUs (an H100 machine's too), not the tree's: its UUIDs are made up
+    tree = json.loads(gpuenv("info", "--json", "--root", ".", cwd=h100_root).stdout)
+    assert len(tree["devices"]) == 2 and all("H100" in d["name"] for d in tree["devices"])
+    assert not {d["uuid"] for d in tree["devices"]} & {d["uuid"] for d in model["devices"]}
+    real = json.loads(gpuenv("info", "--json", "--probe=never", cwd=tmp_path).stdout)
+    assert [(d["name"], d["uuid"]) for d in model["devices"]] == [(d["name"], d["uuid"]) for d in real["devices"]]
 
 
 def test_empty_root_is_unset_in_the_plugin_too(pytester, monkeypatch, h100_root):

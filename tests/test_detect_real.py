@@ -166,7 +166,7 @@ def test_probe_never_and_auto_do_not_spawn(monkeypatch):
     env = detect(probe="never")
     assert calls == [] and env.probe["ran"] is False
     env = detect(probe="auto")
-    if not env.probe["required"]:
+    if env.probe["reason"] is None:  # neither a count nor an arch or memory the files and NVML left unknown
         assert calls == [] and env.probe["ran"] is False
     calls.clear()
     env = detect(probe="always")  # the stand-in is where detect() calls it
@@ -276,6 +276,8 @@ def test_nvml_through_pynvml_with_a_fake_library(fake_nvml, tmp_path):
     _nvidia.merge_nvml(only_nvml, data, ev)
     assert [(d.arch, d.source, d.uuid) for d in only_nvml] == [("sm_90", "nvml", dev["uuid"])]
     assert nvml.query(str(tmp_path / "missing.so")) is None
+    answer = nvml.ask(str(tmp_path / "missing.so"))
+    assert answer.data is None and answer.why.startswith(f"{tmp_path / 'missing.so'} could not be loaded: ")
 
 
 def test_nvml_monitor_with_a_fake_library(fake_nvml):
@@ -303,6 +305,7 @@ def test_no_pynvml_means_nvml_unavailable(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     monkeypatch.setattr(nvml, "_state", {})
     assert nvml.query() is None and nvml.query("/no/such/libnvidia-ml.so.1") is None
+    assert nvml.ask() == (None, "nvidia-ml-py is not installed") and not nvml.installed()
     assert nvml.driver_version() is None
     mon = nvml.Monitor("GPU-1234")
     assert not mon.available and mon.sm_mhz() is None and mon.processes() is None and mon.foreign_processes() == []

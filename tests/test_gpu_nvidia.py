@@ -44,7 +44,7 @@ def test_marker_suite_runs_cuda_skips_rocm_naming_the_gpu(pytester, monkeypatch)
         def test_cuda(gpu_device):
             assert torch.cuda.get_device_name(0) == gpu_device.name
 
-        @requires_arch("sm_80+")
+        @requires_arch("sm_*")  # any NVIDIA GPU: its arch is known
         def test_arch(): pass
 
         @requires_rocm

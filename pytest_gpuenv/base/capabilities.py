@@ -178,6 +178,8 @@ def lacks(device: Device, req: Requirement, env: GpuEnv) -> Optional[str]:
         if waves is None:
             return f"the wavefront size of {arch} is unknown"
         return None if want in waves else f"{arch} runs wave{'/wave'.join(map(str, waves))}"
+    if device.arch is None:
+        return f"the arch of {device.name or 'the GPU'} is unknown"
     r = row(device.arch)
     if r is None:
         return f"{arch} is not in pytest-gpuenv's capability table"

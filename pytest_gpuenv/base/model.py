@@ -243,7 +243,8 @@ class GpuEnv:
             why = next((d.unusable_reason for d in self.devices if d.unusable_reason), None)
             return f"{self.describe_devices()} present but not usable" + (f" ({why})" if why else "")
         if self.usable is Usability.PROBE_REQUIRED:
-            return f"{_KIND_LABEL.get(self.kind, self.kind)} found, device count unknown (runtime probe did not run)"
+            how = "failed" if self.probe.get("ran") else "did not run"
+            return f"{_KIND_LABEL.get(self.kind, self.kind)} found, device count unknown (runtime probe {how})"
         if self.hidden_devices:
             why = next((d.unusable_reason for d in self.hidden_devices if d.unusable_reason), None)
             return f"no visible GPU, {len(self.hidden_devices)} hidden" + (f" ({why})" if why else "")

@@ -55,6 +55,7 @@ def run(env: GpuEnv, root: Optional[str], environ: Any, probe: str, timeout: flo
         from pytest_gpuenv.detect import caches
 
         caches.fill([*env.devices, *env.hidden_devices])
+    _checks.unknown_facts(ctx)
     _checks.arch_support(ctx)
     _checks.torch_problems(ctx)
     _checks.rocm_runtime(ctx)
@@ -252,11 +253,14 @@ def pci_vendor_gpus(fs: Fs) -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------------------------------ probe
 def _maybe_probe(ctx: Ctx) -> Optional[int]:
-    """T3 where files cannot count devices (or when asked): run or reuse the probe, report how it went.
-    Returns how many devices the probe counted (None where it did not run or failed)."""
+    """T3 where files cannot count devices, where a usable device's arch or memory is still unknown (NVML did
+    not answer), or when asked: run or reuse the probe, report how it went. Returns how many devices the probe
+    counted (None where it did not run or failed)."""
     env, fs = ctx.env, ctx.fs
-    env.probe = {"required": ctx.probe_required, "ran": False, "ok": None, "source": None}
-    want = ctx.probe_mode == "always" or (ctx.probe_mode == "auto" and ctx.probe_required)
+    facts = ctx.probe_mode == "auto" and not ctx.probe_required and bool(_checks.facts_unknown(ctx.devices))
+    reason = "count" if ctx.probe_required else "facts" if facts else "asked" if ctx.probe_mode == "always" else None
+    env.probe = {"required": ctx.probe_required, "ran": False, "ok": None, "source": None, "reason": reason}
+    want = ctx.probe_mode == "always" or (ctx.probe_mode == "auto" and (ctx.probe_required or facts))
     if fs.root_mode or ctx.probe_mode == "never" or not want:
         if ctx.probe_required:
             env.probe["error"] = "root mode: no process is started" if fs.root_mode else "probe disabled"
@@ -273,15 +277,16 @@ def _maybe_probe(ctx: Ctx) -> Optional[int]:
         if res.get("ok"):
             _probe.cache_set(ctx.cache, key, res)
     env.probe = {"required": ctx.probe_required, "ran": True, "ok": bool(res.get("ok")), "source": res.get("source"),
-                 "seconds": res.get("seconds"), "error": res.get("error"), "cached": cached}
+                 "seconds": res.get("seconds"), "error": res.get("error"), "cached": cached, "reason": reason}
     if res.get("timed_out"):
         ctx.add("probe-timeout", f"the runtime probe did not answer within {ctx.timeout:g} s (a hung driver or "
                 "runtime); device count unknown", "raise --gpuenv-probe-timeout, or check the driver with "
                 "`rocminfo` / `nvidia-smi`", "warning", "probe")
     elif not res.get("ok"):
-        ctx.add("probe-failed", f"the runtime probe failed: {res.get('error')}", "run `python -c \"import torch; "
-                "print(torch.cuda.device_count())\"` to see the error; install hip-python or cuda-python "
-                "(pip install pytest-gpuenv[amd] / [nvidia])", "warning", "probe")
+        if reason != "facts":  # a probe run only for the facts: checks.unknown_facts names its error and the fix
+            ctx.add("probe-failed", f"the runtime probe failed: {res.get('error')}", "run `python -c \"import "
+                    "torch; print(torch.cuda.device_count())\"` to see the error; install hip-python or cuda-python "
+                    "(pip install pytest-gpuenv[amd] / [nvidia])", "warning", "probe")
     else:
         ctx.arch_list = res.get("arch_list")
         _use_probe(ctx, res, cached)
@@ -296,7 +301,7 @@ def _use_probe(ctx: Ctx, res: dict[str, Any], cached: bool) -> None:
     devs = [_probe_device(i, d, fam) for i, d in enumerate(res.get("devices") or [])]
     ctx.ev.append(f"probe ({res.get('source')}): {len(devs)} device(s)" + (" [cached]" if cached else ""))
     if ctx.devices:
-        for d, p in zip(ctx.devices, devs):
+        for d, p in _pairs(ctx.devices, devs, ctx.environ):
             d.arch, d.physical_arch = d.arch or p.arch, d.physical_arch or p.arch
             d.memory_bytes = d.memory_bytes or p.memory_bytes
         if len(devs) != len(ctx.devices):
@@ -320,6 +325,26 @@ def _use_probe(ctx: Ctx, res: dict[str, Any], cached: bool) -> None:
     elif env.kind in ("hip-windows", "cuda-windows"):
         ctx.add("windows-no-device", f"the {env.kind} runtime reports no GPU", "install or upgrade the GPU driver",
                 "error", "driver")
+
+
+def _pairs(devices: list[Device], probed: list[Device], environ: Any) -> list[tuple[Device, Device]]:
+    """Each file device with the probe's device of the same GPU: by UUID, else by PCI address, else by position
+    where the two orders agree (as many devices, and on NVIDIA ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` or identical
+    models: the files list in PCI order, CUDA's default order puts the fastest first). The probe lists every
+    device (it runs without the visible-devices variables), so its order is the physical one."""
+    by_uuid = {p.uuid: p for p in probed if p.uuid}
+    by_pci = {p.pci.lower(): p for p in probed if p.pci}
+    out = []
+    for d in devices:
+        p = by_uuid.get(d.uuid) if d.uuid else None
+        p = p if p is not None or not d.pci else by_pci.get(d.pci)
+        if p is not None:
+            out.append((d, p))
+    if out or len(devices) != len(probed):
+        return out
+    same = devices[0].vendor == "amd" or environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or len(
+        {d.name for d in devices}) == 1
+    return list(zip(devices, probed)) if same else []
 
 
 def _probe_device(i: int, d: dict[str, Any], fam: str) -> Device:

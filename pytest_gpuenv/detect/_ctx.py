@@ -26,6 +26,8 @@ class Ctx:
         self.arch_list: Optional[list[str]] = None
         #: physical index -> why ROCr leaves that AMD GPU out (``_rocr.agent_check``)
         self.dropped: dict[int, str] = {}
+        #: why NVML gave no facts (``_nvidia.ask_nvml``); None where it answered or was not asked
+        self.nvml_why: Optional[str] = None
 
     def add(self, code: str, message: str, fix: Optional[str], severity: str, category: str) -> None:
         """Report a problem once (the first report of a code wins)."""

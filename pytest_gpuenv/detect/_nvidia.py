@@ -151,9 +151,10 @@ def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[di
     """T2: NVML's answer merged into ``devices`` (the list is filled when empty); cached like the probe.
 
     Only on a real system (never in root mode) and not with probe='never'. ``lib``: the library file
-    (WSL 2's), default the one pynvml loads. None when NVML is unavailable.
+    (WSL 2's), default the one pynvml loads. None when NVML is unavailable; ``ctx.nvml_why`` says why.
     """
     if ctx.fs.root_mode or ctx.probe_mode == "never":
+        ctx.nvml_why = "root mode loads no library" if ctx.fs.root_mode else "probe 'never' asks no library"
         return None
     from pytest_gpuenv.detect import _probe
     from pytest_gpuenv.runtime import nvml
@@ -161,9 +162,9 @@ def ask_nvml(ctx: Ctx, devices: list[Device], lib: Optional[str]) -> Optional[di
     key = _probe.cache_key(ctx.fs, ctx.environ, "nvml", ["/proc/driver/nvidia/version"]).replace("probe", "nvml")
     data = _probe.cache_get(ctx.cache, key)
     if data is None:
-        data = nvml.query(lib)
+        data, ctx.nvml_why = nvml.ask(lib)
         if data is None:
-            ctx.ev.append("NVML: not available")
+            ctx.ev.append(f"NVML: not available: {ctx.nvml_why}")
             return None
         _probe.cache_set(ctx.cache, key, data)
     merge_nvml(devices, data, ctx.ev)

@@ -1,7 +1,8 @@
 """The runtime probe (T3): HIP, CUDA or torch asked in a subprocess, with a timeout, once.
 
 Only this subprocess ever starts a GPU runtime. It prints one JSON object:
-``{"source": "hip-python"|"cuda-python"|"torch"|None, "devices": [...], "errors": [...]}``.
+``{"source": "hip-python"|"cuda-python"|"torch"|None, "devices": [...], "errors": [...]}``; a device's
+``uuid`` and ``pci`` (where the runtime gives them) find the files' device it completes.
 The visible-devices variables are removed from its environment so that it lists every device;
 the detector applies the masks itself (same parser for every source).
 """
@@ -85,8 +86,14 @@ def torch_probe():
         p = torch.cuda.get_device_properties(i)
         arch = getattr(p, "gcnArchName", None)
         arch = arch.split(":")[0] if arch else "sm_%d%d" % (p.major, p.minor)
-        devs.append({"vendor": vendor, "name": p.name, "arch": arch, "memory_bytes": int(p.total_memory),
-                     "warp_size": int(getattr(p, "warp_size", 64 if vendor == "amd" and arch.startswith("gfx9") else 32))})
+        dev = {"vendor": vendor, "name": p.name, "arch": arch, "memory_bytes": int(p.total_memory),
+               "warp_size": int(getattr(p, "warp_size", 64 if vendor == "amd" and arch.startswith("gfx9") else 32))}
+        uu = str(getattr(p, "uuid", "") or "") if vendor == "nvidia" else ""
+        if uu:  # what the files' device is found by (torch prints it without the GPU- prefix)
+            dev["uuid"] = uu if uu.startswith(("GPU-", "MIG-")) else "GPU-" + uu
+        if vendor == "nvidia" and isinstance(getattr(p, "pci_bus_id", None), int):
+            dev["pci"] = "%04x:%02x:%02x.0" % (getattr(p, "pci_domain_id", 0), p.pci_bus_id, getattr(p, "pci_device_id", 0))
+        devs.append(dev)
     out["arch_list"] = torch.cuda.get_arch_list() if n else []
     return devs
 

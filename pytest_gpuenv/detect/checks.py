@@ -1,6 +1,7 @@
 """The installed torch build, read from ``torch/version.py`` as text (torch is never imported: ``read_torch``),
-and the checks once the devices are known: gfx targets the build lacks, the torch build against the GPUs, and on
-ROCm what a GPU fault does to the process and which hip-python release matches the installed ROCm."""
+and the checks once the devices are known: an arch or memory no source could give, gfx targets the build lacks,
+the torch build against the GPUs, and on ROCm what a GPU fault does to the process and which hip-python release
+matches the installed ROCm."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import os
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.base.model import Usability, family
+from pytest_gpuenv.base.model import Device, Usability, family
 from pytest_gpuenv.detect import _amd
 from pytest_gpuenv.detect._ctx import Ctx
 from pytest_gpuenv.detect._hipmask import clr_uint
@@ -95,6 +96,60 @@ def read_torch(fs: Fs, environ: Any, ev: list[str]) -> Optional[dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------ checks
+def facts_unknown(devices: list[Device]) -> list[Device]:
+    """The usable devices whose arch or memory is unknown: what ``requires_arch``, ``requires_memory`` and
+    ``requires_capability`` skip on."""
+    return [d for d in devices if d.usable and (d.arch is None or d.memory_bytes is None)]
+
+
+def unknown_facts(ctx: Ctx) -> None:
+    """``gpu-facts-unknown``: usable GPUs whose arch or memory neither the files, nor NVML, nor the runtime probe
+    gave, so the markers that need them would skip tests this machine can run; the fix names what supplies them.
+    Under a root only the files are read: a note (the machine itself knows more), not a warning."""
+    env = ctx.env
+    devs = facts_unknown(env.devices)
+    if not devs:
+        return
+    arch, memory = any(d.arch is None for d in devs), any(d.memory_bytes is None for d in devs)
+    what = " and ".join(w for w, gone in (("arch", arch), ("memory", memory)) if gone)
+    marks = [m for m, gone in (("requires_arch", arch), ("requires_memory", memory), ("requires_capability", arch))
+             if gone]
+    nvidia = devs[0].vendor == "nvidia"
+    message = f"the {what} of {env.describe_devices(devs)} {'is' if ' and ' not in what else 'are'} unknown"
+    if ctx.fs.root_mode:
+        ctx.add("gpu-facts-unknown", message + " (not in the files under the root; no library is loaded there)",
+                "run `gpuenv info` on that machine: " + ("NVML (nvidia-ml-py) reads them there" if nvidia else
+                                                         "the runtime probe (hip-python or torch) reads them there"),
+                "info", "probe")
+        return
+    why = [f"NVML: {ctx.nvml_why}"] if nvidia and ctx.nvml_why else []
+    probe = env.probe
+    if probe.get("ran") and not probe.get("ok"):
+        why.append(f"the runtime probe failed: {probe.get('error')}")
+    elif not probe.get("ran"):
+        why.append("the runtime probe is off (probe 'never')" if ctx.probe_mode == "never"
+                   else "the runtime probe did not run")
+    else:
+        why.append(f"the runtime probe ({probe.get('source')}) did not give them")
+    asked = "NVML and the runtime probe" if nvidia else "the runtime probe"
+    fixes = [f"let {asked} run (--gpuenv-probe=auto; `gpuenv doctor --probe auto`)"] if ctx.probe_mode == "never" else []
+    if nvidia:
+        from pytest_gpuenv.runtime import nvml
+
+        if not nvml.installed():
+            fixes.insert(0, nvml.INSTALL_HINT)
+        elif ctx.nvml_why and ctx.probe_mode != "never":  # the binding is there, the library or driver failed
+            fixes.append("give NVML its library: in a container, the driver's utility libraries "
+                         "(NVIDIA_DRIVER_CAPABILITIES=compute,utility, or `docker run --gpus all`)")
+        fixes.append("or install cuda-python (pip install 'pytest-gpuenv[nvidia]') or a CUDA build of torch for "
+                     "the runtime probe")
+    else:
+        fixes.append(f'install hip-python (pip install "{hip_python_requirement(env.rocm.get("version"))}") or a '
+                     "ROCm build of torch for the runtime probe")
+    ctx.add("gpu-facts-unknown", f"{message}: {', '.join(marks[:-1])}{' and ' if len(marks) > 1 else ''}{marks[-1]} "
+            f"{'skip' if len(marks) > 1 else 'skips'} on them ({'; '.join(why)})", "; ".join(fixes), "warning", "probe")
+
+
 _CU_INDEXES = ((13, 0, "cu130"), (12, 9, "cu129"), (12, 8, "cu128"), (12, 6, "cu126"), (12, 4, "cu124"),
                (12, 1, "cu121"), (11, 8, "cu118"))
 

@@ -2,7 +2,8 @@
 
 A check gets the model, the value the marker's row parsed from its arguments (``marks.markers.MARKERS``), and
 the marker's arguments as written; it returns ``None`` when the test may run here, else a ``Skip`` saying
-what was required and what was found, with the fix where a known problem is the cause. ``marks.markers`` puts
+what was required and what was found, with the fix where a known problem is the cause (an arch or memory
+detection could not learn included: ``gpu-facts-unknown``). ``marks.markers`` puts
 each check in its marker's row; ``marks.skipping`` applies the rows to a test's marks.
 """
 
@@ -41,6 +42,24 @@ def _blocking_problem(env: GpuEnv) -> Optional[Problem]:
     return next((p for p in env.problems if p.severity == "error"), None)
 
 
+def _unknown_note(env: GpuEnv, unknown: bool) -> str:
+    """Where a verdict turned on an arch or memory detection could not learn (``unknown``): the problem that
+    says why and its fix, for the end of a skip reason; else ""."""
+    p = env.problem("gpu-facts-unknown") if unknown else None
+    if p is None:
+        return ""
+    return f" [{p.code}]" + (f"; fix: {p.fix}" if p.fix else "")
+
+
+def _count_note(env: GpuEnv) -> str:
+    """Where only the runtime probe could count the GPUs (WSL 2, Windows) and it failed: its problem and fix
+    (hip-python, cuda-python or torch missing, a hung runtime), for the end of a skip reason; else ""."""
+    if env.usable is not Usability.PROBE_REQUIRED:
+        return ""
+    p = env.problem("probe-failed") or env.problem("probe-timeout")
+    return "" if p is None else f" [{p.code}]" + (f"; fix: {p.fix}" if p.fix else "")
+
+
 def _usable(env: GpuEnv, vendor: Optional[str] = None) -> list[Device]:
     if env.backend == "cpu":
         return []
@@ -60,7 +79,7 @@ def _skip_missing(env: GpuEnv, want: str, category: str) -> Skip:
         fix = f"; fix: {prob.fix}" if prob.fix else ""
         return Skip("problem", f"{prob.code}: {prob.message}", f"{reason} [{prob.code}]{fix}")
     if not env.has_gpu:
-        return Skip("no-gpu", _short_found(env), reason)
+        return Skip("no-gpu", _short_found(env), reason + _count_note(env))
     return Skip(category, f"requires {want}; found {_short_found(env)}", reason)
 
 
@@ -182,10 +201,13 @@ def requires_memory(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict
         return _skip_missing(env, f"a GPU with {format_size(value)}", "memory")
     known = [d.memory_bytes for d in devs if d.memory_bytes is not None]
     label = f"requires_memory({safe_repr(args[0])})" if isinstance(args[0], str) else f"requires_memory({format_size(value)})"
+    note = _unknown_note(env, len(known) < len(devs))
     if not known:
-        return Skip("memory", "device memory unknown", f"{label}: the memory of {env.describe_devices(devs)} is unknown")
+        return Skip("memory", "device memory unknown",
+                    f"{label}: the memory of {env.describe_devices(devs)} is unknown{note}")
     if max(known) < value:
-        return Skip("memory", label, f"{label}: largest device has {format_size(max(known))}")
+        return Skip("memory", label, f"{label}: largest device has {format_size(max(known))}"
+                    + (" (the others' memory is unknown)" if note else "") + note)
     return None
 
 
@@ -197,7 +219,9 @@ def requires_arch(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[s
     if any(p.matches(d.arch) for p in value for d in devs):
         return None
     archs = ", ".join(sorted({d.arch or "unknown arch" for d in devs}))
-    return Skip("arch", f"requires arch {pats}", f"requires arch {pats}: found {archs} ({env.describe_devices(devs)})")
+    note = _unknown_note(env, any(d.arch is None for d in devs))
+    return Skip("arch", f"requires arch {pats}",
+                f"requires arch {pats}: found {archs} ({env.describe_devices(devs)}){note}")
 
 
 def skip_on(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[Skip]:
@@ -218,4 +242,6 @@ def requires_capability(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: 
     from pytest_gpuenv.base.capabilities import missing  # boundary: the capability table (as the marker's parse)
 
     why = missing(env, value)
-    return None if why is None else Skip("capability", why.split(":")[0], why)
+    if why is None:
+        return None
+    return Skip("capability", why.split(":")[0], why + _unknown_note(env, any(d.arch is None for d in _usable(env))))

@@ -1,11 +1,13 @@
 """NVML through nvidia-ml-py (``import pynvml``): device facts for detection, clocks and processes for perf.
 
-NVML reads the driver's state and creates no CUDA context; nothing here changes clocks. pynvml is
-optional (the ``nvidia`` extra) and imported lazily. Wherever it or the library is missing, or a call
-fails, the answer is ``None`` (``[]`` for lists of foreign processes): nothing here raises.
+NVML reads the driver's state and creates no CUDA context; nothing here changes clocks. nvidia-ml-py is a
+dependency of the base install (a small pure-Python wheel: without it an NVIDIA GPU's arch and memory are
+unknown and the markers that need them skip), imported lazily. Wherever it or the library is missing, or a
+call fails, the answer is ``None`` (``[]`` for lists of foreign processes): nothing here raises.
 
 - ``query(lib_path)``: driver version, newest CUDA the driver supports, and each device's name, UUID,
-  memory and arch, between one ``nvmlInit``/``nvmlShutdown`` pair (detection, DETECTION.md T2).
+  memory and arch, between one ``nvmlInit``/``nvmlShutdown`` pair (detection, DETECTION.md T2);
+  ``ask(lib_path)`` gives the same answer with why there is none.
 - ``Monitor``: one device's SM clock, clock event reasons and compute processes, with NVML initialised
   once for the process and left so (perf), and which of those guards are off and why (``unavailable``,
   ``note``); ``driver_version()``; ``foreign_of``/``related_pids`` (shared with ``runtime.amdsmi``).
@@ -22,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 NVML_CLOCK_SM = 1  # pynvml.NVML_CLOCK_SM
 #: the timer's guards a monitor supplies (NVML here, amdsmi in ``runtime.amdsmi``)
@@ -32,6 +34,8 @@ GUARDS = ("clocks", "throttling", "processes")
 _REASONS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x10: "sync boost", 0x20: "SW thermal slowdown",
             0x40: "HW thermal slowdown", 0x80: "HW power brake slowdown", 0x100: "display clock setting"}
 _MAX_DEVICES = 64
+#: how to get the binding back where it is missing (installed with ``--no-deps``, or uninstalled)
+INSTALL_HINT = "pip install nvidia-ml-py (a dependency of pytest-gpuenv: an install with --no-deps leaves it out)"
 
 _state: dict[str, Any] = {}  # "nvml": pynvml initialised for Monitor/driver_version (None: unavailable)
 
@@ -42,6 +46,11 @@ def _pynvml() -> Any:
     except Exception:  # not installed (or broken): NVML unavailable
         return None
     return pynvml
+
+
+def installed() -> bool:
+    """Whether nvidia-ml-py can be imported."""
+    return _pynvml() is not None
 
 
 def _call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -75,27 +84,40 @@ def _library(nv: Any, lib_path: Optional[str]) -> Iterator[None]:
             pointers.update(saved[1])
 
 
+class Answer(NamedTuple):
+    """What ``ask`` got: NVML's facts (``query``'s dict), or None and ``why`` there are none."""
+
+    data: Optional[dict[str, Any]]
+    why: Optional[str]
+
+
 def query(lib_path: Optional[str] = None) -> Optional[dict[str, Any]]:
     """``{"driver_version", "max_cuda", "devices": [{"nvml_index", "name", "uuid", "memory_bytes", "arch"}]}``.
 
     :param lib_path: the NVML library file to use; ``None``: the one pynvml loads (or has loaded).
     :returns: None when pynvml or the library is missing or ``nvmlInit`` fails.
     """
+    return ask(lib_path).data
+
+
+def ask(lib_path: Optional[str] = None) -> Answer:
+    """``query``'s answer, or None with why: the binding is missing, the library cannot be loaded, or
+    ``nvmlInit`` fails (its error, as pynvml words it: "NVML Shared Library Not Found", "Driver Not Loaded")."""
     nv = _pynvml()
     if nv is None:
-        return None
+        return Answer(None, "nvidia-ml-py is not installed")
     try:
         with _library(nv, lib_path):
             try:
                 nv.nvmlInit()
-            except Exception:
-                return None
+            except Exception as exc:
+                return Answer(None, f"nvmlInit failed: {type(exc).__name__}: {exc}"[:200])
             try:
-                return _read(nv)
+                return Answer(_read(nv), None)
             finally:
                 _call(nv.nvmlShutdown)
-    except OSError:  # the given library could not be loaded
-        return None
+    except OSError as exc:  # the given library could not be loaded
+        return Answer(None, f"{lib_path} could not be loaded: {exc}"[:200])
 
 
 def _read(nv: Any) -> dict[str, Any]:
@@ -133,7 +155,7 @@ def _initialised() -> Any:
             if nv is not None:
                 nv.nvmlInit()
             else:
-                why = "nvidia-ml-py is not installed (pip install 'pytest-gpuenv[nvidia]')"
+                why = f"nvidia-ml-py is not installed ({INSTALL_HINT})"
         except Exception as exc:
             nv, why = None, f"nvmlInit failed: {type(exc).__name__}: {exc}"[:200]
         _state.update(nvml=nv, why=why)
