@@ -313,7 +313,8 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
 
 def build_executor(cxx: str) -> tuple[dict[str, Any], bytes]:
     """The executor library (one per compiler; ``GPUENV_CPU_UCONTEXT=1`` builds the ucontext fallback), as
-    ``src/build.mk`` says: the layout header generated from protocol.py into the output folder first."""
+    ``src/build.mk`` says (its Makefile builds the same): the layout header generated from protocol.py into
+    the output folder first."""
     t0 = time.perf_counter()
     build = cpu_sources.executor_build()
     srcs = [os.path.join(cpu_sources.SRC_DIR, n) for n in build.sources]

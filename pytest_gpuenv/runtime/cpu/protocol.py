@@ -161,5 +161,5 @@ def layout_header() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":  # the header, to stdout
+if __name__ == "__main__":  # the executor's standalone build (src/Makefile): the header, to stdout
     sys.stdout.write(layout_header())

@@ -1,6 +1,6 @@
-"""The CPU executor's sources and how they are built, as ``src/build.mk`` declares them (``rtc._cpu.build_executor``
-builds it so). Also the header the build generates from ``protocol.py`` (``LAYOUT_HEADER``), which checks the C
-structs against it field by field.
+"""The CPU executor's sources and how they are built, as ``src/build.mk`` declares them for both builds: the
+Python one (``rtc._cpu.build_executor``) and the standalone ``src/Makefile``. Also the header both generate
+from ``protocol.py`` (``LAYOUT_HEADER``), which checks the C structs against it field by field.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-# The CPU executor's build, declared once: the Python build reads it (runtime/cpu/sources.py, rtc/_cpu.py:
-# build_executor). Plain `NAME = words` lines (a `\` continues one). The build also generates
-# gpuenv_layout.h from ../protocol.py into its output folder (protocol.h).
+# The CPU executor's build, declared once: the Makefile here includes it and the Python build reads it
+# (runtime/cpu/sources.py, rtc/_cpu.py: build_executor). Plain `NAME = words` lines (a `\` continues one).
+# Both builds also generate gpuenv_layout.h from ../protocol.py into their output folder (protocol.h).
 
 # the sources, one library (README.md says what each holds)
 EXECUTOR_SOURCES = scheduler.cpp fibers.cpp barrier.cpp warps.cpp checks.cpp libc_checks.cpp coop.cpp \

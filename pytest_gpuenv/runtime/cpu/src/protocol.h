@@ -1,8 +1,8 @@
 // What the child process's Python (runtime/cpu/server.py) and the executor share beyond the kernel ABI of
 // include/gpuenv_cpu.h: the death note (death_note.cpp) and the parts of a launch request (request.cpp).
-// runtime/cpu/protocol.py declares them all: gpuenv_layout.h, which the build generates from it (rtc/_cpu.py:
-// protocol.layout_header), gives the constants below and checks every field's offset and size here and in
-// gpuenv_cpu.h against its declarations (GPUENV_CHECK_LAYOUT).
+// runtime/cpu/protocol.py declares them all: gpuenv_layout.h, which the build generates from it (rtc/_cpu.py,
+// or the Makefile: python protocol.py), gives the constants below and checks every field's offset and size
+// here and in gpuenv_cpu.h against its declarations (GPUENV_CHECK_LAYOUT).
 #pragma once
 #include "include/gpuenv_cpu.h"
 #include "gpuenv_layout.h"
