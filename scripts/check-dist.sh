@@ -77,6 +77,7 @@ import sys
 import pytest_gpuenv
 from pytest_gpuenv.rtc import _source
 from pytest_gpuenv.runtime import cpu
+from pytest_gpuenv.runtime.cpu import sources
 
 
 def test_loaded_from_the_venv(gpu_env):
@@ -94,7 +95,8 @@ def test_data_files_installed():
     assert os.path.isfile(os.path.join(pkg, "py.typed"))
     assert os.path.isfile(os.path.join(_source.SHIPPED_INCLUDE, "hip", "hip_runtime.h"))
     assert os.path.isfile(os.path.join(_source.HIPRTC_INCLUDE, "hip", "hip_runtime.h"))
-    assert os.path.isfile(os.path.join(cpu.SRC_DIR, "executor.cpp"))
+    build = sources.executor_build()  # build.mk: what the executor is built from
+    assert all(os.path.isfile(os.path.join(cpu.SRC_DIR, name)) for name in build.sources + build.headers)
     assert os.path.isfile(os.path.join(cpu.INCLUDE_DIR, "gpuenv_cpu.h"))
 EOF
     (cd "$work/suite" && PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 "$work/venv/bin/python" -m pytest -p gpuenv \

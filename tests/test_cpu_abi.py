@@ -1,76 +1,69 @@
-"""The child process checks runtime/_cpu_proto.py's ctypes copies of the executor's ABI structs against the
-sizes the C side exports (src/server.cpp: gpuenv_abi_sizes) when it loads the executor; and here, that
-their field names follow the C structs' in order."""
+"""runtime/cpu/protocol.py declares every struct pytest and the CPU executor share; the executor's build
+checks the C structs (src/include/gpuenv_cpu.h, src/protocol.h) against it field by field, through the
+header protocol.py generates (``layout_header``). Here: that the check passes as the sources stand, and that
+a declaration drifted on either side stops the build naming the field."""
 
 from __future__ import annotations
 
+import ctypes
 import os
-import re
 import subprocess
-import sys
 
 import pytest
 
 from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime.cpu import protocol
-from pytest_gpuenv.runtime.cpu import server as S
+from pytest_gpuenv.runtime.cpu import protocol, sources
 
-SCRIPT = r"""
-import ctypes, sys
-from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime.cpu import server as S, protocol
-_, binary = _cpu.build_executor(_cpu.require_cxx())
-exe = S.load_bytes(binary, "gpuenv-cpu-executor", global_symbols=True)
-S.check_abi(exe)
-print("same")
-class Short(ctypes.Structure):  # a copy of Region that lost its last two fields
-    _fields_ = protocol.Region._fields_[:2]
-Short.__name__ = "Region"
-S.ABI_STRUCTS = (protocol.LaunchDesc, protocol.Report, Short, protocol.Note)
-try:
-    S.check_abi(exe)
-except ValueError as e:
-    print(e)
-"""
+CXX = _cpu.find_cxx()
+needs_cxx = pytest.mark.skipif(CXX is None, reason="needs a C++ compiler")
 
 
-@pytest.mark.skipif(_cpu.find_cxx() is None, reason="needs a C++ compiler")
-def test_abi_sizes_checked_at_load() -> None:
-    # a subprocess: the executor is native code, loaded here only to read its exported sizes
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, check=True).stdout
-    same, mismatch = out.strip().splitlines()
-    assert same == "same"
-    assert "Region: ctypes 16 bytes, C 24" in mismatch
-    assert "differ from runtime/cpu/protocol.py" in mismatch
+def _compile_layout(tmp_path, header: str, src_dir: str = sources.SRC_DIR) -> subprocess.CompletedProcess:
+    """protocol.h (every shared struct, and the checks) compiled against ``header`` as gpuenv_layout.h."""
+    (tmp_path / sources.LAYOUT_HEADER).write_text(header)
+    (tmp_path / "check.cpp").write_text('#include "protocol.h"\n')
+    build = sources.executor_build()
+    assert CXX is not None
+    return subprocess.run([CXX, *[f for f in build.flags if f != "-shared"], f"-I{tmp_path}", f"-I{src_dir}",
+                           "-fsyntax-only", str(tmp_path / "check.cpp")], capture_output=True, text=True, timeout=120)
 
 
-def _c_fields(source: str, struct: str) -> list[str]:
-    """The field names of ``struct NAME { ... };`` in C source, in order (comments dropped)."""
-    body = re.search(r"struct " + struct + r" \{(.*?)\n\};", source, re.S)
-    assert body, struct
-    names: list[str] = []
-    for decl in re.sub(r"//[^\n]*", "", body.group(1)).split(";"):
-        decl = decl.strip()
-        if not decl:
-            continue
-        if "(*" in decl:  # a function pointer: void (*entry)(void**)
-            names.append(re.search(r"\(\*(\w+)\)", decl).group(1))  # type: ignore[union-attr]
-            continue
-        _, _, rest = decl.removeprefix("const ").partition(" ")  # the type: one word, after any const
-        names += [re.sub(r"[*\s]|\[.*\]", "", part) for part in rest.split(",")]
-    return names
+@needs_cxx
+def test_the_c_structs_follow_protocol_py(tmp_path) -> None:
+    res = _compile_layout(tmp_path, protocol.layout_header())
+    assert res.returncode == 0, res.stderr
 
 
-def test_abi_field_names_in_the_same_order() -> None:
-    # the size check at load misses two fields of the same size swapped on one side: the names catch it
-    src = os.path.join(os.path.dirname(protocol.__file__), "src")
-    with open(os.path.join(src, "include", "gpuenv_cpu.h")) as f:
-        header = f.read()
-    with open(os.path.join(src, "server.cpp")) as f:
-        server = f.read()
-    pairs = [(protocol.Region, header, "gpuenv_region_t"), (protocol.Report, header, "gpuenv_report_t"),
-             (protocol.LaunchDesc, header, "gpuenv_launch_t"), (protocol.Worker, header, "gpuenv_worker_t"),
-             (protocol.Note, server, "gpuenv_note_t")]
-    for cls, source, struct in pairs:
-        assert [name for name, *_ in cls._fields_] == _c_fields(source, struct), cls.__name__
-    assert {cls for cls, *_ in pairs} == set(S.ABI_STRUCTS)
+@needs_cxx
+def test_a_field_out_of_step_stops_the_build_naming_it(tmp_path, monkeypatch) -> None:
+    # two fields of one size swapped (a size check would pass), and a request part that lost a field
+    class Region(ctypes.Structure):
+        _fields_ = [*protocol.Region._fields_[:2], protocol.Region._fields_[3], protocol.Region._fields_[2]]
+
+    monkeypatch.setattr(protocol, "Region", Region)
+    monkeypatch.setattr(protocol, "VALUE", protocol.Part(*protocol.VALUE.fields[:3]))
+    res = _compile_layout(tmp_path, protocol.layout_header())
+    assert res.returncode != 0
+    assert "gpuenv_region_t.index: offset 16, 4 bytes, as Region.index in protocol.py" in res.stderr
+    assert "value_t: 8 bytes, as VALUE in protocol.py" in res.stderr
+
+
+@needs_cxx
+def test_a_c_field_renamed_stops_the_build(tmp_path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(os.path.join(sources.SRC_DIR, "protocol.h")) as f:
+        text = f.read()
+    assert "uint64_t addr;" in text
+    (src / "protocol.h").write_text(text.replace("uint64_t addr;", "uint64_t address;"))
+    os.symlink(sources.INCLUDE_DIR, src / "include")
+    res = _compile_layout(tmp_path, protocol.layout_header(), str(src))
+    assert res.returncode != 0
+    assert "gpuenv_note_t" in res.stderr and "no member named" in res.stderr, res.stderr[-2000:]
+
+
+def test_every_shared_struct_is_checked() -> None:
+    declared = {name for name, value in vars(protocol).items()
+                if isinstance(value, protocol.Part) or (isinstance(value, type) and issubclass(value, ctypes.Structure))}
+    assert declared == set(protocol.C_STRUCTS)
+    assert all(protocol.fields(getattr(protocol, name)) for name in declared)

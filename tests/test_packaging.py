@@ -73,7 +73,7 @@ def test_check_dist_names_a_file_left_out_of_package_data(tmp_path):
         f.write(text.replace('"src/*.cpp", ', ""))
     p = _check_dist(project, tmp_path / "out")
     assert p.returncode == 1
-    assert "check-dist: missing from the wheel: pytest_gpuenv/runtime/cpu/src/executor.cpp" in p.stderr
+    assert "check-dist: missing from the wheel: pytest_gpuenv/runtime/cpu/src/barrier.cpp" in p.stderr
     assert not (tmp_path / "out").exists()
 
 

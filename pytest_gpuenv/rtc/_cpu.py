@@ -29,6 +29,8 @@ from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.source import Source, find_headers, first_error, include_path_env, refuse_irregular_headers
 from pytest_gpuenv.runtime import cpu as cpu_runtime
+from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
+from pytest_gpuenv.runtime.cpu import sources as cpu_sources
 
 TIMEOUT = 300.0
 GLOBALS_FILE_LIMIT = 16 << 20  # bytes of kernel module above which globals are built without red zones
@@ -364,14 +366,18 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
 
 
 def build_executor(cxx: str) -> tuple[dict[str, Any], bytes]:
-    """The executor library (one per compiler; ``GPUENV_CPU_UCONTEXT=1`` builds the ucontext fallback)."""
+    """The executor library (one per compiler; ``GPUENV_CPU_UCONTEXT=1`` builds the ucontext fallback), as
+    ``src/build.mk`` says (its Makefile builds the same): the layout header generated from protocol.py into
+    the output folder first."""
     t0 = time.perf_counter()
-    srcs = [os.path.join(cpu_runtime.SRC_DIR, n) for n in cpu_runtime.EXECUTOR_SOURCES]
-    extra = ["-DGPUENV_UCONTEXT"] if os.environ.get("GPUENV_CPU_UCONTEXT") == "1" else []
+    build = cpu_sources.executor_build()
+    srcs = [os.path.join(cpu_sources.SRC_DIR, n) for n in build.sources]
+    extra = build.ucontext_flags if os.environ.get("GPUENV_CPU_UCONTEXT") == "1" else []
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
         so = os.path.join(d, "executor.so")
-        _run([cxx, "-std=c++17", "-O2", "-g1", "-fPIC", "-shared", "-fno-exceptions", *extra, "-o", so, *srcs, "-lrt"],
-             "the CPU executor")
+        with open(os.path.join(d, cpu_sources.LAYOUT_HEADER), "w", encoding="utf-8") as f:
+            f.write(cpu_protocol.layout_header())
+        _run([cxx, *build.flags, *extra, f"-I{d}", "-o", so, *srcs, *build.libs], "the CPU executor")
         with open(so, "rb") as f:
             binary = f.read()
     return {"name": "executor", "arch": "cpu", "compile_seconds": time.perf_counter() - t0}, binary
@@ -380,8 +386,7 @@ def build_executor(cxx: str) -> tuple[dict[str, Any], bytes]:
 def executor_key(cxx: str) -> str:
     parts = {"what": "gpuenv-cpu-executor", "compiler": compiler_identity(cxx),
              "ucontext": os.environ.get("GPUENV_CPU_UCONTEXT") == "1"}
-    srcs = cpu_runtime.executor_sources()
-    return make_key(parts, b"", srcs)
+    return make_key(parts, b"", cpu_sources.executor_files())
 
 
 def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],

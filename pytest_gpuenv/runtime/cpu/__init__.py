@@ -27,15 +27,11 @@ from pytest_gpuenv.runtime.cpu import protocol as P
 from pytest_gpuenv.runtime.cpu.child import Arena, Child, Death, Gone
 from pytest_gpuenv.runtime.cpu.copies import PIECE_MIN, copy_all, copy_threads
 from pytest_gpuenv.runtime.cpu.protocol import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
+from pytest_gpuenv.runtime.cpu.sources import INCLUDE_DIR, SRC_DIR
 
-__all__ = ["CpuModule", "CpuRuntime", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region", "Report",
-           "c_u32x3", "get", "watchdog_seconds", "worker_limit"]
+__all__ = ["CpuModule", "CpuRuntime", "INCLUDE_DIR", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region",
+           "Report", "SRC_DIR", "c_u32x3", "get", "watchdog_seconds", "worker_limit"]
 
-SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "src")
-INCLUDE_DIR = os.path.join(SRC_DIR, "include")
-EXECUTOR_SOURCES = ("executor.cpp", "launch.cpp", "coop.cpp", "signals.cpp", "warps.cpp", "checks.cpp", "libc_checks.cpp",
-                    "server.cpp")
-EXECUTOR_HEADERS = ("executor_int.h", "fiber_switch.h", "fibers.h", os.path.join("include", "gpuenv_cpu.h"))
 WATCHDOG_ENV = "GPUENV_CPU_WATCHDOG"
 WORKERS_ENV = "GPUENV_CPU_WORKERS"
 WATCHDOG_MAX = 86400.0
@@ -66,15 +62,6 @@ def worker_limit(environ: Any = os.environ) -> int:
         raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
                          "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
     return int(raw)
-
-
-def executor_sources() -> list[tuple[str, bytes]]:
-    """(name, bytes) of every file the executor library is built from (its cache key)."""
-    out = []
-    for name in EXECUTOR_SOURCES + EXECUTOR_HEADERS:
-        with open(os.path.join(SRC_DIR, name), "rb") as f:
-            out.append((name, f.read()))
-    return out
 
 
 @dataclass

@@ -3,7 +3,7 @@
 ``Child`` starts ``server.py`` with a fresh interpreter (spawned, never a fork of pytest), in its
 own process group, with its output in a private temporary file. ``request`` sends one request and
 waits for the reply under a wall-clock limit; when the child dies, wedges or runs past the limit it
-is killed and ``Gone`` says how it ended (``Death``: the note ``src/server.cpp`` left in the arena,
+is killed and ``Gone`` says how it ended (``Death``: the note ``src/death_note.cpp`` left in the arena,
 the wait status, what the process wrote).
 """
 

@@ -3,11 +3,16 @@
 
 Standard library only: the child imports this file by path, not the package.
 
+This file is the one declaration of every struct pytest and the executor share: the C structs
+(``src/include/gpuenv_cpu.h``, ``src/protocol.h``) are checked against it field by field when the executor is
+built, through the header ``python protocol.py`` writes (``layout_header``: the C side's constants, and a
+``static_assert`` of each field's offset and size).
+
 A request is ``HEAD`` (op, module handle, payload bytes) and its payload on the request pipe; the reply is
 ``REPLY`` (status, a number, payload bytes) and its payload on the reply pipe. Argument buffers, the
 report and the device printf buffer live in one shared memfd (``ARENA``), mapped by both processes:
 
-    [0, NOTE_BYTES)                          the child's death note (``Note``, written by server.cpp)
+    [0, NOTE_BYTES)                          the child's death note (``Note``, written by death_note.cpp)
     [REPORT_OFF, REPORT_OFF + sizeof Report) the launch report
     [OUT_OFF, OUT_OFF + PRINTF_CAPACITY)     device printf output
     [DATA_OFF, ...)                          copies of the argument buffers, one span per group of
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
+from typing import Union
 
 c_u32x3 = ctypes.c_uint32 * 3
 PRINTF_CAPACITY = 1 << 20
@@ -33,24 +40,38 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
-# launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
-# nglobals, nwrites, nreads; then nwrites SYM_WRITE with name and bytes (module globals set before the
-# launch), nreads SYM_READ with name (read after it: the reply's payload is each one's bytes after a
-# SYM_SIZE), which the child's Python handles; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE
-# with their bytes, which src/server.cpp (gpuenv_server_launch) reads: keep its structs in step
-LAUNCH = struct.Struct("<6IQQdiiiiiiii")
+
+
+class Part(struct.Struct):
+    """A part of a request's payload: little-endian, no padding, its fields named (``pad`` for padding) as in
+    the packed C struct that reads it (src/protocol.h)."""
+
+    def __init__(self, *fields: tuple[str, str]) -> None:
+        super().__init__("<" + "".join(code for _, code in fields))
+        self.fields = fields
+
+
+# launch: LAUNCH; then nwrites SYM_WRITE with name and bytes (module globals set before the launch), nreads
+# SYM_READ with name (read after it: the reply's payload is each one's bytes after a SYM_SIZE), which the
+# child's Python handles; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE with their bytes,
+# which src/request.cpp (gpuenv_server_launch) reads
+LAUNCH = Part(("grid", "3I"), ("block", "3I"), ("shared_bytes", "Q"), ("arena_bytes", "Q"), ("watchdog_s", "d"),
+              ("warp_size", "i"), ("check", "i"), ("nvars", "i"), ("nregions", "i"), ("nvalues", "i"),
+              ("nglobals", "i"), ("nwrites", "i"), ("nreads", "i"))
 SYM_WRITE = struct.Struct("<HI")  # name bytes, data bytes
 SYM_READ = struct.Struct("<H")
 SYM_SIZE = struct.Struct("<I")
-VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
+VAR = Part(("off", "Q"), ("size", "Q"))  # offset in the globals section, bytes
 # a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
 # number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
-SVAR = struct.Struct("<QQi4x")
+SVAR = Part(("off", "Q"), ("size", "Q"), ("index", "i"), ("pad", "4x"))
 PARALLEL = 4
 COOPERATIVE = 8  # every block resident at once, for grid.sync() (src/coop.cpp)
 MAX_WORKERS = 64  # kMaxWorkers in src/executor_int.h
-REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
-VALUE = struct.Struct("<BxxxII")  # kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes
+# an argument buffer: offset in the arena, bytes, read-only, parameter index
+REGION = Part(("off", "Q"), ("size", "Q"), ("readonly", "i"), ("index", "i"))
+# kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes
+VALUE = Part(("kind", "B"), ("pad", "3x"), ("size", "I"), ("align", "I"))
 VALUE_BYTES, VALUE_ARENA = 0, 1  # VALUE_ARENA: a pointer, given as an 8-byte offset in the arena
 
 # report kinds beyond gpuenv_cpu.h's enum (which goes on at 13): found by the parent when the child process ended
@@ -92,9 +113,53 @@ NOTE_FRAMES = 24
 
 
 class Note(ctypes.Structure):
-    """Mirrors ``gpuenv_note_t`` in src/server.cpp: what the child knew when it ended."""
+    """``gpuenv_note_t`` (src/protocol.h, written by src/death_note.cpp): what the child knew when it ended."""
 
     _fields_ = [("kind", ctypes.c_int32), ("value", ctypes.c_int32), ("in_launch", ctypes.c_int32),
                 ("nframes", ctypes.c_int32), ("forks", ctypes.c_int32), ("kmask", ctypes.c_int32),
                 ("block", c_u32x3), ("thread", c_u32x3), ("addr", ctypes.c_uint64),
                 ("pcs", ctypes.c_uint64 * NOTE_FRAMES), ("bases", ctypes.c_uint64 * NOTE_FRAMES)]
+
+
+#: the C struct (src/include/gpuenv_cpu.h, src/protocol.h) of each declaration above, by its name here
+C_STRUCTS = {"LaunchDesc": "gpuenv_launch_t", "Report": "gpuenv_report_t", "Region": "gpuenv_region_t",
+             "Worker": "gpuenv_worker_t", "Note": "gpuenv_note_t", "LAUNCH": "launch_head_t", "SVAR": "svar_t",
+             "VAR": "var_t", "REGION": "region_in_t", "VALUE": "value_t"}
+#: the constants the C side takes from here (as PROTOCOL_<name>)
+C_CONSTANTS = ("NOTE_FRAMES", "NOTE_EXIT", "NOTE_QUICK_EXIT", "NOTE_SIGNAL", "NOTE_STUCK", "VALUE_BYTES", "VALUE_ARENA")
+
+
+def fields(decl: Union[type[ctypes.Structure], Part]) -> list[tuple[str, int, int]]:
+    """(name, offset, bytes) of each field of a struct declared here."""
+    if isinstance(decl, Part):
+        out, at = [], 0
+        for name, code in decl.fields:
+            size = struct.calcsize("<" + code)
+            out.append((name, at, size))
+            at += size
+        return out
+    return [(f[0], getattr(decl, f[0]).offset, getattr(decl, f[0]).size) for f in decl._fields_]
+
+
+def layout_header() -> str:
+    """The C header the executor's build includes (src/protocol.h): the constants, and GPUENV_CHECK_LAYOUT, a
+    ``static_assert`` of each field's offset and size and of each struct's size."""
+    lines = ["// Generated from pytest_gpuenv/runtime/cpu/protocol.py (python protocol.py): edit that file, not this.",
+             "#pragma once", "#include <stddef.h>"]
+    lines += [f"#define PROTOCOL_{name} {globals()[name]}" for name in C_CONSTANTS]
+    lines.append("#define GPUENV_CHECK_FIELD(T, f, off, size, what) \\\n"
+                 "    static_assert(offsetof(T, f) == off && sizeof(T::f) == size, what \" in protocol.py\")")
+    checks = []
+    for py, c_name in C_STRUCTS.items():
+        decl = globals()[py]
+        for name, off, size in fields(decl):
+            checks.append(f"GPUENV_CHECK_FIELD({c_name}, {name}, {off}, {size}, "
+                          f"\"{c_name}.{name}: offset {off}, {size} bytes, as {py}.{name}\")")
+        total = decl.size if isinstance(decl, Part) else ctypes.sizeof(decl)
+        checks.append(f"static_assert(sizeof({c_name}) == {total}, \"{c_name}: {total} bytes, as {py} in protocol.py\")")
+    lines.append("#define GPUENV_CHECK_LAYOUT \\\n    " + "; \\\n    ".join(checks))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # the executor's standalone build (src/Makefile): the header, to stdout
+    sys.stdout.write(layout_header())

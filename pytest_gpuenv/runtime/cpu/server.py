@@ -3,13 +3,15 @@
 pytest starts one per process (``runtime.cpu.child``); it loads the executor and the kernel modules from
 their bytes (anonymous memfds) and serves load, launch and symbol requests, one at a time. Whatever a
 kernel does here (exit, abort, a fault outside a launch, fork, a thread, a hang) ends or wedges this
-process only; pytest reads the death note (``src/server.cpp``) and starts a fresh one.
+process only; pytest reads the death note (``src/death_note.cpp``) and starts a fresh one.
 
 A Python server (rather than a C++ one) reuses the ctypes descriptions pytest already has, needs no
 second build product, and costs one interpreter start (about 20 ms) per pytest process. A launch request is
-read by the executor itself (``gpuenv_server_launch`` in server.cpp): the Python here handles its module
+read by the executor itself (``gpuenv_server_launch`` in src/request.cpp): the Python here handles its module
 globals, picks the workers and replies, so that a small launch's round trip is mostly the pipes' own.
-Standard library only; ``protocol`` is loaded from this file's folder by its path.
+Standard library only; ``protocol`` is loaded from this file's folder by its path. The executor's structs
+were checked against protocol.py's field by field when it was built (src/protocol.h), so nothing is
+checked at load.
 """
 
 from __future__ import annotations
@@ -109,23 +111,6 @@ def _dladdr(addr: int, info: Dlinfo) -> int:
     return int(_LIBC.dladdr(ctypes.c_void_p(addr), ctypes.byref(info)))
 
 
-#: the ctypes copies of the ABI structs, in the order of server.cpp's gpuenv_abi_sizes
-ABI_STRUCTS = (protocol.LaunchDesc, protocol.Report, protocol.Region, protocol.Note, protocol.Worker)
-
-
-def check_abi(exe: ctypes.CDLL) -> None:
-    """Compare each ctypes copy's size with the C struct's (the executor exports them); ValueError on a mismatch."""
-    sizes = (ctypes.c_uint64 * (len(ABI_STRUCTS) + 1)).in_dll(exe, "gpuenv_abi_sizes")
-    bad = [f"{cls.__name__}: ctypes {ctypes.sizeof(cls)} bytes, C {sizes[i]}" for i, cls in enumerate(ABI_STRUCTS)
-           if ctypes.sizeof(cls) != sizes[i]]
-    request = (protocol.LAUNCH, protocol.SVAR, protocol.VAR, protocol.REGION, protocol.VALUE)  # in the order of server.cpp's gpuenv_request_sizes
-    sizes = (ctypes.c_uint64 * (len(request) + 1)).in_dll(exe, "gpuenv_request_sizes")
-    bad += [f"request part {fmt.format!r}: {fmt.size} bytes, C {sizes[i]}" for i, fmt in enumerate(request)
-            if fmt.size != sizes[i]]
-    if bad:
-        raise ValueError("the executor's ABI structs differ from runtime/cpu/protocol.py's copies: " + "; ".join(bad))
-
-
 def bind(exe: ctypes.CDLL) -> None:
     """The argument types of the executor's server entry points."""
     exe.gpuenv_server_init.argtypes = [ctypes.c_void_p]
@@ -210,7 +195,6 @@ class Server:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # one memfd per kernel module lives here
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
-        check_abi(self.exe)
         bind(self.exe)
         self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
         self.send(protocol.ST_OK, os.getpid())

@@ -19,44 +19,51 @@ static uint32_t shadow_static_used;
 // The module's __shared__ variables (found in its symbol table by their red zones, wherever declared:
 // kernels, templates, inline helpers, namespace scope) at their addresses in this process.
 void setup_vars() {
-    gpuenv_launch_t* d = L.d;
-    L.nsv = 0;
-    L.sv_lo = L.sv_hi = 0;
+    Launch& l = current_launch();
+    gpuenv_launch_t* d = l.d;
+    l.nsv = 0;
+    l.sv_lo = l.sv_hi = 0;
     uint32_t shad = 0;
-    for (int i = 0; i < d->nvars && L.nsv < kMaxVars; i++) {
+    for (int i = 0; i < d->nvars && l.nsv < kMaxVars; i++) {
         const gpuenv_region_t& g = d->vars[i];
-        SVar& v = L.vars[L.nsv++];
-        v.lo = L.mod_base + g.base;
+        SVar& v = l.vars[l.nsv++];
+        v.lo = l.mod_base + g.base;
         v.hi = v.lo + g.size;
         v.index = g.readonly ? -1 : g.index;
         v.shad = shad;
         if (!g.readonly) shad += (uint32_t)g.size;
-        if (!L.sv_lo || v.lo < L.sv_lo) L.sv_lo = v.lo;
-        if (v.hi > L.sv_hi) L.sv_hi = v.hi;
+        if (!l.sv_lo || v.lo < l.sv_lo) l.sv_lo = v.lo;
+        if (v.hi > l.sv_hi) l.sv_hi = v.hi;
     }
     shadow_static_used = shad < kShadowBytes ? shad : kShadowBytes;
 }
 
 void poison_vars() {
-    for (int i = 0; i < L.nsv; i++)
-        if (L.vars[i].index >= 0) memset((void*)L.vars[i].lo, 0xFF, L.vars[i].hi - L.vars[i].lo);
+    Launch& l = current_launch();
+    for (int i = 0; i < l.nsv; i++)
+        if (l.vars[i].index >= 0) memset((void*)l.vars[i].lo, 0xFF, l.vars[i].hi - l.vars[i].lo);
 }
 
 void shadow_new_epoch() {
-    if (++L.epoch < 0xFFFF) return;
-    L.epoch = 1;  // wrapped: no access of the earlier intervals may look current
-    size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
+    Launch& l = current_launch();
+    if (++l.epoch < 0xFFFF) return;
+    l.epoch = 1;  // wrapped: no access of the earlier intervals may look current
+    size_t nd = l.d->shared_bytes < kShadowBytes ? l.d->shared_bytes : kShadowBytes;
     for (size_t i = 0; i < shadow_static_used; i++) shadow_static[i].wep = shadow_static[i].rep = 0;
     for (size_t i = 0; i < nd; i++) shadow_dyn[i].wep = shadow_dyn[i].rep = 0;
 }
 
-static size_t dyn_shadowed() { return L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes; }
+static size_t dyn_shadowed(const Launch& l) { return l.d->shared_bytes < kShadowBytes ? l.d->shared_bytes : kShadowBytes; }
 
-size_t shadow_bytes() { return L.check ? (shadow_static_used + dyn_shadowed()) * sizeof(Shadow) : 0; }
+size_t shadow_bytes() {
+    const Launch& l = current_launch();
+    return l.check ? (shadow_static_used + dyn_shadowed(l)) * sizeof(Shadow) : 0;
+}
 
 void shadow_keep(char* buf, bool save) {
-    if (!L.check) return;
-    size_t ns = shadow_static_used * sizeof(Shadow), nd = dyn_shadowed() * sizeof(Shadow);
+    Launch& l = current_launch();
+    if (!l.check) return;
+    size_t ns = shadow_static_used * sizeof(Shadow), nd = dyn_shadowed(l) * sizeof(Shadow);
     if (save) {
         memcpy(buf, shadow_static, ns);
         memcpy(buf + ns, shadow_dyn, nd);
@@ -67,14 +74,16 @@ void shadow_keep(char* buf, bool save) {
 }
 
 void reset_shadow() {
-    size_t nd = L.d->shared_bytes < kShadowBytes ? L.d->shared_bytes : kShadowBytes;
+    Launch& l = current_launch();
+    size_t nd = l.d->shared_bytes < kShadowBytes ? l.d->shared_bytes : kShadowBytes;
     memset(shadow_static, 0, shadow_static_used * sizeof(Shadow));
     memset(shadow_dyn, 0, nd * sizeof(Shadow));
 }
 
 __attribute__((noreturn)) static void report(int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
                                              bool write, void* pc, int other) {
-    gpuenv_report_t* r = L.r;
+    Launch& l = current_launch();
+    gpuenv_report_t* r = l.r;
     r->kind = kind;
     r->region_kind = rkind;
     r->region_index = rindex;
@@ -112,16 +121,17 @@ static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, 
     if (u == t) return NO_CONFLICT;
     if (uwave != w) return RACE;
     if (uws != ws) return NO_CONFLICT;
-    return L.lockstep ? NO_CONFLICT : WAVE_ONLY;
+    return current_launch().lockstep ? NO_CONFLICT : WAVE_ONLY;
 }
 
 // off: the access's offset in the shadow; vbase: where the named variable starts there
 static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
                           bool write, void* pc, bool atomic) {
-    uint16_t t = (uint16_t)L.cur;
-    unsigned w = (unsigned)L.cur >> L.warp_shift;
-    uint8_t ws = (uint8_t)L.warp_sync[w];
-    uint16_t ep = (uint16_t)L.epoch;
+    Launch& l = current_launch();
+    uint16_t t = (uint16_t)l.cur;
+    unsigned w = (unsigned)l.cur >> l.warp_shift;
+    uint8_t ws = (uint8_t)l.warp_sync[w];
+    uint16_t ep = (uint16_t)l.epoch;
     if (off + size > kShadowBytes) return;
     int64_t rel = (int64_t)(off - vbase);
     // Each entry is loaded and stored whole, as two integers, its fields taken apart in registers:
@@ -145,22 +155,22 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
         uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
         if ((!write || atomic) && !init) {
             if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
-            pend(&L.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
+            pend(&l.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
         }
         if (atomic) {
             init = 1;
         } else {
-            int c = wep == ep ? conflict(wt, (unsigned)wt >> L.warp_shift, wws, t, w, ws) : NO_CONFLICT;
+            int c = wep == ep ? conflict(wt, (unsigned)wt >> l.warp_shift, wws, t, w, ws) : NO_CONFLICT;
             if (write && rep == ep) {
                 int c2 = conflict(rt, rwave, rws, t, w, ws);
                 if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {
                     c = c2;
                     if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
-                    pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
+                    pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
                 }
             }
             if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, write, pc, wt);
-            if (c == WAVE_ONLY) pend(&L.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, wt);
+            if (c == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, wt);
             if (write) {
                 wep = ep;
                 wt = t;
@@ -187,16 +197,17 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
 // The variable or red zone holding a, or -1: a linear scan for the usual handful, else a binary search
 // (vars are sorted by address).
 static int find_var(uintptr_t a) {
-    if (L.nsv <= 12) {
-        for (int i = 0; i < L.nsv; i++)
-            if (a - L.vars[i].lo < L.vars[i].hi - L.vars[i].lo) return i;
+    const Launch& l = current_launch();
+    if (l.nsv <= 12) {
+        for (int i = 0; i < l.nsv; i++)
+            if (a - l.vars[i].lo < l.vars[i].hi - l.vars[i].lo) return i;
         return -1;
     }
-    int lo = 0, hi = L.nsv - 1;
+    int lo = 0, hi = l.nsv - 1;
     while (lo <= hi) {
         int m = (lo + hi) / 2;
-        if (a < L.vars[m].lo) hi = m - 1;
-        else if (a >= L.vars[m].hi) lo = m + 1;
+        if (a < l.vars[m].lo) hi = m - 1;
+        else if (a >= l.vars[m].hi) lo = m + 1;
         else return m;
     }
     return -1;
@@ -209,32 +220,34 @@ static void lockstep_wait() {
 
 // true when a is static shared memory (checked here), false for anything else
 static bool check_static_shared(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
+    Launch& l = current_launch();
     int i = find_var(a);
     if (i < 0) return false;
-    const SVar& v = L.vars[i];
-    if (L.lockstep && !atomic) lockstep_wait();
-    if (!L.check) return true;
+    const SVar& v = l.vars[i];
+    if (l.lockstep && !atomic) lockstep_wait();
+    if (!l.check) return true;
     if (v.index < 0 || a + size > v.hi) {
         int n = i;  // in a red zone: name the variable just before it
-        while (n >= 0 && L.vars[n].index < 0) n--;
-        int64_t rel = n >= 0 ? (int64_t)(a - L.vars[n].lo) : 0;
-        report(GPUENV_BOUNDS, GPUENV_R_SHARED, n >= 0 ? L.vars[n].index : -1, rel, a, size, write, pc, -1);
+        while (n >= 0 && l.vars[n].index < 0) n--;
+        int64_t rel = n >= 0 ? (int64_t)(a - l.vars[n].lo) : 0;
+        report(GPUENV_BOUNDS, GPUENV_R_SHARED, n >= 0 ? l.vars[n].index : -1, rel, a, size, write, pc, -1);
     }
     shared_access(shadow_static, GPUENV_R_SHARED, v.index, v.shad + (a - v.lo), v.shad, size, a, write, pc, atomic);
     return true;
 }
 
 static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool atomic) {
-    gpuenv_launch_t* d = L.d;
-    if (a - (uintptr_t)L.st->dyn_shared < kDynMax + 4096) {
-        size_t off = a - (uintptr_t)L.st->dyn_shared;
-        if (L.lockstep && !atomic) lockstep_wait();
-        if (!L.check) return;
+    Launch& l = current_launch();
+    gpuenv_launch_t* d = l.d;
+    if (a - (uintptr_t)l.st->dyn_shared < kDynMax + 4096) {
+        size_t off = a - (uintptr_t)l.st->dyn_shared;
+        if (l.lockstep && !atomic) lockstep_wait();
+        if (!l.check) return;
         if (off + size > d->shared_bytes) report(GPUENV_BOUNDS, GPUENV_R_DYN, 0, (int64_t)off, a, size, write, pc, -1);
         shared_access(shadow_dyn, GPUENV_R_DYN, 0, off, 0, size, a, write, pc, atomic);
         return;
     }
-    if (!L.check) return;
+    if (!l.check) return;
     bool ro_hit = false, red = false;
     int ro_index = -1;
     for (int i = 0; i < d->nregions; i++) {
@@ -253,8 +266,8 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
         const gpuenv_region_t& g = d->regions[ro_index];
         report(GPUENV_BOUNDS, GPUENV_R_ARG, g.index, (int64_t)(a - g.base), a, size, true, pc, -3);
     }
-    for (int i = 0; i < L.nseg && !red; i++)
-        if (a >= L.seg_lo[i] && a + size <= L.seg_hi[i]) return;  // the module's other data (literals, statics)
+    for (int i = 0; i < l.nseg && !red; i++)
+        if (a >= l.seg_lo[i] && a + size <= l.seg_hi[i]) return;  // the module's other data (literals, statics)
     // out of bounds: name the nearest argument buffer
     int best = -1;
     uint64_t dist = ~0ull;
@@ -274,17 +287,18 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
 }
 
 void check_access(uintptr_t a, size_t size, bool write, void* pc) {
-    if (a - (uintptr_t)L.st < sizeof *L.st) return;
-    if (!L.active) return;  // a static initialiser of the kernel module, outside any launch
-    if (a - (uintptr_t)L.cur_fiber->lo < kStack) return;
-    if (L.wd_pending) {
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        L.r->pc = pc_rel(pc);
-        watchdog_text(L.r);
+    Launch& l = current_launch();
+    if (a - (uintptr_t)l.st < sizeof *l.st) return;
+    if (!l.active) return;  // a static initialiser of the kernel module, outside any launch
+    if (a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+    if (l.wd_pending) {
+        l.r->kind = GPUENV_WATCHDOG;
+        set_where(l.r);
+        l.r->pc = pc_rel(pc);
+        watchdog_text(l.r);
         fail_in_fiber();
     }
-    if (a - L.sv_lo < L.sv_hi - L.sv_lo && check_static_shared(a, size, write, pc, false)) return;
+    if (a - l.sv_lo < l.sv_hi - l.sv_lo && check_static_shared(a, size, write, pc, false)) return;
     check_other(a, size, write, pc, false);
 }
 
@@ -293,11 +307,12 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
 using namespace gx;
 
 extern "C" void gpuenv_atomic_check(void* p, int size, void* pc) {
+    Launch& l = current_launch();
     uintptr_t a = (uintptr_t)p;
-    if (!L.active) return;
-    if (L.wd_pending) check_access(a, (size_t)size, true, pc);
-    if (a - (uintptr_t)L.cur_fiber->lo < kStack) return;
-    if (a - L.sv_lo < L.sv_hi - L.sv_lo && check_static_shared(a, (size_t)size, true, pc, true)) return;
+    if (!l.active) return;
+    if (l.wd_pending) check_access(a, (size_t)size, true, pc);
+    if (a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+    if (a - l.sv_lo < l.sv_hi - l.sv_lo && check_static_shared(a, (size_t)size, true, pc, true)) return;
     check_other(a, (size_t)size, true, pc, true);
 }
 

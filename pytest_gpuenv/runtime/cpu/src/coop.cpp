@@ -52,12 +52,13 @@ bool coop_turn(int i) {
 // Block i ended (ok: its threads returned): the next block's turn. False when it failed, or returned while
 // other blocks wait at a grid barrier (a report of its own, here).
 bool coop_end(int i, bool ok) {
+    Launch& l = current_launch();
     pthread_mutex_lock(&mu);
     if (ok && arrived > 0) {
-        L.r->kind = GPUENV_GRID;
-        where_now(L.r->block, L.r->thread);
-        memset(L.r->thread, 0, sizeof L.r->thread);
-        textf(L.r->text, sizeof L.r->text,
+        l.r->kind = GPUENV_GRID;
+        where_now(l.r->block, l.r->thread);
+        memset(l.r->thread, 0, sizeof l.r->thread);
+        textf(l.r->text, sizeof l.r->text,
               "block %d of a cooperative launch returned without reaching the grid.sync() at line %d, where "
               "blocks 0-%d wait: every block must reach each grid.sync()", i, wait_line, i - 1);
         ok = false;
@@ -72,7 +73,7 @@ bool coop_end(int i, bool ok) {
 
 // The running block's own part of the module copy, into its save buffer (grown to fit) or back from it.
 static bool keep_block(bool save) {
-    Launch& l = L;
+    Launch& l = current_launch();
     if (save) {
         size_t need = sizeof *l.st + shadow_bytes();
         for (int v = 0; v < l.nsv; v++)
@@ -101,36 +102,37 @@ static bool keep_block(bool save) {
 
 using namespace gx;
 
-extern "C" int gpuenv_grid_valid(void) { return (L.d->check & GPUENV_COOPERATIVE) != 0; }
+extern "C" int gpuenv_grid_valid(void) { return (current_launch().d->check & GPUENV_COOPERATIVE) != 0; }
 
 // Thread 0 of a block at grid.sync(), after the block barrier: it waits (and with it the block, whose other
 // threads wait at the barrier after) until every block has arrived.
 extern "C" void gpuenv_grid_wait(const char*, int where) {
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    if (!(L.d->check & GPUENV_COOPERATIVE)) {
-        L.r->kind = GPUENV_GRID;
-        set_where(L.r);
-        textf(L.r->text, sizeof L.r->text,
+    Launch& l = current_launch();
+    l.r->pc = pc_rel(__builtin_return_address(0));
+    if (!(l.d->check & GPUENV_COOPERATIVE)) {
+        l.r->kind = GPUENV_GRID;
+        set_where(l.r);
+        textf(l.r->text, sizeof l.r->text,
               "grid.sync() at @pc:%lx:L%d@ needs a cooperative launch (kernel(grid, block, ..., cooperative=True), "
               "hipLaunchCooperativeKernel): without one, no block may wait for the others",
-              (unsigned long)L.r->pc, gpuenv_where_line(where));
+              (unsigned long)l.r->pc, gpuenv_where_line(where));
         fail_in_fiber();
     }
-    int i = L.worker;
+    int i = l.worker;
     pthread_mutex_lock(&mu);
     int left = gone;
     if (left < 0 && !keep_block(true)) left = -2;
     if (left != -1) {
         pthread_mutex_unlock(&mu);
-        L.r->kind = left == -2 ? GPUENV_USAGE : GPUENV_GRID;
-        set_where(L.r);
+        l.r->kind = left == -2 ? GPUENV_USAGE : GPUENV_GRID;
+        set_where(l.r);
         if (left == -2)
-            textf(L.r->text, sizeof L.r->text, "grid.sync() at line %d: out of memory saving the block's state",
+            textf(l.r->text, sizeof l.r->text, "grid.sync() at line %d: out of memory saving the block's state",
                   gpuenv_where_line(where));
         else
-            textf(L.r->text, sizeof L.r->text,
+            textf(l.r->text, sizeof l.r->text,
                   "grid.sync() at @pc:%lx:L%d@: block %d of this cooperative launch returned without reaching "
-                  "it: every block must reach each grid.sync()", (unsigned long)L.r->pc, gpuenv_where_line(where), left);
+                  "it: every block must reach each grid.sync()", (unsigned long)l.r->pc, gpuenv_where_line(where), left);
         fail_in_fiber();
     }
     wait_line = gpuenv_where_line(where);
@@ -140,7 +142,7 @@ extern "C" void gpuenv_grid_wait(const char*, int where) {
     bool go = wait_turn(i);
     pthread_mutex_unlock(&mu);
     if (!go) {  // another block failed: this one leaves with no report (its kind stays 0)
-        L.abandoned = true;
+        l.abandoned = true;
         fail_in_fiber();
     }
     keep_block(false);

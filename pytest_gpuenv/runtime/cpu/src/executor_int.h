@@ -1,5 +1,7 @@
-// Internal state shared by executor.cpp (fibers, scheduler, launch), signals.cpp (faults, watchdog),
-// warps.cpp (warp operations, barriers) and checks.cpp (memory checks).
+// The executor's internal header, included by every source file of src/ (README.md maps them): its limits,
+// a worker's launch state (Launch) and, below it, the functions one file defines for the others, under the
+// name of the file that defines them. Everything here has hidden visibility: the library exports the
+// extern "C" entry points of include/gpuenv_cpu.h and the checked mode's, nothing of namespace gx.
 #pragma once
 #include "include/gpuenv_cpu.h"
 
@@ -8,8 +10,9 @@
 #include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-namespace gx {
+namespace gx __attribute__((visibility("hidden"))) {
 
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
@@ -19,7 +22,7 @@ constexpr int kMaxVars = 1024;              // static __shared__ variables and r
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
 constexpr int32_t kRoRedzone = 2;           // gpuenv_region_t.readonly of the __device__ variables' section: red zones between them
-constexpr int32_t kArgsIndex = -(1 << 20);  // gpuenv_region_t.index of the argument values' own storage (server.cpp)
+constexpr int32_t kArgsIndex = -(1 << 20);  // gpuenv_region_t.index of the argument values' own storage (request.cpp)
 
 // What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
 // among `n` threads (0 for a plain __syncthreads)
@@ -37,7 +40,7 @@ struct Fiber {
     char* map;
     char* lo;  // usable stack [lo, lo + kStack); the guard page is below lo
     void* sp;  // while it is free (no thread waits on it): its saved stack pointer
-    size_t color;  // bytes left unused at the stack's top (stack colouring, executor.cpp)
+    size_t color;  // bytes left unused at the stack's top (stack colouring, fiber_switch.h)
 #ifdef GPUENV_UCONTEXT
     void* uc;
 #endif
@@ -62,7 +65,7 @@ struct Shadow {
     uint16_t rep;   // epoch of the reads recorded in rt/rwave/rws
     uint16_t wt;    // linear thread id of the last writer
     uint16_t rt;    // linear thread id of the reader in epoch rep, kMany when several threads read
-    uint8_t wws;    // the writer's wave warp-sync count (L.warp_sync, mod 256) at the write
+    uint8_t wws;    // the writer's wave warp-sync count (Launch::warp_sync, mod 256) at the write
     uint8_t rws;    // the highest warp-sync count among the readers of epoch rep
     uint8_t rwave;  // the wave of every reader of epoch rep, kManyWaves when readers came from several
     uint8_t init;   // written since the block started
@@ -85,7 +88,7 @@ constexpr int kMaxWorkers = 64;
 constexpr int kFibers = 16384;
 
 // One worker's launch state: each OS thread that runs blocks (launch.cpp) has its own, reached through
-// the thread-local pointer behind L; fibers never move between threads, so a fiber's L stays its own.
+// current_launch(); fibers never move between threads, so a fiber's launch state stays its own.
 struct Launch {
     gpuenv_launch_t* d;
     gpuenv_report_t* r;       // the caller's report (worker 0) or rep (a helper worker)
@@ -134,7 +137,7 @@ struct Launch {
     // k-th arrival, at the first one's site, nothing is written per thread but its saved context: rr_at is
     // the thread whose arrival comes next (the count so far; nbar is written when the interval leaves round
     // robin), threads [0, rr_at) wait there implicitly and no thread's recorded state is above T_RUN;
-    // leave_rr records them as the general path does as soon as anything differs (executor.cpp). -1: off
+    // leave_rr records them as the general path does as soon as anything differs (barrier.cpp). -1: off
     int rr_at;
     bool rr_ok;
     // the running thread was resumed by the round-robin fast path (gpuenv_barrier, gpuenv_next_thread): it is
@@ -142,7 +145,7 @@ struct Launch {
     // else reads them. Threads that exit in order in such an interval (bar_where is kExitSite) keep their
     // fibers: thread t's fiber waits in gpuenv_next_thread, its context in sps[t], until it starts thread t
     // of the next block (tied: the last block ended so; tied_first: this block started so and its first
-    // barrier has not released, threads after rr_at have not started).
+    // barrier has not released, threads after rr_at have not started; scheduler.cpp: rr_exit).
     bool rr_run, tied, tied_first;
     int cur;
     Fiber* cur_fiber;
@@ -170,59 +173,78 @@ struct Launch {
     sigjmp_buf jb;
 };
 
+// Whether thread a waits at the barrier or warp operation at (file, where): the same source position
+inline bool same_site(const Thread& a, const char* file, int where) {
+    return a.where == where && (a.file == file || (a.file && file && !strcmp(a.file, file)));
+}
+
+// launch.cpp: the running worker's launch state (set for each worker's OS thread; nullptr on other threads)
 extern __thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
-#define L (*::gx::cur_launch)
-extern Shadow shadow_static[kShadowBytes];
-extern Shadow shadow_dyn[kShadowBytes];
+inline Launch& current_launch() { return *cur_launch; }
 
-// executor.cpp
-__attribute__((noreturn)) void fail_in_fiber();
-void block_here(uint8_t st, void* site);
-void enqueue(int t);
-uint64_t pc_rel(const void* pc);
-void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-double now();
-
-bool run_block();
-void reset_fibers();  // every fiber free and started afresh, at each launch's start (fibers.h)
+// fibers.cpp (the scheduler's inline primitives are in fibers.h, the context switch in fiber_switch.h)
+Fiber* new_fiber();  // a fiber of its own stack, in the worker's pool; nullptr when no stack can be mapped
+void reset_fibers();  // every fiber free and started afresh, at each launch's start
 void release_fibers(Launch& w);  // a worker's fibers unmapped (launch.cpp: after a cooperative launch, or past kFibers)
-void leave_rr();     // a round-robin interval's arrivals, recorded (Launch::rr_at)
+void untie(int t);  // thread t's fiber, which waited for it (Launch::tied), is free
+void wait_for_new(int me);  // the current thread waits; a fiber starts the next thread not started yet
+__attribute__((noreturn)) void fail_in_fiber();  // the launch stops (the report is written): back to the scheduler
+void block_here(uint8_t st, void* site);  // the current thread waits in state st (warp operation, lockstep)
 
-// signals.cpp
-bool fiber_guard_hit(uintptr_t a);  // a is in a fiber's guard page
-void find_module(void* entry);
-void install_signals();
-void uninstall_signals();
-void worker_signals(bool on);  // a helper worker's thread: its own signal stack
-void wake_workers(const pthread_t* tids, int n);  // the helpers the watchdog forwards its signal to (0: none)
-void check_watchdog_pending();
-void watchdog_text(gpuenv_report_t* r);  // the watchdog's report text
-uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
+// scheduler.cpp
+bool run_block();  // runs one block to its end; false when the launch stopped (the report says why)
+void enqueue(int t);  // thread t runs once the running ones wait
 
-// server.cpp
-uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
+// barrier.cpp
+void leave_rr();  // a round-robin interval's arrivals, recorded (Launch::rr_at)
+bool release_barrier();  // the barrier every live thread waits at, released; false (with a report) when it cannot
 
 // warps.cpp
-void set_thread(gpuenv_report_t* r, int t);
-// the running thread's block and thread index, into a report's (or the death note's) fields
-void where_now(uint32_t block[3], uint32_t thread[3]);
-void set_where(gpuenv_report_t* r);
-int resolve_warps();
-bool release_barrier();
+int resolve_warps();  // warp operations and lockstep waves resolved: the lanes released, -1 when the launch stops
 
 // checks.cpp
-size_t shadow_bytes();                  // the checked mode's shadow of the running block, in bytes
+extern Shadow shadow_static[kShadowBytes];
+extern Shadow shadow_dyn[kShadowBytes];
+void setup_vars();   // the module's static __shared__ variables, at their addresses (Launch::vars)
+void poison_vars();  // their bytes set to 0xFF at each block's start
+void reset_shadow();
+void shadow_new_epoch();  // after a barrier
+size_t shadow_bytes();                   // the checked mode's shadow of the running block, in bytes
 void shadow_keep(char* buf, bool save);  // that shadow into buf, or back from it
+void check_access(uintptr_t a, size_t size, bool write, void* pc);  // a load or store of device code
 
 // coop.cpp: cooperative launches (gpuenv_launch_t.check & GPUENV_COOPERATIVE), one worker per block
 void coop_start(int blocks);
 void coop_stop();               // no block is to run any more (a failure, or workers that did not start)
 bool coop_turn(int worker);     // waits for that worker's block's turn; false when the launch stopped first
 bool coop_end(int worker, bool ok);  // its block ended: the next one's turn; false when it failed
-void setup_vars();
-void poison_vars();
-void reset_shadow();
-void shadow_new_epoch();  // after a barrier
-void check_access(uintptr_t a, size_t size, bool write, void* pc);
+
+// signals.cpp: faults and the watchdog
+void install_signals();
+void uninstall_signals();
+void worker_signals(bool on);  // a helper worker's thread: its own signal stack
+void wake_workers(const pthread_t* tids, int n);  // the helpers the watchdog forwards its signal to (0: none)
+void check_watchdog_pending();  // the watchdog fired while the executor ran: the launch stops
+void watchdog_text(gpuenv_report_t* r);  // the watchdog's report text
+uintptr_t sig_pc(void* uc);  // the interrupted instruction of a signal's ucontext (0 where unknown)
+
+// report.cpp: what a report says
+double now();
+void textf(char* buf, size_t cap, const char* fmt, ...) __attribute__((format(printf, 3, 4)));  // appended
+void find_module(void* entry);  // the kernel module's load address and segments (Launch::mod_base, seg_lo)
+uint64_t pc_rel(const void* pc);  // pc, relative to the kernel module's load address (0: not in its code)
+uint64_t caller_in_kernel();  // the innermost kernel frame on this stack (module-relative), or 0
+// the running thread's block and thread index, into a report's (or the death note's) fields
+void where_now(uint32_t block[3], uint32_t thread[3]);
+void set_where(gpuenv_report_t* r);
+void set_thread(gpuenv_report_t* r, int t);  // the running block's thread t
+
+// printf.cpp: device printf
+// several workers' output, each block's in block order, into the launch's buffer (none after block `upto`)
+void merge_output(Launch** ws, int n, gpuenv_launch_t* d, uint64_t upto);
+
+// libc_checks.cpp (checked mode's libc functions), request.cpp (the launch request's parser) and
+// death_note.cpp (the child's last words) define extern "C" entry points only: for kernels
+// (include/gpuenv_libc.h) and for runtime/cpu/server.py.
 
 }  // namespace gx

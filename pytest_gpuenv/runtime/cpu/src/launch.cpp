@@ -1,4 +1,4 @@
-// A launch: its blocks run one after another on one worker, or, when the kernel module allows it
+// A launch (gpuenv_launch): its blocks run one after another on one worker, or, when the kernel module allows it
 // (GPUENV_PARALLEL: unchecked, no lockstep, no __device__ variables), on several worker threads, each with
 // its own copy of the kernel module (its own gpuenv_state and static __shared__ variables), its own fibers
 // and signal stack. Workers claim blocks in order; the launch's report is the one of the failing block with
@@ -16,29 +16,32 @@
 
 namespace gx {
 
+__thread Launch* cur_launch __attribute__((tls_model("initial-exec")));
 static Launch main_launch;
 static Launch* helpers[kMaxWorkers];
 // the lowest block index that failed so far (workers stop claiming blocks above it) and the next to claim
 static uint64_t fail_block, next_block;
 
-__attribute__((constructor)) static void main_thread() { cur_launch = &main_launch; }
+__attribute__((constructor)) static void main_thread() { cur_launch = &main_launch; }  // (device printf outside a launch)
 
 static void poison_block() {
-    gpuenv_launch_t* d = L.d;
+    Launch& l = current_launch();
+    gpuenv_launch_t* d = l.d;
     poison_vars();
-    if (d->shared_bytes) memset(L.dyn_buf, 0xFF, d->shared_bytes);
-    if (L.check) reset_shadow();
+    if (d->shared_bytes) memset(l.dyn_buf, 0xFF, d->shared_bytes);
+    if (l.check) reset_shadow();
 }
 
 // Runs blocks claimed in order until none is left or a lower block failed; false when this worker's
-// block failed (L.r says why, L.block which block).
+// block failed (Launch::r says why, Launch::block which block).
 static bool run_blocks() {
-    gpuenv_launch_t* d = L.d;
+    Launch& l = current_launch();
+    gpuenv_launch_t* d = l.d;
     uint64_t gx = d->grid[0], gxy = gx * d->grid[1], total = gxy * d->grid[2];
     // blocks are claimed a run at a time (a counter shared by every block would bounce between the cores),
     // in order, about 16 runs per worker; a cooperative launch's worker runs its own block (coop.cpp)
     bool coop = d->check & GPUENV_COOPERATIVE;
-    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = coop ? (uint64_t)L.worker : 0, end = coop ? b + 1 : 0;
+    uint64_t run = total / (16 * (uint64_t)d->nworkers) + 1, b = coop ? (uint64_t)l.worker : 0, end = coop ? b + 1 : 0;
     for (;;) {
         if (b == end) {
             if (coop) return true;
@@ -46,15 +49,15 @@ static bool run_blocks() {
             end = b + run < total ? b + run : total;
         }
         if (b >= total || b > __atomic_load_n(&fail_block, __ATOMIC_RELAXED)) return true;
-        L.block = b;
-        L.st->bid = {(unsigned)(b % gx), (unsigned)(b % gxy / gx), (unsigned)(b / gxy)};
+        l.block = b;
+        l.st->bid = {(unsigned)(b % gx), (unsigned)(b % gxy / gx), (unsigned)(b / gxy)};
         poison_block();
         b++;
         if (!run_block()) return false;
-        if (L.wd_pending) {
-            L.r->kind = GPUENV_WATCHDOG;
-            set_where(L.r);
-            watchdog_text(L.r);
+        if (l.wd_pending) {
+            l.r->kind = GPUENV_WATCHDOG;
+            set_where(l.r);
+            watchdog_text(l.r);
             return false;
         }
     }
@@ -99,22 +102,23 @@ static void prepare(Launch& w, gpuenv_launch_t* d, int i, int copy, double t0) {
     w.inline_end = w.rr_ok ? n : 0;
 }
 
-// One worker's share of the launch, on the current thread (whose L is set).
+// One worker's share of the launch, on the current thread (whose current_launch() is set).
 static void work() {
-    bool coop = L.d->check & GPUENV_COOPERATIVE;
-    if (coop && !coop_turn(L.worker)) return;  // a block before this one failed
-    find_module((void*)L.entry);
+    Launch& l = current_launch();
+    bool coop = l.d->check & GPUENV_COOPERATIVE;
+    if (coop && !coop_turn(l.worker)) return;  // a block before this one failed
+    find_module((void*)l.entry);
     setup_vars();
     reset_fibers();  // they wait in the last launch's entry (gpuenv_next_thread), ran on another thread, or were left mid-thread by an aborted launch
-    if (coop) L.st->dyn_shared = L.dyn_buf;  // (the workers share one gpuenv_state)
-    L.active = true;
+    if (coop) l.st->dyn_shared = l.dyn_buf;  // (the workers share one gpuenv_state)
+    l.active = true;
     bool ok = false;
-    if (sigsetjmp(L.jb, 1) == 0) ok = run_blocks();
-    L.active = false;
-    if (coop) ok = coop_end(L.worker, ok) || L.abandoned;
+    if (sigsetjmp(l.jb, 1) == 0) ok = run_blocks();
+    l.active = false;
+    if (coop) ok = coop_end(l.worker, ok) || l.abandoned;
     if (!ok) {
         uint64_t seen = __atomic_load_n(&fail_block, __ATOMIC_RELAXED);
-        while (L.block < seen && !__atomic_compare_exchange_n(&fail_block, &seen, L.block, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+        while (l.block < seen && !__atomic_compare_exchange_n(&fail_block, &seen, l.block, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
     }
 }
 
@@ -124,26 +128,6 @@ static void* helper_main(void* arg) {
     work();
     worker_signals(false);
     return nullptr;
-}
-
-// Device printf of several workers: each block's output, in block order, into the caller's buffer; none of
-// a block after `upto`, the one that failed (one worker would not have run it; others may have, or not, by
-// timing), except in a cooperative launch (every block ran up to the failure's grid.sync(), in turn).
-static void merge_output(Launch** ws, int n, gpuenv_launch_t* d, uint64_t upto) {
-    int at[kMaxWorkers] = {};
-    for (;;) {
-        int best = -1;
-        for (int i = 0; i < n; i++)
-            if (at[i] < ws[i]->nsegs && (best < 0 || ws[i]->segs[2 * at[i]] < ws[best]->segs[2 * at[best]])) best = i;
-        if (best < 0 || ws[best]->segs[2 * at[best]] > upto) return;
-        Launch& w = *ws[best];
-        uint64_t lo = w.segs[2 * at[best] + 1], hi = ++at[best] < w.nsegs ? w.segs[2 * at[best] + 1] : w.out_len;
-        uint64_t room = d->out_cap > d->out_len + 1 ? d->out_cap - d->out_len - 1 : 0;
-        uint64_t len = hi - lo < room ? hi - lo : room;
-        memcpy(d->out + d->out_len, w.out + lo, len);
-        d->out_len += len;
-        if (d->out_len < d->out_cap) d->out[d->out_len] = 0;
-    }
 }
 
 // Several workers' warnings, each line once, sorted (which worker saw a line first is not deterministic),
@@ -170,25 +154,6 @@ static void merge_warnings(Launch** ws, int n, gpuenv_report_t* r, uint64_t upto
 }  // namespace gx
 
 using namespace gx;
-
-extern "C" int gpuenv_printf(const char* fmt, ...) {
-    if (!cur_launch || !L.out) return 0;
-    if (L.segs && (L.nsegs == 0 || L.segs[2 * L.nsegs - 2] != L.block)) {  // several workers: a new block's output
-        if (L.nsegs == L.segs_cap) {
-            L.segs_cap *= 2;
-            L.segs = L.own_segs = (uint64_t*)realloc(L.segs, sizeof(uint64_t) * 2 * L.segs_cap);
-        }
-        L.segs[2 * L.nsegs] = L.block;
-        L.segs[2 * L.nsegs++ + 1] = L.out_len;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    uint64_t room = L.out_len < L.out_cap ? L.out_cap - L.out_len : 0;
-    int n = vsnprintf(L.out + L.out_len, room, fmt, ap);
-    va_end(ap);
-    if (n > 0) L.out_len += (uint64_t)n < room ? (uint64_t)n : room ? room - 1 : 0;
-    return n;
-}
 
 extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
     cur_launch = &main_launch;

@@ -1,13 +1,9 @@
 // Faults and the watchdog: a fault handler on an alternate stack turns a fiber's guard page or a wild
-// pointer into a report and leaves the launch through siglongjmp; a timer signal every 100 ms stops a
-// launch that ran past its watchdog (at once in kernel code, else at the next executor call). Also the
-// kernel's other ways out (a device assert, __trap) and its printf.
+// pointer into a report and leaves the launch through siglongjmp (to work(), launch.cpp); a timer signal
+// every 100 ms stops a launch that ran past its watchdog (at once in kernel code, else at the next executor
+// call). Also the kernel's other ways out of a launch: a device assert and __trap.
 #include "executor_int.h"
 
-#include <dlfcn.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <link.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -17,53 +13,30 @@
 
 namespace gx {
 
-bool fiber_guard_hit(uintptr_t a) {
-    for (int i = 0; i < L.npool; i++)
-        if (a >= (uintptr_t)L.pool[i]->map && a < (uintptr_t)L.pool[i]->lo) return true;
+// a is in a fiber's guard page
+static bool fiber_guard_hit(uintptr_t a) {
+    Launch& l = current_launch();
+    for (int i = 0; i < l.npool; i++)
+        if (a >= (uintptr_t)l.pool[i]->map && a < (uintptr_t)l.pool[i]->lo) return true;
     return false;
 }
 
 void watchdog_text(gpuenv_report_t* r) {
+    Launch& l = current_launch();
     // a cooperative launch's blocks take turns at grid.sync() only (coop.cpp): one that spins until another
     // block writes never lets that block run
-    textf(r->text, sizeof r->text, "the launch ran for more than %.3g s%s", L.d->watchdog_s,
-          L.d->check & GPUENV_COOPERATIVE ? " (a cooperative launch runs one block at a time between grid.sync() calls: "
+    textf(r->text, sizeof r->text, "the launch ran for more than %.3g s%s", l.d->watchdog_s,
+          l.d->check & GPUENV_COOPERATIVE ? " (a cooperative launch runs one block at a time between grid.sync() calls: "
                                            "a block that spins until another block writes waits for ever)" : "");
 }
 
 void check_watchdog_pending() {
-    if (L.wd_pending && !L.aborted) {
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        watchdog_text(L.r);
+    Launch& l = current_launch();
+    if (l.wd_pending && !l.aborted) {
+        l.r->kind = GPUENV_WATCHDOG;
+        set_where(l.r);
+        watchdog_text(l.r);
         fail_in_fiber();
-    }
-}
-
-static int phdr_cb(struct dl_phdr_info* info, size_t, void* data) {
-    if (info->dlpi_addr != (uintptr_t)data) return 0;
-    L.nseg = 0;
-    for (int i = 0; i < info->dlpi_phnum && L.nseg < 8; i++) {
-        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-        if (ph.p_type != PT_LOAD) continue;
-        uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
-        L.seg_lo[L.nseg] = lo;
-        L.seg_hi[L.nseg++] = hi;
-        if (ph.p_flags & PF_X) {
-            L.text_lo = lo;
-            L.text_hi = hi;
-        }
-    }
-    return 1;
-}
-
-void find_module(void* entry) {
-    Dl_info info;
-    L.mod_base = L.text_lo = L.text_hi = 0;
-    L.nseg = 0;
-    if (dladdr(entry, &info) && info.dli_fbase) {
-        L.mod_base = (uintptr_t)info.dli_fbase;
-        dl_iterate_phdr(phdr_cb, info.dli_fbase);
     }
 }
 
@@ -88,28 +61,29 @@ uintptr_t sig_pc(void* uc) {
 }
 
 static void on_fault(int sig, siginfo_t* si, void* uc) {
-    if (!cur_launch || !L.active) {
+    if (!cur_launch || !current_launch().active) {
         for (int i = 0; i < 4; i++)
             if (fault_sigs[i] == sig) sigaction(sig, &old_act[i], nullptr);
         return;  // the instruction faults again and the previous handler sees it
     }
+    Launch& l = current_launch();
     // a non-canonical address (a wild pointer far off) raises #GP, SIGSEGV, or #SS, SIGBUS, where the compiler
     // happened to address it through rbp or rsp; both come from the kernel (SI_KERNEL) with no address: one report
     if (sig == SIGBUS && si->si_code == SI_KERNEL) sig = SIGSEGV;
     uintptr_t a = (uintptr_t)si->si_addr;
-    gpuenv_report_t* r = L.r;
+    gpuenv_report_t* r = l.r;
     r->kind = fiber_guard_hit(a) ? GPUENV_STACK : GPUENV_FAULT;
     set_where(r);
     r->addr = a;
     r->pc = pc_rel((void*)sig_pc(uc));
-    if (!r->pc) r->pc = caller_in_kernel();  // server.cpp: the fault is in a library the kernel called
+    if (!r->pc) r->pc = caller_in_kernel();  // the fault is in a library the kernel called
     const char* what = sig == SIGSEGV ? "segmentation fault" : sig == SIGBUS ? "bus error"
                      : sig == SIGILL ? "illegal instruction (__builtin_trap?)" : "arithmetic exception (integer division by zero?)";
     if (r->kind == GPUENV_STACK)
         textf(r->text, sizeof r->text, "stack overflow: the thread used more than its %zu KiB stack (unbounded recursion, or a huge local array)", kStack / 1024);
     else
         textf(r->text, sizeof r->text, "%s at address 0x%lx", what, (unsigned long)a);
-    siglongjmp(L.jb, 1);
+    siglongjmp(l.jb, 1);
 }
 
 static pthread_t helper_tids[kMaxWorkers];
@@ -129,21 +103,22 @@ void wake_workers(const pthread_t* tids, int n) {
 
 static void on_watchdog(int, siginfo_t*, void* uc) {
     if (!cur_launch) return;
+    Launch& l = current_launch();
     // the timer's thread: the helper workers see the same deadline in their own context (also once this
     // worker's own blocks are done and it waits for theirs; nhelpers is 0 outside a launch)
-    if (L.worker == 0 && nhelpers && now() - L.t0 >= L.d->watchdog_s)
+    if (l.worker == 0 && nhelpers && now() - l.t0 >= l.d->watchdog_s)
         for (int i = 0; i < nhelpers; i++)
             if (!helper_done[i]) pthread_kill(helper_tids[i], kWdSig);
-    if (!L.active || now() - L.t0 < L.d->watchdog_s) return;
+    if (!l.active || now() - l.t0 < l.d->watchdog_s) return;
     uintptr_t pc = sig_pc(uc);
-    if (pc >= L.text_lo && pc < L.text_hi) {  // in kernel code: no lock is held, leave at once
-        L.r->kind = GPUENV_WATCHDOG;
-        set_where(L.r);
-        L.r->pc = pc - L.mod_base;
-        watchdog_text(L.r);
-        siglongjmp(L.jb, 1);
+    if (pc >= l.text_lo && pc < l.text_hi) {  // in kernel code: no lock is held, leave at once
+        l.r->kind = GPUENV_WATCHDOG;
+        set_where(l.r);
+        l.r->pc = pc - l.mod_base;
+        watchdog_text(l.r);
+        siglongjmp(l.jb, 1);
     }
-    L.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch
+    l.wd_pending = 1;  // in the executor or a library: the next executor call stops the launch
 }
 
 void install_signals() {
@@ -175,14 +150,15 @@ void install_signals() {
 }
 
 void worker_signals(bool on) {
+    Launch& l = current_launch();
     stack_t ss = {};
     if (on) {
-        if (!L.alt_stack) L.alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        ss.ss_sp = L.alt_stack;
+        if (!l.alt_stack) l.alt_stack = (char*)mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ss.ss_sp = l.alt_stack;
         ss.ss_size = 1 << 16;
     } else {
         ss.ss_flags = SS_DISABLE;
-        helper_done[L.worker - 1] = 1;
+        helper_done[l.worker - 1] = 1;
     }
     sigaltstack(&ss, nullptr);
 }
@@ -207,17 +183,19 @@ void uninstall_signals() {
 using namespace gx;
 
 extern "C" void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
+    Launch& l = current_launch();
+    l.r->kind = GPUENV_ASSERT;
+    set_where(l.r);
+    l.r->pc = pc_rel(__builtin_return_address(0));
+    textf(l.r->text, sizeof l.r->text, "device assertion `%s` failed at %s:%u in %s", expr, file, line, fn);
     fail_in_fiber();
 }
 
 extern "C" void gpuenv_trap(void) {
-    L.r->kind = GPUENV_ASSERT;
-    set_where(L.r);
-    L.r->pc = pc_rel(__builtin_return_address(0));
-    textf(L.r->text, sizeof L.r->text, "__trap() called");
+    Launch& l = current_launch();
+    l.r->kind = GPUENV_ASSERT;
+    set_where(l.r);
+    l.r->pc = pc_rel(__builtin_return_address(0));
+    textf(l.r->text, sizeof l.r->text, "__trap() called");
     fail_in_fiber();
 }

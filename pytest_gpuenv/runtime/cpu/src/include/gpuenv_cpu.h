@@ -1,5 +1,7 @@
-// The ABI between the CPU executor (executor.cpp, checks.cpp) and kernels compiled for it.
-// Kernels include it through <hip/hip_runtime.h>; Python mirrors the structs in runtime/cpu.py.
+// The ABI between the CPU executor (src/, README.md) and kernels compiled for it, and the launch's structs.
+// Kernels include it through <hip/hip_runtime.h>; runtime/cpu/protocol.py declares the structs Python fills
+// or reads (gpuenv_launch_t, gpuenv_report_t, gpuenv_region_t, gpuenv_worker_t), and the build checks these
+// against it field by field (src/protocol.h).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

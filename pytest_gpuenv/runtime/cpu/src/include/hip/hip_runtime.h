@@ -348,7 +348,7 @@ __attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)
 }
 // The thread after the current one starts on this fiber without a call into the executor when the current
 // one is the newest thread of the block and the executor allows it (gpuenv_state.end: unchecked launches).
-// The executor counts the threads started here when it next needs its count of them (executor.cpp:
+// The executor counts the threads started here when it next needs its count of them (fibers.h:
 // catch_up).
 inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() {
 #if GPUENV_CHECK
