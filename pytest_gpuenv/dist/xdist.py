@@ -220,9 +220,9 @@ class XdistHooks:
             entry.setdefault("tests", Counter()).update(outcomes + self._orphans.pop(entry["name"], Counter()))
         elif outcomes:  # a worker that died sends no output: its tests count on its host, by the name it routed under
             host = self._worker_host.get(worker, f"the host of {worker}")
-            entry = next((e for e in self.session.hosts.values() if e["name"] == host), None)
-            if entry is not None:
-                entry.setdefault("tests", Counter()).update(outcomes)
+            known = [e for e in self.session.hosts.values() if e["name"] == host]
+            if known:
+                known[0].setdefault("tests", Counter()).update(outcomes)
             else:  # its host's entry comes with a later worker, or, where none, at the end of the run
                 self._orphans[host] = self._orphans.get(host, Counter()) + outcomes
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from typing import Any, Iterable, Optional
 
 import pytest
@@ -183,11 +184,11 @@ def _children(op: Any, av: Any) -> list[Any]:
     return []
 
 
-try:  # Python 3.11+: the parser behind ``re``; before, the same module under its old name
-    from re import _constants as _c
-    from re import _parser as _sre_parser
-except ImportError:  # pragma: no cover
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _sre_parser  # type: ignore[no-redef]
+if sys.version_info >= (3, 11):  # the parser behind ``re`` (typeshed lists only its older name)
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _sre_parser  # type: ignore[attr-defined]
+else:  # pragma: no cover
+    import sre_constants as _c
+    import sre_parse as _sre_parser
 
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT)

@@ -59,7 +59,7 @@ def parse_make_rule(text: str) -> list[str]:
     return out
 
 
-def _listed(cmd: list[str], src: Source, env: Optional[dict]) -> Optional[list[str]]:
+def _listed(cmd: list[str], src: Source, env: Optional[dict[str, Any]]) -> Optional[list[str]]:
     """Absolute paths ``cmd <source>`` lists, the source left out; None when it fails."""
     with tempfile.TemporaryDirectory(prefix="gpuenv-deps-") as tmp:
         path = src.path
@@ -77,7 +77,7 @@ def _listed(cmd: list[str], src: Source, env: Optional[dict]) -> Optional[list[s
         return [a for a in (os.path.abspath(d) for d in parse_make_rule(p.stdout)) if a != source]
 
 
-def preprocessed(cmd: list[str], src: Source, env: Optional[dict] = None) -> list[tuple[str, bytes]]:
+def preprocessed(cmd: list[str], src: Source, env: Optional[dict[str, Any]] = None) -> list[tuple[str, bytes]]:
     """(path, bytes) of every regular file the preprocessor run ``cmd <source>`` reads besides the source
     ([] when it fails, then for the rest of the process); listed once per process while none of those files
     changed."""

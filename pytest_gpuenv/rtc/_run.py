@@ -17,7 +17,7 @@ import shlex
 import shutil
 import signal
 import subprocess
-from typing import Optional
+from typing import Any, Optional
 
 from pytest_gpuenv.rtc.errors import KernelCompileError
 from pytest_gpuenv.rtc.source import Source, first_error
@@ -57,8 +57,8 @@ def compile_error(log: str, src: Source, name: str, arch: str, compiler: str, fa
 KEEPER = 'fd=$1; shift; (read _ <&"$fd"; kill -9 0) </dev/null >/dev/null 2>&1 & exec "$@"'
 
 
-def run_tool(cmd: list[str], timeout: float, *, input: Optional[str] = None, env: Optional[dict] = None,
-             compiler: Optional[str] = None) -> subprocess.CompletedProcess:
+def run_tool(cmd: list[str], timeout: float, *, input: Optional[str] = None, env: Optional[dict[str, Any]] = None,
+             compiler: Optional[str] = None) -> subprocess.CompletedProcess[str]:
     """Run a compiler or one of its queries in its own session, with a timeout, never outliving this process.
 
     On the timeout the whole process group is killed (a wrapper script's children too, so no pipe is

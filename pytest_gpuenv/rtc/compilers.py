@@ -65,11 +65,11 @@ class Compiler:
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
         raise NotImplementedError
 
-    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                 include_dirs: Sequence[str]) -> bytes:
         raise NotImplementedError
 
-    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                       include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         """The code object of ``src`` with ``extra`` (name-expression markers, ``rtc.names``) appended, and the
         lowered name of each of ``exprs`` that the compiler gives ({} here: the symbol table tells)."""
@@ -86,13 +86,13 @@ class Compiler:
         """The ``-I`` folders this compiler is given, in order: the source's own, the caller's, its own."""
         return ([src.dir] if src.dir else []) + list(include_dirs) + self._extra_includes()
 
-    def _flags(self, src: Source, defines: dict, include_dirs: Sequence[str]) -> list[str]:
+    def _flags(self, src: Source, defines: dict[str, Any], include_dirs: Sequence[str]) -> list[str]:
         flags = [f"-I{d}" for d in self.include_path(src, include_dirs)]
         for k, v in defines.items():
             flags.append(f"-D{k}" if v is None or v is True else f"-D{k}={v}")
         return flags
 
-    def _run(self, cmd: list[str], src: Source, name: str, arch: str, output: str, env: Optional[dict]) -> bytes:
+    def _run(self, cmd: list[str], src: Source, name: str, arch: str, output: str, env: Optional[dict[str, Any]]) -> bytes:
         """A compiler driver: ``cmd <source> -o <output>``, the source written to a temporary file if it has none."""
         with tempfile.TemporaryDirectory(prefix=f"gpuenv-{self.name}-") as tmp:
             path = src.path or os.path.join(tmp, "source.hip")
@@ -162,11 +162,11 @@ class Hiprtc(_ProbedArchs):
     def _extra_includes(self) -> list[str]:
         return [HIPRTC_INCLUDE]
 
-    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                 include_dirs: Sequence[str]) -> bytes:
         return self.compile_named(src, name, arch, options, defines, include_dirs, (), "")[0]
 
-    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                       include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         opts = [f"--offload-arch={arch}", "-O3", "-std=c++17"]
         opts += self._flags(src, defines, include_dirs) + list(options)
@@ -203,7 +203,7 @@ class Hipcc(_ProbedArchs):
     def available(self) -> bool:
         return self.path() is not None
 
-    def _env(self) -> dict:
+    def _env(self) -> dict[str, Any]:
         env = dict(os.environ)
         env["HIP_PLATFORM"] = "amd"  # Debian's hipcc picks nvcc when it sees one
         return env
@@ -213,7 +213,7 @@ class Hipcc(_ProbedArchs):
         p = run_tool([self.path() or "hipcc", "--version"], TOOL_TIMEOUT, env=self._env(), compiler=self.name)
         return f"hipcc:{file_id(self.path() or '')}:{hashlib.sha256(p.stdout.encode()).hexdigest()[:16]}"
 
-    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                 include_dirs: Sequence[str]) -> bytes:
         cmd = [self.path() or "hipcc", "--genco", f"--offload-arch={arch}", "-O3", "-std=c++17", "-x", "hip",
                "-include", "hip/hip_runtime.h"]  # as hiprtc does
@@ -232,7 +232,7 @@ class Nvrtc(Compiler):
             from cuda.bindings import nvrtc
         except Exception:
             try:
-                from cuda import nvrtc  # type: ignore[no-redef]  # cuda-python < 12.6
+                from cuda import nvrtc  # cuda-python < 12.6
             except Exception:
                 return None
         try:
@@ -269,11 +269,11 @@ class Nvrtc(Compiler):
         m = re.match(r"^sm_(\d+)", arch)
         return m is not None and int(m.group(1)) in self._archs()
 
-    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                 include_dirs: Sequence[str]) -> bytes:
         return self.compile_named(src, name, arch, options, defines, include_dirs, (), "")[0]
 
-    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile_named(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                       include_dirs: Sequence[str], exprs: Sequence[str], extra: str) -> tuple[bytes, dict[str, str]]:
         nvrtc = self._module()
         if not self.supports(arch):
@@ -334,7 +334,7 @@ class Nvcc(Compiler):
     def supports(self, arch: str, cache_dir: Optional[str] = None) -> bool:
         return re.sub(r"[a-z]$", "", arch) in self._archs()
 
-    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict,
+    def compile(self, src: Source, name: str, arch: str, options: Sequence[str], defines: dict[str, Any],
                 include_dirs: Sequence[str]) -> bytes:
         if not self.supports(arch):
             raise KernelCompileError(f"nvcc does not know arch {arch!r} (it supports {', '.join(self._archs())})",

@@ -118,7 +118,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         target = arch
         extra = _names.marker_text(targets)
 
-        def build() -> tuple[dict, bytes]:
+        def build() -> tuple[dict[str, Any], bytes]:
             refuse_irregular_headers(csrc, comp.include_path(csrc, cdirs), pre_includes=comp.pre_includes,
                                      options=options)
             t = time.perf_counter()

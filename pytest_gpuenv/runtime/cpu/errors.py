@@ -6,7 +6,7 @@ errors) the argument or variable and the element index. None of them is sticky: 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from pytest_gpuenv.runtime.errors import KernelLaunchError
 
@@ -22,7 +22,7 @@ class _CpuLaunchError(KernelLaunchError):
     __module__ = "pytest_gpuenv.rtc"
 
     def __init__(self, message: str, *, code: Optional[str] = None, file: Optional[str] = None,
-                 line: Optional[int] = None, block: tuple = (), thread: tuple = ()) -> None:
+                 line: Optional[int] = None, block: tuple[Any, ...] = (), thread: tuple[Any, ...] = ()) -> None:
         super().__init__(message, code=code, sticky=False)
         self.file = file
         self.line = line

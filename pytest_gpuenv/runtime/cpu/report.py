@@ -139,7 +139,7 @@ def _detail(ctx: Context, r: Report) -> str:
     if r.kind == 4:
         return (f"read of {_where(ctx, r)}, which no thread of this block has written (shared memory is "
                 "uninitialised at the start of every block)")
-    return r.text.decode("utf-8", "replace")
+    return str(r.text.decode("utf-8", "replace"))
 
 
 def to_error(ctx: Context, r: Report) -> Exception:

@@ -21,8 +21,11 @@ import mmap
 import os
 import resource
 import sys
+from typing import TYPE_CHECKING
 
-if __name__ == "__main__":  # started by runtime.cpu.child as a script with -I -S: the protocol by its path
+if TYPE_CHECKING:
+    from pytest_gpuenv.runtime.cpu import protocol
+elif __name__ == "__main__":  # started by runtime.cpu.child as a script with -I -S: the protocol by its path
     import importlib.util
 
     _spec = importlib.util.spec_from_file_location(
