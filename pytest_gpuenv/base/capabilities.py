@@ -260,14 +260,7 @@ def describe(device: Device, env: GpuEnv) -> str:
     r = row(device.arch)
     if r is None:
         return ", ".join(have) + f" (not in the table: {device.arch or 'unknown arch'})"
-    out = []
-    for name in have:
-        if name == "fp64":
-            name += f" ({r.fp64_rate} rate)"
-        elif name == "fp8":
-            name += f" ({'/'.join(r.fp8)})"
-        elif name == "matrix_cores":
-            name += f" ({r.matrix})"
-        out.append(name)
+    details = {"fp64": f" ({r.fp64_rate} rate)", "fp8": f" ({'/'.join(r.fp8)})", "matrix_cores": f" ({r.matrix})"}
+    out = [name + details.get(name, "") for name in have]
     out.append(f"shared_memory {format_size(r.shared)}")
     return f"{r.family}: " + ", ".join(out)

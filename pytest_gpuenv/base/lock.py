@@ -35,10 +35,8 @@ def lock_dir() -> str:
     if _private(os.lstat(path)):
         return path
     sub = os.path.join(path, _private_name())
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(sub, mode=0o700)
-    except FileExistsError:
-        pass
     if not _private(os.lstat(sub)):
         raise RuntimeError(
             f"GPU lock directory {sub} is not a directory of this user that only it can write to; "

@@ -25,8 +25,8 @@ _U64 = 2**64  # KFD properties are printed as u64 (libhsakmt reads them with %ll
 #: what official ROCm library and PyTorch builds target when no rocBLAS file list can be read
 #: (PYTORCH_ROCM_ARCH of the ROCm 6.x wheels plus the current Instinct and RDNA 3.5/4 parts)
 OFFICIAL_ARCHS = frozenset(
-    "gfx900 gfx906 gfx908 gfx90a gfx940 gfx941 gfx942 gfx950 gfx1030 gfx1100 gfx1101 gfx1102 "
-    "gfx1150 gfx1151 gfx1200 gfx1201".split()
+    ["gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1030", "gfx1100",
+     "gfx1101", "gfx1102", "gfx1150", "gfx1151", "gfx1200", "gfx1201"]
 )
 
 #: a few PCI device ids, for readable names (the KFD ``name`` file says "ip discovery")
@@ -188,7 +188,7 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
         wave = default_warp_size(arch)
     loc, dom = props.get("location_id", 0), props.get("domain", 0)
     pci = None  # location_id: bus 15:8, device 7:3, function 2:0, the partition in 31:28 (amdsmi.h) or in 2:0
-    if 0 < loc & 0xFFFF and loc < 2**32 and dom < 2**32:
+    if loc & 0xFFFF > 0 and loc < 2**32 and dom < 2**32:
         pci = f"{dom:04x}:{(loc >> 8) & 0xFF:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
     uid = props.get("unique_id")
     uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")

@@ -141,12 +141,13 @@ def parse_hip(value: str, devices: Union[Sequence[Any], int], windows: bool = Fa
     tokens = [t for t in value.split(",") if t] if windows else _getline_split(value)
     out: list[int] = []
     for token in tokens:
+        index = token
         if "GPU-" in token:
             hit = next((i for i, u in enumerate(uuids) if u and (u == token[4:] if windows else token in u)), None)
-            token = token if hit is None else str(hit)
-        valid = re.fullmatch(r"[0-9]{1,10}" if windows else _HIP_INDEX, token) is not None
-        if not valid or int(token) >= len(uuids):
+            index = token if hit is None else str(hit)
+        valid = re.fullmatch(r"[0-9]{1,10}" if windows else _HIP_INDEX, index) is not None
+        if not valid or int(index) >= len(uuids):
             break
-        if int(token) not in out:
-            out.append(int(token))
+        if int(index) not in out:
+            out.append(int(index))
     return sorted(out) if windows else out

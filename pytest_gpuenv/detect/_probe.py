@@ -9,6 +9,7 @@ the detector applies the masks itself (same parser for every source).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -172,10 +173,8 @@ def _kill(proc: Any) -> None:
             proc.kill()
     except OSError:
         pass
-    try:
+    with contextlib.suppress(Exception):
         proc.communicate(timeout=5)
-    except Exception:
-        pass
 
 
 def _done(result: dict[str, Any], t0: float) -> dict[str, Any]:

@@ -48,14 +48,11 @@ def _strtoul(s: str) -> int:
     """torch's ``_strtoul``: the leading integer of ``s``, or -1."""
     if not s:
         return -1
-    idx = 0
-    for idx, c in enumerate(s):
-        if not (c.isdigit() or (idx == 0 and c in "+-")):
-            break
-        if idx + 1 == len(s):
-            idx += 1
+    end = 0  # the leading number, as strtol reads it: an optional sign, then digits
+    while end < len(s) and (s[end].isdigit() or (end == 0 and s[end] in "+-")):
+        end += 1
     try:
-        return int(s[:idx]) if idx > 0 else -1
+        return int(s[:end]) if end > 0 else -1
     except ValueError:
         return -1
 
@@ -254,7 +251,7 @@ def apply_masks(
         if i not in order:
             d.index = d.physical_index if d.physical_index is not None else i
             d.usable = False
-            d.unusable_reason = dropped[i] if i in dropped else f"hidden by {masks}"
+            d.unusable_reason = dropped.get(i, f"hidden by {masks}")
             hidden.append(d)
     if not visible and used and (culprit or not dropped):
         name, value = culprit[0] if culprit else used[-1]

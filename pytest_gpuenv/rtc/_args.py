@@ -143,7 +143,7 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
             return bool(value)
         raise TypeError(f"argument {p.name!r} ({p.decl}) expects a bool, got {_describe(value)}")
     if code in _INT_RANGE:
-        if isinstance(value, bool) or isinstance(value, float) or type(value).__name__.startswith("float"):
+        if isinstance(value, (bool, float)) or type(value).__name__.startswith("float"):
             raise TypeError(f"argument {p.name!r} ({p.decl}) expects an integer, got {value!r}")
         try:
             v = operator.index(value)

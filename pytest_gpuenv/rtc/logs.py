@@ -67,8 +67,9 @@ def attribute(exc: KernelCompileError, src: Source, name: str) -> KernelCompileE
         if k is not None:
             kernels += [k] if k not in kernels else []
             end = "\n" if line.endswith("\n") else ""
-            line = f"{line.rstrip()}  [kernel {k!r}]{end}"
-        out.append(line)
+            out.append(f"{line.rstrip()}  [kernel {k!r}]{end}")
+        else:
+            out.append(line)
     if kernels:
         exc.log = "".join(out)
     exc.kernels = kernels  # type: ignore[attr-defined]

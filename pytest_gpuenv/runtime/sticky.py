@@ -99,10 +99,8 @@ def before_launch(backend: str) -> None:
     """Run the launch hook; a hook that cannot write its record does not stop the launch."""
     _state["launched"] = _state["test"] or "<outside pytest>"
     for hook in _launch_hook:
-        try:
+        with contextlib.suppress(OSError):
             hook(backend)
-        except OSError:
-            pass
 
 
 @contextlib.contextmanager

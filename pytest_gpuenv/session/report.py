@@ -76,7 +76,7 @@ def header_lines(env: GpuEnv, verbose: int = 0, worker: Optional[dict[str, Any]]
     if verbose:
         c = env.compilers
         comp = ", ".join(
-            f"{k} {'yes' if v is True else ('no' if not v else v)}" for k, v in c.items()
+            f"{k} {'yes' if v is True else (v if v else 'no')}" for k, v in c.items()
         )
         lines.append(f"gpuenv: compilers: {comp}")
         if env.probe.get("ran") or env.probe.get("required"):

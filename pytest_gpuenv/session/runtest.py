@@ -174,7 +174,7 @@ def adjust_report(item: pytest.Item, rep: pytest.TestReport, call: pytest.CallIn
     """A skip the plugin made, in the process that ran the test (the report carries what it says)."""
     if not rep.skipped:
         return
-    skip = item.stash[_SKIP_INFO] if _SKIP_INFO in item.stash else None
+    skip = item.stash.get(_SKIP_INFO, None)
     if skip is not None:
         _note_skip(rep, skip.category, skip.cause, get_session(item.config))
         # point at the test, not at this plugin (as pytest's own skip marks do)

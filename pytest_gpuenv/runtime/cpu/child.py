@@ -10,6 +10,7 @@ the wait status, what the process wrote).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import fcntl
 import mmap
@@ -89,7 +90,7 @@ class Child:
         arena.clear_note()
         req_r, self.req = os.pipe()
         self.reply, rep_w = os.pipe()
-        self.out = tempfile.TemporaryFile(prefix="gpuenv-cpu-")
+        self.out = tempfile.TemporaryFile(prefix="gpuenv-cpu-")  # noqa: SIM115 (the child's, closed by close())
         # appended to whatever a kernel does to the offset (lseek(1, ...)): the file's size is where output ends
         fd = self.out.fileno()
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
@@ -190,15 +191,11 @@ class Child:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except OSError:
                 self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
         for fd in (self.req, self.reply):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
         self.req = self.reply = -1
 
     def discard(self) -> None:
@@ -218,10 +215,8 @@ class Child:
         self.out.close()
 
     def _death(self, watchdog: bool, mark: int) -> Death:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
         output = ""
         if not self.out.closed:
             end = os.lseek(self.out.fileno(), 0, os.SEEK_END)
