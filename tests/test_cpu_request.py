@@ -1,6 +1,6 @@
 """The executor's side of a launch request (src/server.cpp: gpuenv_server_launch) refuses a request that
 is cut short or names memory outside the arena before anything runs; pytest builds them with
-runtime/cpu.py's ``_launch_payload``. Well-formed requests are what every CPU launch test sends."""
+runtime/cpu/request.py's ``launch_payload``. Well-formed requests are what every CPU launch test sends."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pytest_gpuenv.rtc import _cpu
 SCRIPT = r"""
 import ctypes
 from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime import cpu
 from pytest_gpuenv.runtime.cpu import protocol as P, server as S
+from pytest_gpuenv.runtime.cpu.request import Arguments, Buffer, Geometry, KernelLayout, LaunchRequest, launch_payload
 _, binary = _cpu.build_executor(_cpu.require_cxx())
 exe = S.load_bytes(binary, "gpuenv-cpu-executor", global_symbols=True)
 S.check_abi(exe)
@@ -34,8 +34,9 @@ VALUES = P.LAUNCH.size + P.SVAR.size + P.REGION.size  # where the first VALUE st
 
 
 def payload(where=0, value_off=None):
-    pl = bytearray(cpu._launch_payload((1, 1, 1), (1, 1, 1), 0, size, 10.0, 32, 0, [(0, 16, 0)], [(1, 64, False, 0)],
-                                       {0: where}, [ctypes.c_void_p(1), ctypes.c_int32(7)], []))
+    request = LaunchRequest(KernelLayout(32, shared=((0, 16, 0),)), Geometry((1, 1, 1), (1, 1, 1)),
+                            Arguments([ctypes.c_void_p(1), ctypes.c_int32(7)], [Buffer(1, 64, False, 0)]), 10.0)
+    pl = bytearray(launch_payload(request, size, {0: where}))
     if value_off is not None:  # the pointer's arena offset, rewritten
         pl[VALUES + P.VALUE.size:VALUES + P.VALUE.size + 8] = value_off.to_bytes(8, "little")
     return bytes(pl)

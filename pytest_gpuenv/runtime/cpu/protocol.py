@@ -17,6 +17,7 @@ report and the device printf buffer live in one shared memfd (``ARENA``), mapped
 from __future__ import annotations
 
 import ctypes
+import enum
 import struct
 
 c_u32x3 = ctypes.c_uint32 * 3
@@ -33,7 +34,7 @@ ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
 
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes
-# launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, check, nvars, nregions, nvalues,
+# launch: grid[3], block[3], shared bytes, arena bytes, watchdog s, warp, mode word, nvars, nregions, nvalues,
 # nglobals, nwrites, nreads; then nwrites SYM_WRITE with name and bytes (module globals set before the
 # launch), nreads SYM_READ with name (read after it: the reply's payload is each one's bytes after a
 # SYM_SIZE), which the child's Python handles; then nvars SVAR, nglobals VAR, nregions REGION, nvalues VALUE
@@ -44,10 +45,22 @@ SYM_READ = struct.Struct("<H")
 SYM_SIZE = struct.Struct("<I")
 VAR = struct.Struct("<QQ")  # offset in the globals section, bytes
 # a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
-# number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
+# number (-1: a red zone)
 SVAR = struct.Struct("<QQi4x")
-PARALLEL = 4
-COOPERATIVE = 8  # every block resident at once, for grid.sync() (src/coop.cpp)
+
+
+class Mode(enum.IntFlag):
+    """How a launch runs: the low byte of LAUNCH's mode word, which src/server.cpp copies to
+    ``gpuenv_launch_t.check`` (the enum of src/include/gpuenv_cpu.h: GPUENV_CHECK_ACCESS, GPUENV_LOCKSTEP,
+    GPUENV_PARALLEL, GPUENV_COOPERATIVE). The bits from WORKERS_SHIFT up are a PARALLEL launch's worker cap."""
+
+    CHECK = 1  # loads and stores are checked (races, bounds, uninitialised shared memory)
+    LOCKSTEP = 2  # each wavefront's lanes run in lockstep, as on AMD hardware
+    PARALLEL = 4  # blocks run on several worker threads, each on its own copy of the module (src/launch.cpp)
+    COOPERATIVE = 8  # every block resident at once, for grid.sync() (src/coop.cpp)
+
+
+WORKERS_SHIFT = 8  # mode word >> WORKERS_SHIFT: at most this many workers for a PARALLEL launch (0: one per core)
 MAX_WORKERS = 64  # kMaxWorkers in src/executor_int.h
 REGION = struct.Struct("<QQii")  # offset in the arena, bytes, read-only, parameter index
 VALUE = struct.Struct("<BxxxII")  # kind (VALUE_BYTES / VALUE_ARENA), bytes, alignment; then the bytes
