@@ -22,6 +22,7 @@ from pytest_gpuenv.rtc.cache import shared as get_cache
 from pytest_gpuenv.rtc.source import Param, Source
 from pytest_gpuenv.runtime.cpu import report as _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
+from pytest_gpuenv.runtime.cpu.protocol import Mode
 from pytest_gpuenv.runtime.cpu.request import (
     NO_STATE,
     Arguments,
@@ -29,7 +30,6 @@ from pytest_gpuenv.runtime.cpu.request import (
     Geometry,
     KernelLayout,
     LaunchRequest,
-    Mode,
     ModuleState,
 )
 
@@ -152,7 +152,7 @@ class CpuKernel(Kernel):
         self.check = check
         self.lockstep = lockstep
         self.watchdog = watchdog_seconds()
-        self.layout = layout
+        self._layout = layout
         self._request_layout = KernelLayout(warp_size, layout.shared_checks,
                                             tuple((o, s) for _, o, s in layout.device_globals),
                                             tuple(p.align for p in self.params))
@@ -184,7 +184,7 @@ class CpuKernel(Kernel):
             return self._mode | Mode.COOPERATIVE, 0
         # several worker threads, each on its own copy of the library: never for a module's kernels (their
         # globals and kernel index are written to the first copy before a launch)
-        if not self._mode and self.layout.parallel and self.module is None and self.index is None and workers != 1:
+        if not self._mode and self._layout.parallel and self.module is None and self.index is None and workers != 1:
             return Mode.PARALLEL, workers  # 0: one per core
         return self._mode, 0
 
@@ -200,8 +200,8 @@ class CpuKernel(Kernel):
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         arguments = pack_host_args(self.name, self.params, args)
         rt, mod = self._runtime_and_module()
-        layout = self.layout
-        if shared_mem and layout.static_shared + shared_mem > SHARED_LIMIT:
+        layout = self._layout
+        if shared_mem and layout.static_shared + shared_mem > SHARED_LIMIT:  # (static alone: checked at the build)
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in layout.shared_vars)
             raise TypeError(f"kernel {self.name!r}: {layout.static_shared} bytes of static __shared__ memory ({names}) "
                             f"and shared_mem={shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")

@@ -15,7 +15,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 from pytest_gpuenv.runtime.cpu import protocol as P
 from pytest_gpuenv.runtime.cpu.protocol import Mode
 
-__all__ = ["Arguments", "Buffer", "Geometry", "KernelLayout", "LaunchRequest", "ModuleState", "Mode", "launch_payload"]
+__all__ = ["Arguments", "Buffer", "Geometry", "KernelLayout", "LaunchRequest", "ModuleState", "launch_payload"]
 
 
 class KernelLayout(NamedTuple):
