@@ -1,23 +1,40 @@
-"""The executor's side of a launch request (src/request.cpp: gpuenv_server_launch) refuses a request that
-is cut short or names memory outside the arena before anything runs; pytest builds them with
-runtime/cpu.py's ``_launch_payload``. Well-formed requests are what every CPU launch test sends."""
+"""A launch request: pytest writes it (runtime/cpu/request.py's ``launch_payload``, from a ``LaunchRequest``
+whose kernel layout was made once from the build's meta), and the executor's side (src/request.cpp:
+gpuenv_server_launch) refuses one that is cut short or names memory outside the arena before anything runs.
+Well-formed requests are what every CPU launch test sends."""
 
 from __future__ import annotations
 
+import ctypes
+import json
+import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from pytest_gpuenv.rtc import _cpu
+from pytest_gpuenv.rtc._cpu_kernel import CpuLayout
+from pytest_gpuenv.runtime.cpu import protocol
+from pytest_gpuenv.runtime.cpu.protocol import Mode
+from pytest_gpuenv.runtime.cpu.request import (
+    Arguments,
+    Buffer,
+    Geometry,
+    KernelLayout,
+    LaunchRequest,
+    ModuleState,
+    launch_payload,
+)
 
 # a subprocess: the executor is native code. Its workers' entry is 0: a request that reached the launch
 # would crash the script, so every answer printed is the parse's own.
 SCRIPT = r"""
 import ctypes
 from pytest_gpuenv.rtc import _cpu
-from pytest_gpuenv.runtime import cpu
 from pytest_gpuenv.runtime.cpu import protocol as P, server as S
+from pytest_gpuenv.runtime.cpu.request import Arguments, Buffer, Geometry, KernelLayout, LaunchRequest, launch_payload
 _, binary = _cpu.build_executor(_cpu.require_cxx())
 exe = S.load_bytes(binary, "gpuenv-cpu-executor", global_symbols=True)
 S.bind(exe)
@@ -33,8 +50,9 @@ VALUES = P.LAUNCH.size + P.SVAR.size + P.REGION.size  # where the first VALUE st
 
 
 def payload(where=0, value_off=None):
-    pl = bytearray(cpu._launch_payload((1, 1, 1), (1, 1, 1), 0, size, 10.0, 32, 0, [(0, 16, 0)], [(1, 64, False, 0)],
-                                       {0: where}, [ctypes.c_void_p(1), ctypes.c_int32(7)], []))
+    request = LaunchRequest(KernelLayout(32, shared=((0, 16, 0),)), Geometry((1, 1, 1), (1, 1, 1)),
+                            Arguments([ctypes.c_void_p(1), ctypes.c_int32(7)], [Buffer(1, 64, False, 0)]), 10.0)
+    pl = bytearray(launch_payload(request, size, {0: where}))
     if value_off is not None:  # the pointer's arena offset, rewritten
         pl[VALUES + P.VALUE.size:VALUES + P.VALUE.size + 8] = value_off.to_bytes(8, "little")
     return bytes(pl)
@@ -55,3 +73,38 @@ def test_malformed_launch_requests_are_refused_before_the_launch() -> None:
                  for line in out.stdout.strip().splitlines())
     assert lines == {"cut": "[-1]", "region past the arena": "-1", "pointer past the arena": "-1",
                      "section past the end": "-1"}
+
+
+def test_the_mode_flags_are_the_executor_header_s() -> None:
+    header = os.path.join(os.path.dirname(protocol.__file__), "src", "include", "gpuenv_cpu.h")
+    with open(header) as f:
+        enum = dict(re.findall(r"GPUENV_(CHECK_ACCESS|LOCKSTEP|PARALLEL|COOPERATIVE) = (\d+)", f.read()))
+    assert {name: int(v) for name, v in enum.items()} == {"CHECK_ACCESS": Mode.CHECK, "LOCKSTEP": Mode.LOCKSTEP,
+                                                        "PARALLEL": Mode.PARALLEL, "COOPERATIVE": Mode.COOPERATIVE}
+
+
+def test_a_request_packs_its_mode_word_and_sections() -> None:
+    layout = KernelLayout(64, shared=((16, 8, -1), (32, 64, 0)), device_globals=((0, 4),), aligns=(0, 32))
+    request = LaunchRequest(layout, Geometry((2, 1, 1), (64, 1, 1), 128),
+                            Arguments([ctypes.c_void_p(4096), ctypes.c_int32(7)], [Buffer(4096, 8, True, 0)]), 2.5,
+                            Mode.PARALLEL, 3, ModuleState([("g", b"\1\2")], ["g"]))
+    data = launch_payload(request, 1 << 20, {0: 256})
+    head = protocol.LAUNCH.unpack_from(data)
+    assert head == (2, 1, 1, 64, 1, 1, 128, 1 << 20, 2.5, 64, 4 | 3 << 8, 2, 1, 2, 1, 1, 1)
+    assert head[10] & 0xFF == Mode.PARALLEL and head[10] >> protocol.WORKERS_SHIFT == 3
+    pos = protocol.LAUNCH.size + protocol.SYM_WRITE.size + 3 + protocol.SYM_READ.size + 1
+    assert protocol.SVAR.unpack_from(data, pos) == (16, 8, -1)
+    value = pos + 2 * protocol.SVAR.size + protocol.VAR.size + protocol.REGION.size + protocol.VALUE.size + 8
+    assert protocol.VALUE.unpack_from(data, value) == (protocol.VALUE_BYTES, 4, 32)  # the parameter's alignment
+    plain = launch_payload(request._replace(mode=Mode.CHECK | Mode.COOPERATIVE, workers=0), 1 << 20, {0: 256})
+    assert protocol.LAUNCH.unpack_from(plain)[10] == 9
+
+
+def test_the_layout_is_the_same_from_a_fresh_build_and_from_the_cache_s_json() -> None:
+    meta = {"shared_vars": [("tile", 64, 256), ("flag", 16, 4)], "red_zones": [(0, 16), (320, 64)],
+            "globals": [("counter", 0, 4)], "dyn_names": ["dyn"], "parallel": False, "compiler": "g++"}
+    layout = CpuLayout.from_meta(meta)
+    assert layout == CpuLayout.from_meta(json.loads(json.dumps(meta)))
+    assert layout.shared_checks == ((0, 16, -1), (16, 4, 1), (64, 256, 0), (320, 64, -1))
+    assert (layout.static_shared, layout.device_globals, layout.dyn_names) == (260, (("counter", 0, 4),), ("dyn",))
+    assert CpuLayout.from_meta({}) == CpuLayout((), (), (), (), False)

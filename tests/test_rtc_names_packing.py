@@ -58,8 +58,8 @@ def test_by_value_vectors_structs_and_typedefs_pack():
     assert (ctypes.alignment(v), ctypes.alignment(w)) == (16, 4)  # the type says it too, for a copy elsewhere
     assert list(v.v) == [1.0, 2.0, 3.0, 4.5] and list(w.v) == [7.0, 8.0, 9.0]
     assert (s.a, s.b, s.c, n.value) == (1.5, 2, 3.25, 5) and isinstance(s, P)
-    cpu_values, regions = pack_host_args("k", [VEC4, STRUCT], [(0, 0, 0, 1), P()])
-    assert bytes(cpu_values.values[0])[12:] == np.float32(1).tobytes() and regions == []
+    host = pack_host_args("k", [VEC4, STRUCT], [(0, 0, 0, 1), P()])
+    assert bytes(host.values[0])[12:] == np.float32(1).tobytes() and list(host.buffers) == []
 
 
 @pytest.mark.parametrize("param, value, message", [
@@ -83,8 +83,7 @@ def test_by_value_mismatch_is_a_type_error_naming_the_argument(param, value, mes
 
 def test_pointer_to_vector_takes_scalar_arrays_in_whole_vectors():
     p = Param("x", "HIP_vector_type<float, 4u>", True, "float4* x", 8, 8)
-    _, regions = pack_host_args("k", [p], [np.zeros(8, np.float32)])
-    assert regions[0][1] == 32
+    assert pack_host_args("k", [p], [np.zeros(8, np.float32)]).buffers[0].size == 32
     with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) points to float4 \(4 scalars each\): an array of shape \(6,\) has 6 "
                        r"scalars, not a whole number of float4"):
         pack_host_args("k", [p], [np.zeros(6, np.float32)])

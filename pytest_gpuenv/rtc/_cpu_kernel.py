@@ -12,6 +12,7 @@ import math
 import os
 import re
 import struct
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuenv.rtc import _args, _cpu
@@ -21,7 +22,16 @@ from pytest_gpuenv.rtc.cache import shared as get_cache
 from pytest_gpuenv.rtc.source import Param, Source
 from pytest_gpuenv.runtime.cpu import report as _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
-from pytest_gpuenv.runtime.cpu.protocol import COOPERATIVE, PARALLEL
+from pytest_gpuenv.runtime.cpu.protocol import Mode
+from pytest_gpuenv.runtime.cpu.request import (
+    NO_STATE,
+    Arguments,
+    Buffer,
+    Geometry,
+    KernelLayout,
+    LaunchRequest,
+    ModuleState,
+)
 
 SHARED_LIMIT = _cpu.SHARED_LIMIT
 WARP_SIZES = (32, 64)
@@ -70,24 +80,53 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
                     f"__array_interface__), got {_args._describe(value)}")
 
 
-def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]
-                   ) -> tuple[_args.PackedArgs, list[tuple[int, int, bool, int]]]:
-    """Packed arguments and the buffers to register: (base, bytes, read-only, parameter index)."""
+def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]) -> Arguments:
+    """The launch's arguments: their values in parameter order and the host buffers to register."""
     if len(args) != len(params):
         sig = ", ".join(p.decl for p in params)
         raise TypeError(f"kernel {kernel!r} takes {len(params)} arguments ({sig}), got {len(args)}")
     values: list[Any] = []
-    regions: list[tuple[int, int, bool, int]] = []
+    buffers: list[Buffer] = []
     for i, (p, a) in enumerate(zip(params, args)):
         code = p.code
         if code == "P":
             addr, size, readonly = host_pointer(p, a)
             values.append(ctypes.c_void_p(addr))
             if addr:
-                regions.append((addr, size, readonly or bool(_CONST.search(p.decl)), i))
+                buffers.append(Buffer(addr, size, readonly or bool(_CONST.search(p.decl)), i))
         else:
             values.append(_args.by_value(p, code, a))
-    return _args.PackedArgs(values), regions
+    return Arguments(values, buffers)
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """What the build of a CPU kernel library found (its meta, which the cache keeps as JSON), in the forms
+    its launches and reports use: made once, when the library is loaded (``from_meta``)."""
+
+    shared_vars: tuple[tuple[str, int, int], ...]  # (name, offset from the load address, bytes), by offset
+    #: each static ``__shared__`` variable (by its number in ``shared_vars``) and red zone (-1), for the executor:
+    #: (offset, bytes, number), by offset
+    shared_checks: tuple[tuple[int, int, int], ...]
+    device_globals: tuple[tuple[str, int, int], ...]  # (name, offset in the globals section, bytes), red-zoned
+    dyn_names: tuple[str, ...]  # the ``extern __shared__`` arrays' names
+    #: blocks may run on several worker threads, each on its own copy of the library: no ``__device__``
+    #: variables that blocks could share, no symbol the copies would share
+    parallel: bool
+
+    @property
+    def static_shared(self) -> int:
+        """Bytes of static ``__shared__`` memory."""
+        return sum(size for _, _, size in self.shared_vars)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> CpuLayout:
+        shared = tuple((str(n), int(o), int(s)) for n, o, s in meta.get("shared_vars", ()))
+        zones = [(int(o), int(s), -1) for o, s in meta.get("red_zones", ())]
+        return cls(shared_vars=shared,
+                   shared_checks=tuple(sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)] + zones)),
+                   device_globals=tuple((str(n), int(o), int(s)) for n, o, s in meta.get("globals", ())),
+                   dyn_names=tuple(str(n) for n in meta.get("dyn_names", ())), parallel=bool(meta.get("parallel")))
 
 
 class CpuKernel(Kernel):
@@ -101,7 +140,7 @@ class CpuKernel(Kernel):
 
     __module__ = "pytest_gpuenv.rtc"
 
-    def __init__(self, *, warp_size: int, check: bool, meta: Mapping[str, Any], cache_dir: Optional[str],
+    def __init__(self, *, warp_size: int, check: bool, layout: CpuLayout, cache_dir: Optional[str],
                  index: Optional[int] = None, lockstep: bool = False, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
         #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
@@ -113,9 +152,16 @@ class CpuKernel(Kernel):
         self.check = check
         self.lockstep = lockstep
         self.watchdog = watchdog_seconds()
-        self._meta = dict(meta)
+        self._layout = layout
+        self._request_layout = KernelLayout(warp_size, layout.shared_checks,
+                                            tuple((o, s) for _, o, s in layout.device_globals),
+                                            tuple(p.align for p in self.params))
+        self._mode = (Mode.CHECK if check else Mode(0)) | (Mode.LOCKSTEP if lockstep else Mode(0))
+        # the kernel index travels in each launch request (a module's dispatching entry point reads it)
+        self._index_write = () if index is None else (("__gpuenv_kernel_index", struct.pack("<i", index)),)
         self._cache_dir = cache_dir
         self._module_name = re.sub(r"\W", "_", self.name)[:64]  # the executor's name for its library
+        self._loaded: Optional[tuple[Any, Any]] = None  # (runtime, module), at the first launch
 
     def __repr__(self) -> str:
         mode = ("checked" if self.check else "unchecked") + (", lockstep" if self.lockstep else "")
@@ -123,10 +169,24 @@ class CpuKernel(Kernel):
         return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
 
     def load(self, device: Optional[int] = None) -> Any:
-        return _cpu.runtime(get_cache(self._cache_dir)).load(self.binary, self._module_name)
+        return self._runtime_and_module()[1]
 
     def _runtime_and_module(self) -> tuple[Any, Any]:
-        return _cpu.runtime(get_cache(self._cache_dir)), self.load()
+        if self._loaded is None:
+            rt = _cpu.runtime(get_cache(self._cache_dir))
+            self._loaded = rt, rt.load(self.binary, self._module_name)
+        return self._loaded
+
+    def _launch_mode(self, cooperative: bool) -> tuple[Mode, int]:
+        """The launch's mode and its worker cap."""
+        workers = worker_limit()  # (a bad GPUENV_CPU_WORKERS is reported at every launch)
+        if cooperative:  # each block on a worker thread of its own, on one copy of the library (src/coop.cpp)
+            return self._mode | Mode.COOPERATIVE, 0
+        # several worker threads, each on its own copy of the library: never for a module's kernels (their
+        # globals and kernel index are written to the first copy before a launch)
+        if not self._mode and self._layout.parallel and self.module is None and self.index is None and workers != 1:
+            return Mode.PARALLEL, workers  # 0: one per core
+        return self._mode, 0
 
     def __call__(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None,
                  cooperative: bool = False) -> None:
@@ -138,31 +198,20 @@ class CpuKernel(Kernel):
             raise TypeError(f"block {block!r} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
-        packed, regions = pack_host_args(self.name, self.params, args)
+        arguments = pack_host_args(self.name, self.params, args)
         rt, mod = self._runtime_and_module()
-        shared = [tuple(v) for v in self._meta.get("shared_vars", [])]
-        where = sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)]
-                       + [(o, s, -1) for o, s in self._meta.get("red_zones", [])])
-        mode = (1 if self.check else 0) | (2 if self.lockstep else 0) | (COOPERATIVE if cooperative else 0)
-        # several worker threads, each on its own copy of the module: never for modules (their globals and
-        # kernel index are written to the first copy before a launch); a cooperative launch's blocks each have
-        # a worker thread, on one copy (runtime/cpu/src/coop.cpp)
-        workers = worker_limit()
-        if not mode and self._meta.get("parallel") and self.module is None and self.index is None and workers != 1:
-            mode = PARALLEL | workers << 8  # 0: one per core
-        static = sum(s for _, _, s in shared)
-        if static + shared_mem > SHARED_LIMIT:
-            names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in shared)
-            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) and shared_mem="
-                            f"{shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
-        dev_globals = [tuple(v) for v in self._meta.get("globals", [])]
-        # the kernel index and the module's globals travel in the launch request, and come back in its reply
-        writes = [] if self.index is None else [("__gpuenv_kernel_index", struct.pack("<i", self.index))]
-        mirrors = [] if self.module is None else self.module._mirror_list()
-        writes += [(sym, arr.tobytes()) for sym, arr in mirrors]
-        res = rt.launch(mod, g, b, packed.values, regions, where, shared_mem, self.warp_size, mode, self.watchdog,
-                        [(o, s) for _, o, s in dev_globals], writes, [sym for sym, _ in mirrors],
-                        [p.align for p in self.params])
+        layout = self._layout
+        if shared_mem and layout.static_shared + shared_mem > SHARED_LIMIT:  # (static alone: checked at the build)
+            names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in layout.shared_vars)
+            raise TypeError(f"kernel {self.name!r}: {layout.static_shared} bytes of static __shared__ memory ({names}) "
+                            f"and shared_mem={shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
+        mode, workers = self._launch_mode(cooperative)
+        # the module's globals travel in the launch request, and come back in its reply
+        mirrors = () if self.module is None else self.module._mirror_list()
+        state = NO_STATE if not self._index_write and not mirrors else ModuleState(
+            self._index_write + tuple((sym, arr.tobytes()) for sym, arr in mirrors), [sym for sym, _ in mirrors])
+        res = rt.launch(mod, LaunchRequest(self._request_layout, Geometry(g, b, shared_mem), arguments, self.watchdog,
+                                           mode, workers, state))
         for (_, arr), data in zip(mirrors, res.symbols):  # none when the executor process did not survive
             memoryview(arr.view("u1"))[:] = data
         if not res.report.kind and not res.report.warnings:  # the common case: no report to symbolize
@@ -170,9 +219,9 @@ class CpuKernel(Kernel):
                 _cpu.emit_output(res.output, ())
             return
         ctx = _cpu_report.Context(warp_size=self.warp_size, block_dims=b,
-            kernel=self.name, binary=self.binary, params=self.params, shared_vars=shared,  # type: ignore[arg-type]
-            dyn_names=self._meta.get("dyn_names", []), shared_mem=shared_mem,
-            regions={i: s for _, s, _, i in regions}, device_globals=dev_globals,  # type: ignore[arg-type]
+            kernel=self.name, binary=self.binary, params=self.params, shared_vars=layout.shared_vars,
+            dyn_names=layout.dyn_names, shared_mem=shared_mem,
+            regions={buf.param: buf.size for buf in arguments.buffers}, device_globals=layout.device_globals,
             addr2line=_cpu.binutil(_cpu.find_cxx() or "", "addr2line"), source=self.source)
         _cpu.emit_output(res.output, _cpu_report.warnings_of(ctx, res.report))
         if res.report.kind:
@@ -200,7 +249,8 @@ def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, war
     else:
         (meta, binary), hit = build(), False
     resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
-    return [CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, meta=meta, cache_dir=cache_dir,
+    layout = CpuLayout.from_meta(meta)
+    return [CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, layout=layout, cache_dir=cache_dir,
                       index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
                       compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
                       compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,

@@ -27,6 +27,7 @@ from pytest_gpuenv.runtime.cpu import protocol as P
 from pytest_gpuenv.runtime.cpu.child import Arena, Child, Death, Gone
 from pytest_gpuenv.runtime.cpu.copies import PIECE_MIN, copy_all, copy_threads
 from pytest_gpuenv.runtime.cpu.protocol import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
+from pytest_gpuenv.runtime.cpu.request import Buffer, LaunchRequest, launch_payload
 from pytest_gpuenv.runtime.cpu.sources import INCLUDE_DIR, SRC_DIR
 
 __all__ = ["CpuModule", "CpuRuntime", "INCLUDE_DIR", "LaunchDesc", "LaunchResult", "PRINTF_CAPACITY", "Region",
@@ -224,30 +225,17 @@ class CpuRuntime:
                   "process").encode()
         return r
 
-    def launch(self, mod: CpuModule, grid: Sequence[int], block: Sequence[int], values: Sequence[Any],
-               regions: Sequence[tuple[int, int, bool, int]], shared_vars: Sequence[tuple[int, int, int]],
-               shared_mem: int, warp_size: int, check: int, watchdog_s: float,
-               device_globals: Sequence[tuple[int, int]] = (), writes: Sequence[tuple[str, bytes]] = (),
-               reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> LaunchResult:
-        """Run one launch to its end; the report's ``kind`` is 0 when it succeeded.
-
-        ``writes``: (symbol, bytes) of module globals set just before it, ``reads``: symbols whose bytes
-        come back in ``symbols`` (in the launch's own request: no round trips of their own).
-
-        ``values``: ctypes instances in parameter order (pointers as ``c_void_p``); ``regions``: the
-        argument buffers, (address, bytes, read-only, parameter index); ``device_globals``: (offset,
-        bytes) of the module's red-zoned ``__device__`` variables (checked mode reports the red zones).
-        """
+    def launch(self, mod: CpuModule, request: LaunchRequest) -> LaunchResult:
+        """Run one launch to its end; the report's ``kind`` is 0 when it succeeded. The globals that
+        ``request.state.reads`` names come back in ``symbols``."""
         with self._lock:
             self._after_fork()
-            spans, where, used = _spans(regions)
+            spans, where, used = _spans(request.arguments.buffers)
             self._arena.reserve(used)
             a = self._arena
             threads = _copy_threads() if used >= 2 * PIECE_MIN else 1  # (smaller copies stay on this thread)
             copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
-            payload = _launch_payload(grid, block, shared_mem, a.size, watchdog_s, warp_size, check, shared_vars,
-                                      regions, where, values, device_globals, writes, reads, aligns)
-            res = self._request(mod, P.OP_LAUNCH, payload, watchdog_s, "launch")
+            res = self._request(mod, P.OP_LAUNCH, launch_payload(request, a.size, where), request.watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
             if res[0] == P.ST_ERROR:
@@ -296,18 +284,18 @@ def _copy_threads() -> int:
         return 1
 
 
-def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[int, int, int, bool]], dict[int, int], int]:
-    """Group overlapping buffers: spans (address, bytes, arena offset, any writable), each region's
+def _spans(buffers: Sequence[Buffer]) -> tuple[list[tuple[int, int, int, bool]], dict[int, int], int]:
+    """Group overlapping buffers: spans (address, bytes, arena offset, any writable), each buffer's
     arena offset by position, and the bytes used. A span's copy keeps its address modulo SPAN_ALIGN."""
-    order = sorted(range(len(regions)), key=lambda i: regions[i][0])
+    order = sorted(range(len(buffers)), key=lambda i: buffers[i][0])
     spans: list[tuple[int, int, int, bool]] = []
     where: dict[int, int] = {}
     used = k = 0
     while k < len(order):  # one span: the buffers from order[k] on that start before the span's end so far
-        lo = hi = regions[order[k]][0]
+        lo = hi = buffers[order[k]][0]
         writable, first = False, k
-        while k < len(order) and (k == first or regions[order[k]][0] < hi):
-            addr, size, readonly, _ = regions[order[k]]
+        while k < len(order) and (k == first or buffers[order[k]][0] < hi):
+            addr, size, readonly, _ = buffers[order[k]]
             hi = max(hi, addr + size)
             writable = writable or not readonly
             k += 1
@@ -315,7 +303,7 @@ def _spans(regions: Sequence[tuple[int, int, bool, int]]) -> tuple[list[tuple[in
         used += (lo - used) % P.SPAN_ALIGN
         spans.append((lo, hi - lo, used, writable))
         for i in order[first:k]:
-            where[i] = used + regions[i][0] - lo
+            where[i] = used + buffers[i][0] - lo
         used += max(hi - lo, 1)
     return spans, where, used
 
@@ -330,40 +318,6 @@ def _symbols(data: bytes) -> list[bytes]:
     return out
 
 
-def _launch_payload(grid: Sequence[int], block: Sequence[int], shared_mem: int, arena_bytes: int, watchdog_s: float,
-                    warp_size: int, check: int, shared_vars: Sequence[tuple[int, int, int]],
-                    regions: Sequence[tuple[int, int, bool, int]], where: dict[int, int], values: Sequence[Any],
-                    device_globals: Sequence[tuple[int, int]], writes: Sequence[tuple[str, bytes]] = (),
-                    reads: Sequence[str] = (), aligns: Sequence[int] = ()) -> bytes:
-    parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, watchdog_s, warp_size, int(check),
-                           len(shared_vars), len(regions), len(values), len(device_globals), len(writes), len(reads))]
-    for name, data in writes:
-        raw = name.encode()
-        parts += (P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data))
-    for name in reads:
-        raw = name.encode()
-        parts += (P.SYM_READ.pack(len(raw)), raw)
-    for o, s, i in shared_vars:
-        parts.append(P.SVAR.pack(o, s, i))
-    for o, s in device_globals:
-        parts.append(P.VAR.pack(o, s))
-    by_param: dict[int, int] = {}
-    for i, (_, size, readonly, index) in enumerate(regions):
-        by_param[index] = at = P.DATA_OFF + where[i]
-        parts.append(P.REGION.pack(at, size, readonly, index))
-    for i, v in enumerate(values):
-        arena = by_param.get(i)
-        if arena is not None and isinstance(v, ctypes.c_void_p):
-            parts += (_ARENA_VALUE, arena.to_bytes(8, "little"))
-        else:
-            raw = bytes(v)  # type: ignore[call-overload]
-            # the parameter's alignment (a double4 or __align__(32) struct: 32) where the ctypes type's is less
-            align = max(ctypes.alignment(v), aligns[i] if i < len(aligns) else 0)
-            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), align), raw)
-    return b"".join(parts)
-
-
-_ARENA_VALUE = P.VALUE.pack(P.VALUE_ARENA, 8, 8)  # a pointer argument: its 8-byte offset in the arena follows
 _RUNTIME: Optional[CpuRuntime] = None
 _RUNTIME_LOCK = threading.Lock()
 

@@ -22,6 +22,7 @@ report and the device printf buffer live in one shared memfd (``ARENA``), mapped
 from __future__ import annotations
 
 import ctypes
+import enum
 import struct
 import sys
 from typing import Union
@@ -57,16 +58,28 @@ class Part(struct.Struct):
 # which src/request.cpp (gpuenv_server_launch) reads
 LAUNCH = Part(("grid", "3I"), ("block", "3I"), ("shared_bytes", "Q"), ("arena_bytes", "Q"), ("watchdog_s", "d"),
               ("warp_size", "i"), ("check", "i"), ("nvars", "i"), ("nregions", "i"), ("nvalues", "i"),
-              ("nglobals", "i"), ("nwrites", "i"), ("nreads", "i"))
+              ("nglobals", "i"), ("nwrites", "i"), ("nreads", "i"))  # check: the mode word (Mode, the worker cap)
 SYM_WRITE = struct.Struct("<HI")  # name bytes, data bytes
 SYM_READ = struct.Struct("<H")
 SYM_SIZE = struct.Struct("<I")
 VAR = Part(("off", "Q"), ("size", "Q"))  # offset in the globals section, bytes
 # a static __shared__ variable or red zone: offset from the module's load address, bytes, the variable's
-# number (-1: a red zone); check (in LAUNCH): bit 0 checks accesses, bit 1 runs each wave in lockstep
+# number (-1: a red zone)
 SVAR = Part(("off", "Q"), ("size", "Q"), ("index", "i"), ("pad", "4x"))
-PARALLEL = 4
-COOPERATIVE = 8  # every block resident at once, for grid.sync() (src/coop.cpp)
+
+
+class Mode(enum.IntFlag):
+    """How a launch runs: the low byte of LAUNCH's mode word, which src/request.cpp copies to
+    ``gpuenv_launch_t.check`` (the enum of src/include/gpuenv_cpu.h: GPUENV_CHECK_ACCESS, GPUENV_LOCKSTEP,
+    GPUENV_PARALLEL, GPUENV_COOPERATIVE). The bits from WORKERS_SHIFT up are a PARALLEL launch's worker cap."""
+
+    CHECK = 1  # loads and stores are checked (races, bounds, uninitialised shared memory)
+    LOCKSTEP = 2  # each wavefront's lanes run in lockstep, as on AMD hardware
+    PARALLEL = 4  # blocks run on several worker threads, each on its own copy of the module (src/launch.cpp)
+    COOPERATIVE = 8  # every block resident at once, for grid.sync() (src/coop.cpp)
+
+
+WORKERS_SHIFT = 8  # mode word >> WORKERS_SHIFT: at most this many workers for a PARALLEL launch (0: one per core)
 MAX_WORKERS = 64  # kMaxWorkers in src/executor_int.h
 # an argument buffer: offset in the arena, bytes, read-only, parameter index
 REGION = Part(("off", "Q"), ("size", "Q"), ("readonly", "i"), ("index", "i"))

@@ -216,7 +216,7 @@ class Server:
     def launch(self, mod: Module, payload: bytes) -> None:
         """The symbol sections are handled here, the rest of the request by ``gpuenv_server_launch`` (C)."""
         assert self.exe is not None
-        (gx, gy, gz, _, _, _, _, arena_bytes, _, _, check, _, _, _, _, nwrites, nreads) = protocol.LAUNCH.unpack_from(payload)
+        (gx, gy, gz, _, _, _, _, arena_bytes, _, _, mode, _, _, _, _, nwrites, nreads) = protocol.LAUNCH.unpack_from(payload)
         self.remap(arena_bytes)
         pos = protocol.LAUNCH.size
         reads = []
@@ -236,9 +236,10 @@ class Server:
             self.send(protocol.ST_ERROR, 0, str(e).encode())
             return
         nworkers = 1
-        if check & protocol.PARALLEL and gx * gy * gz > 1:  # one worker per core this process may use, at most one per
-            # block, at most the cap
-            nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, (check >> 8) or protocol.MAX_WORKERS))
+        if mode & protocol.Mode.PARALLEL and gx * gy * gz > 1:  # one worker per core this process may use, at most one
+            # per block, at most the cap
+            cap = mode >> protocol.WORKERS_SHIFT
+            nworkers = max(1, min(len(os.sched_getaffinity(0)), gx * gy * gz, cap or protocol.MAX_WORKERS))
         out_len = self.exe.gpuenv_server_launch(payload, len(payload), pos, self.base, self.base + protocol.REPORT_OFF,
                                                 self.base + protocol.OUT_OFF, protocol.PRINTF_CAPACITY, mod.lo, mod.hi, mod.glo,
                                                 mod.ghi, mod.workers(nworkers), nworkers)
