@@ -239,7 +239,7 @@ def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, war
     cxx = _cpu.require_cxx()
     entry = _names.cpu_entry(targets)
 
-    def build() -> tuple[dict, bytes]:
+    def build() -> tuple[dict[str, Any], bytes]:
         return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, lockstep)
 
     if use_cache:

@@ -101,7 +101,7 @@ def launch_payload(request: LaunchRequest, arena_bytes: int, where: Mapping[int,
         if arena is not None and isinstance(v, ctypes.c_void_p):
             parts += (_ARENA_VALUE, arena.to_bytes(8, "little"))
         else:
-            raw = bytes(v)  # type: ignore[call-overload]
+            raw = bytes(v)
             align = max(ctypes.alignment(v), aligns[i] if i < len(aligns) else 0)
             parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), align), raw)
     return b"".join(parts)
