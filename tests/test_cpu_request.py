@@ -108,3 +108,28 @@ def test_the_layout_is_the_same_from_a_fresh_build_and_from_the_cache_s_json() -
     assert layout.shared_checks == ((0, 16, -1), (16, 4, 1), (64, 256, 0), (320, 64, -1))
     assert (layout.static_shared, layout.device_globals, layout.dyn_names) == (260, (("counter", 0, 4),), ("dyn",))
     assert CpuLayout.from_meta({}) == CpuLayout((), (), (), (), False)
+
+
+def test_a_malformed_launch_request_fails_that_launch_and_the_next_works(tmp_path) -> None:
+    """A launch request naming an arena larger than the shared one closed the child's arena before the new
+    mapping failed: the child stayed alive and every later launch failed with "mmap closed or invalid". Now the
+    bad request is answered with an error and the arena is kept."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+    from pytest_gpuenv.runtime.cpu import protocol
+
+    src = '#include <hip/hip_runtime.h>\nextern "C" __global__ void k(int* o) { o[0] += 1; }\n'
+    k = compile_kernel(src, "k", arch="cpu", cache_dir=str(tmp_path))
+    out = np.zeros(1, np.int32)
+    k(1, 1, out)
+    runtime, module = k._loaded  # the process's CPU runtime and this kernel's module in it
+    child = runtime._child
+    assert child is not None and module.handle in child.loaded
+    # grid, block, no shared memory, an arena of 1 TiB, a 1 s watchdog; every count 0
+    bad = protocol.LAUNCH.pack(1, 1, 1, 1, 1, 1, 0, 1 << 40, 1.0, *[0] * 8)
+    status, _value, text = child.request(protocol.OP_LAUNCH, module.handle, bad, 30)
+    assert status == protocol.ST_ERROR, (status, text)
+    k(1, 1, out)  # the same child serves the next launch
+    assert out[0] == 2 and runtime._child is child
+    assert b"arena of 1099511627776 bytes; the shared arena has" in text, text

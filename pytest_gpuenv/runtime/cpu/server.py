@@ -147,12 +147,19 @@ class Server:
         self.tasks = os.fstat(self.task_dir).st_nlink
 
     def remap(self, size: int) -> None:
+        """Map the arena at ``size`` bytes (it only grows). The new mapping is made before the old one is let go:
+        a size the shared file does not have (a malformed request) fails that request and leaves the arena as
+        it was, so the next launch works."""
         if size <= len(self.arena):
             return
+        have = os.fstat(self.arena_fd).st_size
+        if size > have:
+            raise ValueError(f"the request names an arena of {size} bytes; the shared arena has {have}")
+        arena = mmap.mmap(self.arena_fd, size)
+        anchor = ctypes.c_char.from_buffer(arena)
         del self.report, self.anchor
         self.arena.close()
-        self.arena = mmap.mmap(self.arena_fd, size)
-        self.anchor = ctypes.c_char.from_buffer(self.arena)
+        self.arena, self.anchor = arena, anchor
         self.base = ctypes.addressof(self.anchor)
         self.report = protocol.Report.from_address(self.base + protocol.REPORT_OFF)
 
