@@ -40,6 +40,14 @@ HOSTILE = {
     "system": (K + '  p[0] = system("true");\n}\n', "KernelProcessError: *the kernel started a process*"),
     "pthread": ("#include <pthread.h>\nstatic void* spin(void*) { for (;;) {} return 0; }\n" + K
                 + "  pthread_t t;\n  pthread_create(&t, 0, spin, 0);\n}\n", "KernelProcessError: *started 1 thread(s)*"),
+    # process state a kernel changes for the launches after it (a later module load failing with "Too many open
+    # files", a later launch dying of SIGALRM): its own launch fails, and the canary runs in a fresh executor
+    "setrlimit_nofile": ("#include <sys/resource.h>\n" + K + "  struct rlimit r = {8, 8};\n  setrlimit(RLIMIT_NOFILE, &r);\n}\n",
+                         "KernelProcessError: *the kernel changed its process for later launches (RLIMIT_NOFILE*"),
+    "setrlimit_fsize": ("#include <sys/resource.h>\n" + K + "  struct rlimit r = {0, 0};\n  setrlimit(RLIMIT_FSIZE, &r);\n}\n",
+                        "KernelProcessError: *(RLIMIT_FSIZE (*) -> (0, 0))*cannot set limits, timers*"),
+    "alarm": (K + "  alarm(30);\n}\n", "KernelProcessError: *ITIMER_REAL armed (alarm() or setitimer())*"),
+    "chdir": (K + '  p[0] = chdir("/");\n}\n', "KernelProcessError: *working folder *->*"),
     "huge_local_array": (K + "  volatile char big[1 << 22];\n  big[p[1]] = 1;\n  p[0] = big[p[2]];\n}\n",
                          "KernelStackOverflowError: *stack overflow*"),
 }

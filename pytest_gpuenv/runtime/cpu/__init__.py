@@ -199,8 +199,8 @@ class CpuRuntime:
         try:
             if mod.handle not in child.loaded:
                 status, base, data = child.request(P.OP_LOAD, mod.handle, mod.binary, timeout)
-                if status in (P.ST_FORK, P.ST_THREAD):
-                    return self._process_report(status, base, "load")
+                if status in (P.ST_FORK, P.ST_THREAD, P.ST_STATE):
+                    return self._process_report(status, base, "load", data)
                 if status != P.ST_OK:
                     return Report(kind=9, other_thread=NO_THREAD, text=b"the kernel module could not be loaded: " + data[:1900])
                 child.loaded[mod.handle] = base
@@ -209,15 +209,20 @@ class CpuRuntime:
         except Gone as e:
             self._child = None
             return death_report(e.death, base, what, watchdog_s)
-        if status in (P.ST_FORK, P.ST_THREAD):
-            return self._process_report(status, value, phase)
+        if status in (P.ST_FORK, P.ST_THREAD, P.ST_STATE):
+            return self._process_report(status, value, phase, data)
         return status, value, data
 
-    def _process_report(self, status: int, count: int, phase: str) -> Report:
+    def _process_report(self, status: int, count: int, phase: str, changes: bytes = b"") -> Report:
         assert self._child is not None
         self._child.discard()  # its extra threads or processes end with it
         self._child = None
         r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
+        if status == P.ST_STATE:
+            r.text = (f"the kernel changed its process for later launches ({changes.decode('utf-8', 'replace')}) "
+                      "during the " + phase + ": a GPU kernel cannot set limits, timers or the working folder; the "
+                      "next launch starts a fresh executor process").encode()[:2047]
+            return r
         what = (f"the kernel started a process ({count} time(s): fork(), system(), popen(), posix_spawn())"
                 if status == P.ST_FORK
                 else f"the kernel started {count} thread(s) that were still running when the {phase} ended")

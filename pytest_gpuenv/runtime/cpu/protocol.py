@@ -37,7 +37,7 @@ SPAN_ALIGN = 256  # a buffer's copy keeps its address modulo this (vector loads 
 SPAN_GAP = 256  # at least this many unregistered bytes before each copy
 
 OP_INIT, OP_LOAD, OP_LAUNCH, OP_READ, OP_WRITE = 1, 2, 3, 4, 5
-ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING = 0, 1, 2, 3, 4
+ST_OK, ST_ERROR, ST_FORK, ST_THREAD, ST_MISSING, ST_STATE = 0, 1, 2, 3, 4, 5  # ST_STATE: the payload says what
 
 HEAD = struct.Struct("<IIQ")  # op, module handle, payload bytes
 REPLY = struct.Struct("<iQQ")  # status, value, payload bytes

@@ -20,6 +20,7 @@ import ctypes
 import mmap
 import os
 import resource
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,29 @@ _LIBC.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo)]
 _LIBC.dladdr1.argtypes = [ctypes.c_void_p, ctypes.POINTER(Dlinfo), ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
 
 
+#: the limits a kernel could change for the rest of the process's life (a lower RLIMIT_NOFILE fails every later
+#: module load, a lower RLIMIT_FSIZE every later write), and the interval timers it could arm (alarm() would end
+#: a later launch with SIGALRM); the executor's own watchdog is a POSIX timer (src/signals.cpp), not one of these
+LIMITS = ("RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_AS", "RLIMIT_DATA", "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_CPU",
+          "RLIMIT_NPROC", "RLIMIT_MEMLOCK")
+TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+
+
+def process_state() -> dict[str, object]:
+    """What of this process a kernel must leave as it found it: its resource limits and working folder."""
+    state: dict[str, object] = {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS if hasattr(resource, n)}
+    state["working folder"] = os.getcwd()
+    return state
+
+
+def state_changes(before: dict[str, object]) -> list[str]:
+    """How the process differs from ``before`` (``process_state``), and the interval timers armed."""
+    now = process_state()
+    out = [f"{name} {before[name]} -> {now[name]}" for name in before if now.get(name) != before[name]]
+    out += [f"{t} armed (alarm() or setitimer())" for t in TIMERS if signal.getitimer(getattr(signal, t)) != (0.0, 0.0)]
+    return out
+
+
 class Server:
     def __init__(self, req: int, reply: int, arena_fd: int) -> None:
         self.req, self.reply, self.arena_fd = req, reply, arena_fd
@@ -207,13 +231,18 @@ class Server:
         self.exe = load_bytes(executor, "gpuenv-cpu-executor", global_symbols=True)
         bind(self.exe)
         self.exe.gpuenv_server_init(ctypes.addressof(self.note_anchor))
+        self.state = process_state()
         self.send(protocol.ST_OK, os.getpid())
 
     def after(self, status: int, value: int = 0, payload: bytes = b"") -> None:
-        """Reply, unless the kernel forked or left a thread running: then say that instead."""
+        """Reply, unless the kernel forked, left a thread running or changed the process's limits, timers or
+        working folder: then say that instead (pytest starts a fresh child for the next launch)."""
         assert self.exe is not None
         left = self.exe.gpuenv_server_after(self.task_dir, self.tasks)
-        if left > 0:
+        changes = state_changes(self.state) if left == 0 else []
+        if changes:
+            self.send(protocol.ST_STATE, 0, "; ".join(changes).encode())
+        elif left > 0:
             self.send(protocol.ST_FORK, left)
         elif left < 0:
             self.send(protocol.ST_THREAD, -left)
