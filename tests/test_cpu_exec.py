@@ -14,6 +14,7 @@ np = pytest.importorskip("numpy")
 
 from _cpu_exec_fixtures import builder  # noqa: E402
 
+from pytest_gpuenv import rtc  # noqa: E402
 from pytest_gpuenv.rtc import compile_kernel  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
@@ -201,3 +202,20 @@ def test_header_from_an_option_include_dir_is_in_the_key(tmp_path, cpu_cache):
     (inc / "value.h").write_text("#define VALUE 2.0f\n")
     changed = compile_kernel(src, "f", arch="cpu", cache_dir=cpu_cache, options=[f"-I{inc}"])
     assert (first.cache_hit, again.cache_hit, changed.cache_hit) == (False, True, False)
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+@pytest.mark.parametrize("earlier_launch", [False, True])
+def test_a_grid_whose_block_count_overflows_is_refused_before_anything_runs(cpu_cache, cooperative, earlier_launch):
+    """(2**30, 2**30, 16) blocks wrapped to 0: after an earlier launch the launch ran no block and returned
+    success (an asserting kernel passed), and as the executor's first launch it killed it with SIGSEGV."""
+    src = '#include <hip/hip_runtime.h>\n#include <cassert>\nextern "C" __global__ void f(int* o) { assert(0); }\n'
+    k = compile_kernel(src, "f", arch="cpu", cache_dir=cpu_cache)
+    out = np.zeros(1, np.int32)
+    if earlier_launch:
+        with pytest.raises(rtc.KernelAssertError):
+            k(1, 1, out)
+    with pytest.raises(ValueError, match=r"grid \(1073741824, 1073741824, 16\) has 18446744073709551616 blocks"):
+        k((2**30, 2**30, 16), 1, out, cooperative=cooperative)
+    with pytest.raises(rtc.KernelAssertError):  # the executor still runs the next launch
+        k(1, 1, out)

@@ -129,6 +129,10 @@ class CpuLayout:
                    dyn_names=tuple(str(n) for n in meta.get("dyn_names", ())), parallel=bool(meta.get("parallel")))
 
 
+#: the most blocks one launch may have: the executor counts them in a signed 64-bit integer
+MAX_BLOCKS = 2**63 - 1
+
+
 class CpuKernel(Kernel):
     """A kernel built for the CPU executor (``backend == arch == "cpu"``).
 
@@ -196,6 +200,9 @@ class CpuKernel(Kernel):
         b = _args.launch_dims(block, "block")
         if b[0] * b[1] * b[2] > 1024:
             raise TypeError(f"block {block!r} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
+        if g[0] * g[1] * g[2] > MAX_BLOCKS:
+            raise ValueError(f"grid {grid!r} has {g[0] * g[1] * g[2]} blocks; a launch counts at most {MAX_BLOCKS} "
+                             "(2**63 - 1)")
         if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
             raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
         arguments = pack_host_args(self.name, self.params, args)

@@ -166,7 +166,14 @@ extern "C" int gpuenv_launch(gpuenv_launch_t* d, gpuenv_report_t* r) {
               "%d workers (limit %d)", n, kMaxThreads, (unsigned long)d->shared_bytes, kDynMax, d->nworkers, kMaxWorkers);
         return r->kind;
     }
-    uint64_t blocks = (uint64_t)d->grid[0] * d->grid[1] * d->grid[2];
+    uint64_t blocks = 0;
+    if (__builtin_mul_overflow((uint64_t)d->grid[0], (uint64_t)d->grid[1], &blocks) ||
+        __builtin_mul_overflow(blocks, (uint64_t)d->grid[2], &blocks) || blocks == 0 || blocks > (uint64_t)INT64_MAX) {
+        r->kind = GPUENV_USAGE;  // pytest refuses such a grid first; a malformed request must not wrap to 0 blocks
+        textf(r->text, sizeof r->text, "bad launch: a grid of %u x %u x %u blocks does not fit a 63-bit count",
+              d->grid[0], d->grid[1], d->grid[2]);
+        return r->kind;
+    }
     bool coop = d->check & GPUENV_COOPERATIVE;
     if (coop && (blocks > (uint64_t)kMaxWorkers || blocks * n > (uint64_t)kFibers)) {
         r->kind = GPUENV_USAGE;
