@@ -61,3 +61,53 @@ def test_output_of_a_kernel_that_seeks_its_stdout(cpu_cache: str, capfd: pytest.
     assert capfd.readouterr().out == "seeker\n"  # its own output
     plain(1, 1, p)
     assert capfd.readouterr().out == "plain\n"  # and the next kernel's
+
+
+BOOL_AND_VEC = """#include <hip/hip_runtime.h>
+extern "C" __global__ void k(int* out, bool flag, float4 v, float f) {
+    out[0] = flag ? 1 : 2;
+    out[1] = (int)(v.x + v.y + v.z + v.w + f);
+}
+"""
+
+
+def test_numpy_bool_is_a_bool_and_strings_are_no_numbers(tmp_path):
+    """numpy 2 calls its scalar ``bool`` (``np.bool_`` was refused for a ``bool`` parameter), and a string was
+    taken for a float4's or a float's number (``float("1.5")``)."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    k = compile_kernel(BOOL_AND_VEC, "k", arch="cpu", cache_dir=str(tmp_path))
+    out = np.zeros(2, np.int32)
+    k(1, 1, out, np.True_, (1, 2, 3, 4), np.float32(0.5))
+    assert out.tolist() == [1, 10]
+    with pytest.raises(TypeError, match=r"argument 'v' \(float4 v\) expects a number, got"):
+        k(1, 1, out, True, ("1", 2, 3, 4), 0.0)
+    with pytest.raises(TypeError, match=r"argument 'f' \(float f\) expects a number, got"):
+        k(1, 1, out, True, (1, 2, 3, 4), "1.5")
+
+
+class _Forged:
+    """An object that claims to be an array at an address that holds no memory of this process."""
+
+    def __init__(self, address: int, readonly: bool = False) -> None:
+        self.__array_interface__ = {"shape": (16,), "typestr": "<i4", "data": (address, readonly), "version": 3}
+
+
+@pytest.mark.parametrize("address", [8, 2**47 - 4096])
+def test_a_forged_array_interface_is_a_type_error_not_a_crash(tmp_path, address):
+    """A forged ``__array_interface__`` (data address 8) killed the launching pytest with SIGSEGV when the
+    argument was copied: an address range that is not readable (or, for output, writable) memory of this
+    process is a TypeError before anything touches it."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    k = compile_kernel(BOOL_AND_VEC, "k", arch="cpu", cache_dir=str(tmp_path))
+    with pytest.raises(TypeError, match=r"argument 'out' \(int\* out\): its __array_interface__ gives 64 bytes at "
+                                        rf"{address:#x}, which are not writable memory"):
+        k(1, 1, _Forged(address), True, (1, 2, 3, 4), 0.0)
+    out = np.zeros(2, np.int32)
+    k(1, 1, out, True, (1, 2, 3, 4), 0.0)  # the process and the executor go on
+    assert out.tolist() == [1, 10]

@@ -120,3 +120,31 @@ def test_kernel_declared_through_a_macro_is_compiled_by_its_name(cpu_cache):
     out = np.zeros(4, np.float32)
     k(1, 4, out)
     assert out.tolist() == [3.0] * 4
+
+
+def test_get_global_takes_numpy_types_and_names_a_size_mismatch(path, cpu_cache):
+    """``get_global(name, dtype=np.float32)`` raised TypeError (``np.dtype(str(np.float32))``), and a dtype whose
+    size does not divide the variable's gave numpy's message without the variable's name."""
+    m = compile_module(path, ["apply<2>", "bump"], arch="cpu", cache_dir=cpu_cache)
+    for dtype in (np.float32, np.dtype("float32"), "float32"):
+        assert m.get_global("coeffs", dtype=dtype).dtype == np.float32
+    m2 = compile_module(path, ["apply<2>", "bump"], arch="cpu", cache_dir=cpu_cache)  # a fresh view cache
+    with pytest.raises(ValueError, match=r"get_global\('ns::counter'\): the variable has 4 bytes, not a whole number of "
+                                         r"float64 \(8 bytes each\)"):
+        m2.get_global("ns::counter", dtype=np.float64)
+    with pytest.raises(TypeError, match=r"get_global\('coeffs'\): dtype 'no such type' is no numpy or torch dtype"):
+        m2.get_global("coeffs", dtype="no such type")
+
+
+def test_the_executor_s_own_symbols_are_not_globals(path, cpu_cache):
+    """``get_global("__gpuenv_kernel_index")`` was writable, and after writing it a launch ran nothing and returned
+    success; internal symbols are neither found nor listed."""
+    m = compile_module(path, ["apply<2>", "bump"], arch="cpu", cache_dir=cpu_cache)
+    with pytest.raises(KeyError, match=r"no __constant__ or __device__ variable '__gpuenv_kernel_index'") as info:
+        m.get_global("__gpuenv_kernel_index")
+    assert "gpuenv" not in str(info.value).split("variables there:")[1]
+    a = np.ones(256, np.float32)
+    out = np.zeros_like(a)
+    m.get_global("coeffs")[:] = 1
+    m.kernel("apply<2>")(2, 128, out, a, a.size)
+    assert (out == 2).all()

@@ -139,8 +139,8 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
     if _is_tensor(value) or hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"argument {p.name!r} ({p.decl}) is a scalar {p.type}, got {_describe(value)}")
     if code == "?":
-        if isinstance(value, bool) or type(value).__name__ == "bool_":
-            return bool(value)
+        if isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")):
+            return bool(value)  # (numpy 2 names its scalar bool, numpy 1 bool_)
         raise TypeError(f"argument {p.name!r} ({p.decl}) expects a bool, got {_describe(value)}")
     if code in _INT_RANGE:
         if isinstance(value, (bool, float)) or type(value).__name__.startswith("float"):
@@ -155,6 +155,8 @@ def scalar_arg(p: Param, code: str, value: Any) -> Any:
             raise TypeError(f"argument {p.name!r} ({p.decl}): {v} does not fit {p.type} (range {lo}..{hi})")
         return v
     # floats
+    if isinstance(value, (str, bytes, bytearray)):  # float("1.5") would take a string
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects a number, got {_describe(value)}")
     try:
         f = float(value)
     except (TypeError, ValueError):

@@ -22,6 +22,7 @@ from pytest_gpuenv.rtc.cache import shared as get_cache
 from pytest_gpuenv.rtc.source import Param, Source
 from pytest_gpuenv.runtime.cpu import report as _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
+from pytest_gpuenv.runtime.cpu.copies import mapped
 from pytest_gpuenv.runtime.cpu.protocol import Mode
 from pytest_gpuenv.runtime.cpu.request import (
     NO_STATE,
@@ -73,7 +74,13 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
         if p.vector is not None:
             _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
-        return int(addr), _extent(ai["shape"], ai.get("strides"), itemsize), bool(readonly)
+        size = _extent(ai["shape"], ai.get("strides"), itemsize)
+        numpy_array = type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
+        if not numpy_array and size and not mapped(int(addr), size, not readonly):
+            raise TypeError(f"argument {p.name!r} ({p.decl}): its __array_interface__ gives {size} bytes at "
+                            f"{int(addr):#x}, which are not {'readable' if readonly else 'writable'} memory of this "
+                            "process")
+        return int(addr), size, bool(readonly)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
         return value, 0, False  # a raw address: not a registered buffer
     raise TypeError(f"argument {p.name!r} ({p.decl}) expects a host buffer (a CPU tensor or an object with "

@@ -79,10 +79,11 @@ class Module:
     def _symbol(self, name: str) -> tuple[str, int]:
         """(symbol, bytes) of global variable ``name`` (``coeffs``, ``ns::table``) from the symbol table."""
         objs = [s for s in _symbols.symbols(self.binary) if s.kind == _symbols.STT_OBJECT and not s.name.endswith(".kd")]
-        for s, d in zip(objs, _symbols.demangle([s.name for s in objs])):
-            if name in (s.name, d):
+        names = _symbols.demangle([s.name for s in objs])
+        for s, d in zip(objs, names):
+            if name in (s.name, d) and _user_variable(s.name, d):
                 return s.name, s.size
-        have = sorted(d for d in _symbols.demangle([s.name for s in objs]) if not d.startswith(("_", "gpuenv")))
+        have = sorted(d for s, d in zip(objs, names) if _user_variable(s.name, d) and not d.startswith("_"))
         raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module (variables there: "
                        f"{', '.join(have) or 'none'})")
 
@@ -90,7 +91,14 @@ class Module:
         import numpy as np
 
         if dtype is not None:
-            return np.dtype(str(dtype).replace("torch.", ""))
+            try:  # numpy's types and dtypes, their names, and torch's dtypes (torch.float32 -> float32)
+                dt = np.dtype(str(dtype).replace("torch.", "") if type(dtype).__module__ == "torch" else dtype)
+            except TypeError:
+                raise TypeError(f"get_global({name!r}): dtype {dtype!r} is no numpy or torch dtype") from None
+            if size % dt.itemsize:
+                raise ValueError(f"get_global({name!r}): the variable has {size} bytes, not a whole number of {dt} "
+                                 f"({dt.itemsize} bytes each)")
+            return dt
         m = re.search(_VAR.format(re.escape(name.rsplit("::", 1)[-1])), self._text)
         t = " ".join(m.group("type").replace("std::", "").split()) if m else ""
         code = SCALAR_TYPES.get(t) or (vector_type(t) or (None, 0))[0]  # float4: its floats
@@ -130,6 +138,13 @@ class Module:
     def _mirror_list(self) -> list[tuple[str, Any]]:
         """(symbol, numpy array) of each global a CPU launch writes before it runs and reads back after."""
         return list(self._mirrors.values())
+
+
+def _user_variable(symbol: str, demangled: str) -> bool:
+    """Whether a symbol may be a variable of the kernel's source: not the executor's own (``__gpuenv_*``,
+    ``gpuenv_*``: writing its kernel index made a launch run nothing) nor a compiler's local one (``completed.0``)."""
+    own = demangled.rsplit("::", 1)[-1].startswith(("__gpuenv", "gpuenv"))  # (its red zones sit in namespaces too)
+    return not (own or symbol.startswith(("__gpuenv", "gpuenv")) or "." in symbol)
 
 
 class _DeviceArray:

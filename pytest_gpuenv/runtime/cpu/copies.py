@@ -89,3 +89,28 @@ def copy_all(moves: Sequence[Move], threads: int) -> None:
 def copy_threads(workers: int) -> int:
     """How many threads copy: ``workers`` (``GPUENV_CPU_WORKERS``; 0: one per core this process may use)."""
     return workers or len(os.sched_getaffinity(0))
+
+
+def mapped(addr: int, size: int, writable: bool) -> bool:
+    """Whether ``[addr, addr + size)`` lies in mappings of this process that are readable (and writable, where
+    ``writable``), as /proc/self/maps lists them: a host pointer from an object that only claims to be an array
+    (a forged ``__array_interface__``) is checked before a copy touches it. True where there is no such file."""
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            maps = f.read().decode("ascii", "replace").splitlines()
+    except OSError:
+        return True
+    want = addr
+    end = addr + max(size, 1)
+    for line in maps:  # sorted by address
+        span, perms = line.split(maxsplit=2)[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if hi <= want or lo > want:
+            continue
+        if perms[0] != "r" or (writable and perms[1] != "w"):
+            return False
+        want = hi
+        if want >= end:
+            return True
+    return False
+
