@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist)
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist
+#   default)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +10,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples published fault perf bench hosts dist}
+SECTIONS=${*:-info tests examples published fault perf bench hosts dist default}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -217,16 +218,45 @@ recs = {f.split('/')[-1][:-5]: json.load(open(f)) for f in glob.glob('rec/*.json
 cuda = {k: r for k, r in recs.items() if k.startswith('test_cuda')}
 rocm = {k: r for k, r in recs.items() if k.startswith('test_rocm')}
 print('ran:', {k: (r['worker'], r['host']) for k, r in sorted(recs.items())})
-assert len(cuda) == 6 and all(r['vendor'] == 'nvidia' and 'root amd-tree' not in r['host'] for r in cuda.values()), cuda
-assert len(rocm) == 6 and all(r['vendor'] == 'amd' and 'root amd-tree' in r['host'] for r in rocm.values()), rocm
+assert len(cuda) == 6 and all(r['vendor'] == 'nvidia' and '/amd-tree)' not in r['host'] for r in cuda.values()), cuda
+assert len(rocm) == 6 and all(r['vendor'] == 'amd' and '/amd-tree)' in r['host'] for r in rocm.values()), rocm
 assert len(recs) == 16, sorted(recs)
 log = open('run.log').read()
 assert '16 passed, 1 skipped' in log, 'every test ran where it could; one skipped once'
-assert 'requires_devices(64): ' in log and 'root amd-tree' in log.split('requires_devices(64): ')[1], 'the skip names both hosts'
+assert 'requires_devices(64): ' in log and '/amd-tree)' in log.split('requires_devices(64): ')[1], 'the skip names both hosts'
 hosts = json.load(open('dist.json'))['hosts']
 assert len(hosts) == 2 and sum(h['tests']['passed'] for h in hosts) == 16, hosts
 print('dist check OK')
 CHECK"
+fi
+
+if want default; then
+    # NVIDIA facts on a default install: with the NVML binding (a base dependency) and with it hidden (the runtime
+    # probe fills the arch and memory), gpuenv knows the GPU's arch and memory and the markers that need them run
+    NO_NVML=$(mktemp -d); printf 'raise ImportError("hidden by gpu-check.sh: a default install without nvidia-ml-py")\n' > "$NO_NVML/pynvml.py"
+    DEF_DIR=$(mktemp -d); printf '[pytest]\n' > "$DEF_DIR/pytest.ini"
+    cat > "$DEF_DIR/test_facts.py" <<'PYEOF'
+from pytest_gpuenv import requires_arch, requires_capability, requires_memory
+
+@requires_arch("sm_70+")
+def test_arch(): pass
+
+@requires_memory("4GiB")
+def test_memory(): pass
+
+@requires_capability("fp16")
+def test_capability(): pass
+PYEOF
+    for how in "with NVML" "NVML hidden"; do
+        extra=$([ "$how" = "NVML hidden" ] && echo "$NO_NVML" || echo "")
+        run "default install, $how: info, doctor, markers" 120 bash -c "cd $DEF_DIR && \
+            PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH} $PY -c 'import json, subprocess, sys; \
+d = json.loads(subprocess.run([sys.executable, \"-m\", \"pytest_gpuenv\", \"info\", \"--json\"], capture_output=True, text=True).stdout); \
+print({k: [(x[\"name\"], x[\"arch\"], x[\"memory_bytes\"]) for x in d[\"devices\"]] for k in [\"devices\"]}, d.get(\"probe\")); \
+assert d[\"devices\"] and all(x[\"arch\"] and x[\"memory_bytes\"] for x in d[\"devices\"]), \"arch or memory unknown\"; print(\"facts OK\")' && \
+            PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH} $PY -m pytest_gpuenv doctor; echo doctor exit \$?; \
+            PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH} $PY -m pytest -p gpuenv -q -rs -p no:cacheprovider test_facts.py"
+    done
 fi
 
 echo; echo "=== summary ($(( $(date +%s) - t_all ))s)"
