@@ -111,3 +111,19 @@ def test_a_forged_array_interface_is_a_type_error_not_a_crash(tmp_path, address)
     out = np.zeros(2, np.int32)
     k(1, 1, out, True, (1, 2, 3, 4), 0.0)  # the process and the executor go on
     assert out.tolist() == [1, 10]
+
+
+@pytest.mark.parametrize("wrap", ["np.asarray", "np.array(copy=False)"])
+def test_a_forged_array_interface_inside_a_real_ndarray_is_refused(tmp_path, wrap):
+    """``np.asarray(forged)`` is a real ndarray over the forged address: the check follows its bases."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    k = compile_kernel(BOOL_AND_VEC, "k", arch="cpu", cache_dir=str(tmp_path))
+    forged = np.asarray(_Forged(0x10000)) if wrap == "np.asarray" else np.array(_Forged(0x10000), copy=False)
+    with pytest.raises(TypeError, match="which are not writable memory of this process"):
+        k(1, 1, forged, True, (1, 2, 3, 4), 0.0)
+    for real in (np.zeros(4, np.int32), np.frombuffer(bytearray(16), np.int32), np.zeros(8, np.int32)[:4]):
+        k(1, 1, real, True, (1, 2, 3, 4), 0.0)
+        assert real[:2].tolist() == [1, 10]

@@ -48,6 +48,9 @@ HOSTILE = {
                         "KernelProcessError: *(RLIMIT_FSIZE (*) -> (0, 0))*cannot set limits, timers*"),
     "alarm": (K + "  alarm(30);\n}\n", "KernelProcessError: *ITIMER_REAL armed (alarm() or setitimer())*"),
     "chdir": (K + '  p[0] = chdir("/");\n}\n', "KernelProcessError: *working folder *->*"),
+    "sigprocmask": (K + "  sigset_t s;\n  sigfillset(&s);\n  sigprocmask(SIG_BLOCK, &s, 0);\n}\n",
+                    "KernelProcessError: *blocked signals [[][]] -> *"),
+    "umask": ("#include <sys/stat.h>\n" + K + "  umask(0);\n}\n", "KernelProcessError: *umask 0o* -> 0o0*"),
     "huge_local_array": (K + "  volatile char big[1 << 22];\n  big[p[1]] = 1;\n  p[0] = big[p[2]];\n}\n",
                          "KernelStackOverflowError: *stack overflow*"),
 }

@@ -138,3 +138,36 @@ def test_a_malformed_launch_request_fails_that_launch_and_the_next_works(tmp_pat
     k(1, 1, out)  # the same child serves the next launch
     assert out[0] == 2 and runtime._child is child
     assert b"arena of 1099511627776 bytes; the shared arena has" in text, text
+
+
+ENOMEM = r"""
+import sys
+import numpy as np
+from pytest_gpuenv.rtc import compile_kernel
+k = compile_kernel('#include <hip/hip_runtime.h>\nextern "C" __global__ void w(float* a) { a[threadIdx.x] += 1; }',
+                   "w", arch="cpu", cache_dir=sys.argv[1])
+small = np.zeros(4, np.float32)
+k(1, 4, small)
+big = np.zeros(1400 << 18, np.float32)  # 1400 MiB: the arena cannot grow to hold it under the limit
+try:
+    k(1, 4, big)
+except MemoryError as exc:
+    print("refused:", exc)
+k(1, 4, small)
+print("after:", small.tolist())
+"""
+
+
+@pytest.mark.skipif(_cpu.find_cxx() is None or sys.platform != "linux", reason="needs a C++ compiler and Linux")
+def test_an_arena_that_cannot_grow_fails_that_launch_only(tmp_path) -> None:
+    """The arena's old mapping was closed before the larger one failed (ENOMEM): the launch raised a raw OSError
+    and the next launch of any kernel killed pytest with SIGSEGV."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2500 << 20, 2500 << 20))
+
+    out = subprocess.run([sys.executable, "-c", ENOMEM, str(tmp_path)], capture_output=True, text=True, timeout=300,
+                         preexec_fn=limit)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert "refused: the CPU executor's arena cannot grow to" in out.stdout and "after: [2.0, 2.0, 2.0, 2.0]" in out.stdout

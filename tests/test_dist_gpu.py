@@ -161,7 +161,8 @@ def test_a_dead_worker_s_tests_are_rerouted_or_reported_on_its_host(pytester, tr
         result.assert_outcomes(passed=7, failed=1)
         # the hosts' counts include the tests of the worker that died (its host reported by its replacement)
         runs = [int(line.split("tests: ")[1].split()[0]) for line in out.splitlines() if "  tests: " in line]
-        assert sum(runs) == 8, out
+        failed = [int(line.split(" passed, ")[1].split()[0]) for line in out.splitlines() if "  tests: " in line]
+        assert sum(runs) == 8 and sum(failed) == 1, out  # the crashed test counts as failed on its host
     else:
         outcomes = result.parseoutcomes()  # xdist stops the run: every test still has its report
         assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "errors")) == 8, out

@@ -40,6 +40,24 @@ def test_a_skip_pattern_that_can_backtrack_without_end_is_refused(pytester: pyte
     result.stderr.fnmatch_lines([f"*gpuenv_skip_patterns entry {pattern!r}*inside an unbounded repeat*"])
 
 
+@pytest.mark.parametrize("pattern", [r"(\w+\s?){1,40}!", "a*a*a*a*a*a*a*a*b"])
+def test_a_slow_skip_pattern_is_stopped_and_named_once(pytester: pytest.Pytester, pattern: str) -> None:
+    """Shapes the configure-time check lets through (a bounded repeat of a repeat, a chain of repeats) spun for
+    minutes on one reason: each search of a project's pattern is bounded in CPU time, and one that runs out is
+    named in one warning and not searched again."""
+    pytester.makeini(f"[pytest]\ngpuenv_skip_patterns = {pattern}\n")
+    pytester.makepyfile("""
+        import pytest
+        @pytest.mark.parametrize("i", range(3))
+        def test_a(i): pytest.skip(("word " * 60 + "end") if i < 2 else "requires a GPU")
+    """.replace("word ", "word " if "w" in pattern else "a").replace("end", "end" if "w" in pattern else "c"))
+    result = pytester.runpytest_subprocess("-p", "gpuenv", "-W", "always", timeout=60)
+    result.assert_outcomes(skipped=3)
+    out = result.stdout.str()
+    assert out.count("took more than 0.5 s of CPU on one skip reason") == 1, out
+    result.stdout.fnmatch_lines(["*1 test(s) skipped for hardware reasons*"])
+
+
 def test_a_safe_skip_pattern_still_counts_and_long_reasons_stay_quick(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\ngpuenv_skip_patterns = needs the (big|small) rig\n")
     pytester.makepyfile("import pytest\ndef test_a(): pytest.skip('needs the big rig ' + 'a' * 100000)")

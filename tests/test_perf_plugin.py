@@ -75,9 +75,8 @@ def test_gpu_lock_is_exclusive_and_a_killed_holder_releases_it(tmp_path, monkeyp
     try:
         assert p.stdout.readline().strip() == "held"
         t = time.perf_counter()
-        with pytest.raises(TimeoutError, match=f"held by pid {p.pid}"):
-            with gpu_lock(key, timeout=0.3):
-                pass
+        with pytest.raises(TimeoutError, match=f"held by pid {p.pid}"), gpu_lock(key, timeout=0.3):
+            pass
         assert time.perf_counter() - t >= 0.25
     finally:
         p.send_signal(signal.SIGKILL)

@@ -112,13 +112,25 @@ extern "C" __global__ void k(int* o) { o[0] = V; }
 """
 
 
+MACRO_PROBE = """#include <hip/hip_runtime.h>
+#define HP "opt.h"
+#if __has_include(HP)
+#define V 2
+#else
+#define V 1
+#endif
+extern "C" __global__ void k(int* o) { o[0] = V; }
+"""
+
+
 @pytest.mark.parametrize("arch", _arches())
-def test_a_header_probed_with_has_include_is_in_the_key(tmp_path, arch):
+@pytest.mark.parametrize("source", [PROBE, MACRO_PROBE], ids=["literal", "macro"])
+def test_a_header_probed_with_has_include_is_in_the_key(tmp_path, arch, source):
     """A header only probed (``__has_include``) was not in the key: after it appeared the old binary, built
     without it, was served. Its appearing, changing and going away each change the key."""
     from pytest_gpuenv.rtc import compile_kernel
 
-    (tmp_path / "k.hip").write_text(PROBE)
+    (tmp_path / "k.hip").write_text(source)
     cache = str(tmp_path / "cache")
     compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache)
     assert compile_kernel(str(tmp_path / "k.hip"), "k", arch=arch, cache_dir=cache).cache_hit

@@ -148,3 +148,25 @@ def test_the_executor_s_own_symbols_are_not_globals(path, cpu_cache):
     m.get_global("coeffs")[:] = 1
     m.kernel("apply<2>")(2, 128, out, a, a.size)
     assert (out == 2).all()
+
+
+def test_a_source_s_own_gpuenv_named_variable_is_found(cpu_cache):
+    """Only the executor's own names are hidden: a kernel's ``__device__ int gpuenv_hits[4]`` is its own."""
+    src = ('#include <hip/hip_runtime.h>\n__device__ int gpuenv_hits[4];\n'
+           'extern "C" __global__ void k() { gpuenv_hits[threadIdx.x] += 1; }\n')
+    m = compile_module(src, ["k"], arch="cpu", cache_dir=cpu_cache)
+    hits = m.get_global("gpuenv_hits")
+    m.kernel("k")(1, 4)
+    assert hits.tolist() == [1, 1, 1, 1]
+    with pytest.raises(KeyError, match=r"variables there: gpuenv_hits\)"):
+        m.get_global("gpuenv_state")
+
+
+def test_get_global_again_with_another_dtype_reads_the_same_memory_as_it(path, cpu_cache):
+    """A second ``get_global`` with another dtype returned the first view, the dtype ignored."""
+    m = compile_module(path, ["apply<2>", "bump"], arch="cpu", cache_dir=cpu_cache)
+    coeffs = m.get_global("coeffs")
+    bits = m.get_global("coeffs", dtype=np.int32)
+    assert coeffs.dtype == np.float32 and bits.dtype == np.int32 and m.get_global("coeffs") is coeffs
+    coeffs[:] = [1.0, 2.0, 3.0, 4.0]
+    assert bits.tolist() == np.float32([1, 2, 3, 4]).view(np.int32).tolist()

@@ -94,10 +94,11 @@ class XdistHooks:
         self._channels: dict[Any, Any] = {}
         #: worker id -> host name, from its routes (``--dist gpu``)
         self._worker_host: dict[str, str] = {}
-        #: worker id -> {nodeid: outcome} of the tests it ran
+        #: worker id -> {nodeid: outcome} of the tests it ran; test -> the worker that last reported it
         self._outcomes: dict[str, dict[str, str]] = {}
-        #: host name -> outcomes of the tests of workers that died there, until a worker of that host reports it
-        self._orphans: dict[str, Counter[str]] = {}
+        self._ran_on: dict[str, str] = {}
+        #: worker id -> the key of its host's entry in ``session.hosts`` (from its output, when it ended well)
+        self._worker_entry: dict[str, str] = {}
 
     def _controller_host(self) -> _hosts.Host:
         """This host as the workers inherit it (computed when the first gateway has started)."""
@@ -161,9 +162,11 @@ class XdistHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Count each worker's outcomes (failed over skipped over passed), for the hosts' summary."""
         node = getattr(report, "node", None)
-        if node is None:
+        worker = str(node.gateway.id) if node is not None else self._ran_on.get(report.nodeid)
+        if worker is None:
             return
-        seen = self._outcomes.setdefault(str(node.gateway.id), {})
+        self._ran_on[report.nodeid] = worker  # (xdist's report of a test whose worker crashed may carry no node)
+        seen = self._outcomes.setdefault(worker, {})
         outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
         if _RANK[outcome] >= _RANK[seen.get(report.nodeid, "passed")]:
             seen[report.nodeid] = outcome
@@ -209,31 +212,29 @@ class XdistHooks:
         if raw:
             self.session.perf.merge(raw)
         info = output.get(HOST_OUTPUT_KEY)
-        worker = str(node.gateway.id)
-        outcomes = Counter(self._outcomes.pop(worker, {}).values())
         if isinstance(info, dict) and info.get("key"):
             entry = self.session.hosts.setdefault(str(info["key"]), {
                 "name": str(info.get("name")), "summary": str(info.get("summary")), "workers": {},
                 "controller": info["key"] == self._controller_host().key,
             })
             entry["workers"][str(info.get("worker"))] = info.get("gpus") or "no GPU assigned"
-            entry.setdefault("tests", Counter()).update(outcomes + self._orphans.pop(entry["name"], Counter()))
-        elif outcomes:  # a worker that died sends no output: its tests count on its host, by the name it routed under
-            host = self._worker_host.get(worker, f"the host of {worker}")
-            known = [e for e in self.session.hosts.values() if e["name"] == host]
-            if known:
-                known[0].setdefault("tests", Counter()).update(outcomes)
-            else:  # its host's entry comes with a later worker, or, where none, at the end of the run
-                self._orphans[host] = self._orphans.get(host, Counter()) + outcomes
+            self._worker_entry[str(node.gateway.id)] = str(info["key"])
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
-        """The tests of dead workers whose host no worker reported: an entry of their own, so the hosts' counts
-        add up to the tests run."""
-        for host, outcomes in self._orphans.items():
-            self.session.hosts[f"(died) {host}"] = {"name": host, "summary": "its workers died before they reported it",
-                                                    "workers": {}, "controller": False, "tests": outcomes}
-        self._orphans.clear()
+        """Each worker's outcomes onto its host's entry, now that every report is in (xdist logs the report of a
+        test whose worker crashed after that worker is down). A worker that died sent no host: its tests count
+        on the host it routed under (``--dist gpu``), or on an entry of their own, so the counts add up."""
+        for worker, tests in self._outcomes.items():
+            outcomes = Counter(tests.values())
+            key = self._worker_entry.get(worker)
+            if key is None:
+                name = self._worker_host.get(worker, f"the host of {worker}")
+                key = next((k for k, e in self.session.hosts.items() if e["name"] == name), f"(died) {name}")
+                self.session.hosts.setdefault(key, {"name": name, "summary": "its workers died before they reported it",
+                                                    "workers": {}, "controller": False})
+            self.session.hosts[key].setdefault("tests", Counter()).update(outcomes)
+        self._outcomes.clear()
 
 
 #: which outcome a test keeps when its reports differ (a failed teardown after a pass is a failure)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import functools
 import re
+import signal
 import sys
+import threading
+import warnings
 from typing import Any, Iterable, Optional
 
 import pytest
@@ -83,9 +86,49 @@ class Matcher:
 
     def is_hardware(self, reason: str) -> bool:
         head = reason[:EXTRA_CHARS]
-        if any(p.search(head) for p in self._extra):
+        if any(_bounded_search(p, head) for p in self._extra):
             return True
         return self._not.search(reason) is None and self._hw.search(reason) is not None
+
+
+class _TooLong(Exception):
+    pass
+
+
+def _stop_search(signum: int, frame: Any) -> None:
+    raise _TooLong
+
+
+def _bounded_search(pattern: re.Pattern[str], text: str) -> bool:
+    """``pattern.search(text)`` stopped after ``SEARCH_CPU_SECONDS`` of CPU time: a project's pattern that
+    backtracks without end (a shape ``parse_extra`` lets through: ``(\\w+\\s?){1,40}!``, ``a*a*a*a*b``) is
+    reported once, by name, and not searched again. The bound is a CPU-time timer (SIGVTALRM, which pytest-timeout
+    and the debuggers leave alone; CPython's regex engine answers signals); the timer and handler in place
+    before are put back. Where there is no such timer (not the main thread, not POSIX) the search is unbounded."""
+    if pattern.pattern in _ABANDONED:
+        return False
+    if not hasattr(signal, "ITIMER_VIRTUAL") or threading.current_thread() is not threading.main_thread():
+        return pattern.search(text) is not None
+    handler = signal.signal(signal.SIGVTALRM, _stop_search)
+    timer = signal.setitimer(signal.ITIMER_VIRTUAL, SEARCH_CPU_SECONDS)
+    try:
+        return pattern.search(text) is not None
+    except _TooLong:
+        _ABANDONED.add(pattern.pattern)
+        warnings.warn(pytest.PytestConfigWarning(
+            f"gpuenv: gpuenv_skip_patterns entry {safe_repr(pattern.pattern, 200)} took more than "
+            f"{SEARCH_CPU_SECONDS:g} s of CPU on one skip reason (it backtracks without end); it is not used for the "
+            "rest of the run"), stacklevel=2)
+        return False
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, *timer)
+        signal.signal(signal.SIGVTALRM, handler)
+
+
+#: the CPU time one search of a project's pattern may take
+SEARCH_CPU_SECONDS = 0.5
+#: the project's patterns that ran out of time, by their text
+_ABANDONED: set[str] = set()
 
 
 @functools.lru_cache(maxsize=8)
@@ -131,7 +174,7 @@ def parse_extra(value: Any, where: str) -> list[str]:
             raise pytest.UsageError(
                 f"gpuenv: gpuenv_skip_patterns entry {safe_repr(line, 200)} from {where} repeats {risk} inside an "
                 "unbounded repeat: on some skip reasons its search would backtrack for hours. Write it without "
-                "the inner repeat or alternation (e.g. 'a+' for '(a+)+', '(?:x|y)' once, or a bounded '{1,5}')"
+                "the inner repeat or alternation (e.g. 'a+' for '(a+)+')"
             )
         out.append(line)
     return out

@@ -75,8 +75,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         if p.vector is not None:
             _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
         size = _extent(ai["shape"], ai.get("strides"), itemsize)
-        numpy_array = type(value).__name__ == "ndarray" and type(value).__module__ == "numpy"
-        if not numpy_array and size and not mapped(int(addr), size, not readonly):
+        if size and not _real_memory(value) and not mapped(int(addr), size, not readonly):
             raise TypeError(f"argument {p.name!r} ({p.decl}): its __array_interface__ gives {size} bytes at "
                             f"{int(addr):#x}, which are not {'readable' if readonly else 'writable'} memory of this "
                             "process")
@@ -85,6 +84,24 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         return value, 0, False  # a raw address: not a registered buffer
     raise TypeError(f"argument {p.name!r} ({p.decl}) expects a host buffer (a CPU tensor or an object with "
                     f"__array_interface__), got {_args._describe(value)}")
+
+
+def _real_memory(value: Any) -> bool:
+    """Whether an array's memory is known to be real: an ndarray whose chain of bases ends in one that owns its
+    data, or in an object with the buffer protocol (bytes, bytearray, mmap, ctypes). One that ends in an object
+    that only *claims* an address (its own ``__array_interface__``: ``np.asarray(forged)``) is not."""
+    base = value
+    while type(base).__name__ == "ndarray" and type(base).__module__ == "numpy":
+        if base.flags.owndata:
+            return True
+        base = base.base
+    if base is None or hasattr(base, "__array_interface__"):
+        return False
+    try:
+        memoryview(base).release()
+    except TypeError:
+        return False
+    return True
 
 
 def pack_host_args(kernel: str, params: Sequence[Param], args: Sequence[Any]) -> Arguments:

@@ -115,7 +115,7 @@ class Module:
         """
         view = self._views.get(name)
         if view is not None:
-            return view
+            return view if dtype is None else self._as(name, view, dtype)
         sym, size = self._symbol(name)
         dt = self._dtype(name, dtype, size)
         if self.backend == "cpu":
@@ -135,16 +135,31 @@ class Module:
         view = self._views[name] = torch.as_tensor(holder, device=f"cuda:{dev}")
         return view
 
+    def _as(self, name: str, view: Any, dtype: Any) -> Any:
+        """The variable's view read as ``dtype``: the same memory, so each view sees the other's writes."""
+        nbytes = view.nbytes if hasattr(view, "nbytes") else view.numel() * view.element_size()
+        dt = self._dtype(name, dtype, nbytes)
+        if self.backend == "cpu":
+            return view if view.dtype == dt else view.view(dt)
+        import torch
+
+        return view.view(getattr(torch, dt.name))
+
     def _mirror_list(self) -> list[tuple[str, Any]]:
         """(symbol, numpy array) of each global a CPU launch writes before it runs and reads back after."""
         return list(self._mirrors.values())
 
 
+#: the executor's own variables in a kernel module besides its ``__gpuenv`` ones (src/include/hip/hip_runtime.h)
+_EXECUTOR_VARIABLES = frozenset({"gpuenv_state"})
+
+
 def _user_variable(symbol: str, demangled: str) -> bool:
     """Whether a symbol may be a variable of the kernel's source: not the executor's own (``__gpuenv_*``,
-    ``gpuenv_*``: writing its kernel index made a launch run nothing) nor a compiler's local one (``completed.0``)."""
-    own = demangled.rsplit("::", 1)[-1].startswith(("__gpuenv", "gpuenv"))  # (its red zones sit in namespaces too)
-    return not (own or symbol.startswith(("__gpuenv", "gpuenv")) or "." in symbol)
+    ``gpuenv_state``: writing its kernel index made a launch run nothing) nor a compiler's local one
+    (``completed.0``). A source's own ``gpuenv_hits`` is the source's."""
+    last = demangled.rsplit("::", 1)[-1]  # (its red zones sit in the variables' namespaces)
+    return not (last.startswith("__gpuenv") or last in _EXECUTOR_VARIABLES or "." in symbol)
 
 
 class _DeviceArray:

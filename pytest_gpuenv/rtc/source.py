@@ -42,6 +42,9 @@ _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"
 #: a header probed, not included: ``__has_include("x.h")``, ``__has_include_next(<x.h>)``; what it finds, or that it
 #: finds nothing, changes what the compile builds
 _HAS_INCLUDE = re.compile(r'\b__has_include(?:_next)?\s*\(\s*([<"])([^>"\n]+)[>"]\s*\)')
+#: a macro that names a header (``#define HP <hp.h>``), and an include or probe through one
+_HEADER_MACRO = re.compile(r'^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([<"])([^>"\n]+)[>"][ \t]*$', re.M)
+_MACRO_INCLUDE = re.compile(r'(?:^[ \t]*#[ \t]*include(?:_next)?[ \t]+|\b__has_include(?:_next)?\s*\(\s*)(\w+)', re.M)
 #: the variables gcc and clang add to the include path (after the -I folders; C_INCLUDE_PATH for C sources only,
 #: kept anyway: a header the compile does not read only costs a key that changes more often)
 INCLUDE_PATH_VARS = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH")
@@ -242,6 +245,9 @@ def _includes_in(clean: str) -> list[tuple[bool, str]]:
     found = [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(clean)]
     if "__has_include" in clean:
         found += [(m.group(1) == '"', m.group(2).strip()) for m in _HAS_INCLUDE.finditer(clean)]
+    named = {m.group(1): (m.group(2) == '"', m.group(3).strip()) for m in _HEADER_MACRO.finditer(clean)}
+    if named:  # ``#define HP <hp.h>`` then ``#include HP`` or ``__has_include(HP)``: the header it names
+        found += [named[m.group(1)] for m in _MACRO_INCLUDE.finditer(clean) if m.group(1) in named]
     return found
 
 

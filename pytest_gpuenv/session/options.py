@@ -20,8 +20,7 @@ file holds another TOML type, pytest refuses it (``[tool.pytest]``: TypeError, 9
 ``gpuenv_perf_max_time``).
 """
 
-from __future__ import annotations
-
+# (no PEP 563 here: typing.NamedTuple would compile each field's annotation text at import)
 import datetime
 import math
 import os
@@ -336,7 +335,7 @@ def hide_modules(opt: Option, value: Any, where: str, config: pytest.Config) -> 
     return hide.parse_names(value, where) if value else []
 
 
-def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list[Rule]:
+def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> list["Rule"]:
     if not value:
         return []
     from pytest_gpuenv.base import tolerance  # boundary: tolerance profiles, only when the ini file gives some

@@ -49,12 +49,17 @@ class Arena:
             return
         size = max(need, 2 * self.size)
         size += -size % mmap.PAGESIZE
-        os.ftruncate(self.fd, size)
+        try:  # the larger mapping first: where it fails (ENOMEM), the arena stays as it was and usable
+            os.ftruncate(self.fd, size)
+            mm = mmap.mmap(self.fd, size)
+        except (OSError, OverflowError, ValueError) as exc:
+            raise MemoryError(f"the CPU executor's arena cannot grow to {size} bytes for this launch's arguments: "
+                              f"{exc}") from None
+        anchor = ctypes.c_char.from_buffer(mm)
         if self.mm is not None:
             self._anchor = None  # the mapping cannot close while ctypes holds a pointer into it
             self.mm.close()
-        self.mm = mmap.mmap(self.fd, size)
-        self._anchor = ctypes.c_char.from_buffer(self.mm)
+        self.mm, self._anchor = mm, anchor
         self.base = ctypes.addressof(self._anchor)
         self.size = size
 

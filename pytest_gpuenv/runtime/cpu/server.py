@@ -141,9 +141,15 @@ TIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
 
 
 def process_state() -> dict[str, object]:
-    """What of this process a kernel must leave as it found it: its resource limits and working folder."""
+    """What of this process a kernel must leave as it found it: its resource limits, working folder, signal mask
+    and umask."""
     state: dict[str, object] = {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS if hasattr(resource, n)}
     state["working folder"] = os.getcwd()
+    # blocked signals stop the executor's watchdog and fault reports in later launches
+    state["blocked signals"] = sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    umask = os.umask(0o077)  # (read by setting: this process runs no other thread between launches)
+    os.umask(umask)
+    state["umask"] = oct(umask)
     return state
 
 
