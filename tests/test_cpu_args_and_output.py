@@ -127,3 +127,20 @@ def test_a_forged_array_interface_inside_a_real_ndarray_is_refused(tmp_path, wra
     for real in (np.zeros(4, np.int32), np.frombuffer(bytearray(16), np.int32), np.zeros(8, np.int32)[:4]):
         k(1, 1, real, True, (1, 2, 3, 4), 0.0)
         assert real[:2].tolist() == [1, 10]
+
+
+@pytest.mark.parametrize("view", ["[::2]", "[::-1]", "transposed"])
+def test_a_strided_view_is_refused_for_a_pointer(tmp_path, view):
+    """``np.zeros(16)[::2]`` let the kernel write the elements between the view's (a pointer is memory from its
+    first element on); ``[::-1]`` was refused as a buffer of 1 element. Both are refused as not contiguous."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    k = compile_kernel(BOOL_AND_VEC, "k", arch="cpu", cache_dir=str(tmp_path))
+    base = np.zeros((4, 4), np.int32)
+    arr = {"[::2]": base.reshape(-1)[::2], "[::-1]": base.reshape(-1)[::-1], "transposed": base.T}[view]
+    with pytest.raises(TypeError, match=r"argument 'out' \(int\* out\) is not contiguous \(strides .*ascontiguousarray"):
+        k(1, 1, arr, True, (1, 2, 3, 4), 0.0)
+    assert not base.any()
+    k(1, 1, np.ascontiguousarray(arr), True, (1, 2, 3, 4), 0.0)  # the copy is taken

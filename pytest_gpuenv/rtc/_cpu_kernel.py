@@ -39,6 +39,20 @@ WARP_SIZES = (32, 64)
 _CONST = re.compile(r"\bconst\b[^*]*\*")
 
 
+def _c_strides(shape: Sequence[int], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of ``shape``."""
+    out, step = [], itemsize
+    for n in reversed(list(shape)):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _not_contiguous(p: Param, how: str, fix: str) -> str:
+    return (f"argument {p.name!r} ({p.decl}) is not contiguous ({how}): a kernel indexes a pointer's memory from its "
+            f"first element on, past what the view holds; pass a contiguous copy ({fix})")
+
+
 def _extent(shape: Sequence[int], strides: Optional[Sequence[int]], itemsize: int) -> int:
     """Bytes from the first element to one past the last (0 for an empty array)."""
     if any(s == 0 for s in shape):
@@ -59,10 +73,9 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         _args._check_dtype(p, str(value.dtype), None, _args._describe(value))
         if p.vector is not None:
             _args.check_count(p, value.numel(), _args._describe(value))
-        size = value.numel() * value.element_size()
         if not value.is_contiguous():
-            size = _extent(value.shape, [s * value.element_size() for s in value.stride()], value.element_size())
-        return int(value.data_ptr()), size, False
+            raise TypeError(_not_contiguous(p, f"strides {tuple(value.stride())}", "tensor.contiguous()"))
+        return int(value.data_ptr()), value.numel() * value.element_size(), False
     if hasattr(value, "__cuda_array_interface__"):
         raise TypeError(f"argument {p.name!r} ({p.decl}) is GPU memory ({_args._describe(value)}); the CPU "
                         "executor (arch='cpu') needs host arrays")
@@ -74,7 +87,10 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         itemsize = int(typestr[2:]) if typestr[2:].isdigit() else 1
         if p.vector is not None:
             _args.check_count(p, math.prod(ai["shape"]), f"an array of shape {tuple(ai['shape'])}")
-        size = _extent(ai["shape"], ai.get("strides"), itemsize)
+        strides = ai.get("strides")
+        if strides is not None and tuple(strides) != _c_strides(ai["shape"], itemsize) and math.prod(ai["shape"]) > 1:
+            raise TypeError(_not_contiguous(p, f"strides {tuple(strides)}", "numpy.ascontiguousarray(x)"))
+        size = _extent(ai["shape"], None, itemsize)
         if size and not _real_memory(value) and not mapped(int(addr), size, not readonly):
             raise TypeError(f"argument {p.name!r} ({p.decl}): its __array_interface__ gives {size} bytes at "
                             f"{int(addr):#x}, which are not {'readable' if readonly else 'writable'} memory of this "
