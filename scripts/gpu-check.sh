@@ -51,16 +51,16 @@ if want tests; then
     # the whole suite (slow end-to-end tests included: -m); GPU tests carry the plugin's markers and run here;
     # xdist spreads workers over the GPUs
     run "pytest tests -n 8 (GPU machine)" 300 $PY -m pytest tests -n 8 -q -rfEs -p no:randomly -m "slow or not slow" \
-        --ignore=tests/test_perf_gpu.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
+        --ignore=tests/perf/test_perf_gpu.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
     # the second pass the plugin recommends for tests that need more GPUs than one worker has
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s
     # the NVIDIA/xdist checks again, showing what they saw (UUIDs per worker, perf intervals per GPU)
-    run "tests/test_gpu_nvidia.py -s" 180 $PY -m pytest tests/test_gpu_nvidia.py -n 0 -q -rfEs -s
+    run "tests/plugin/test_gpu_nvidia.py -s" 180 $PY -m pytest tests/plugin/test_gpu_nvidia.py -n 0 -q -rfEs -s
     # the capability table against torch's device properties, and gpu_assert_close's profiles on the GPU
-    run "tests/test_gpu_capabilities.py + tolerance" 120 $PY -m pytest tests/test_gpu_capabilities.py \
-        tests/test_gpu_tolerance.py tests/test_gpu_leak_check.py -n 0 -q -rfEs -s
+    run "tests/plugin/test_gpu_capabilities.py + tolerance" 120 $PY -m pytest tests/plugin/test_gpu_capabilities.py \
+        tests/plugin/test_gpu_tolerance.py tests/plugin/test_gpu_leak_check.py -n 0 -q -rfEs -s
     # name expressions, modules and globals, by-value vectors/structs launched with NVRTC and nvcc
-    run "tests/test_gpu_names.py" 300 $PY -m pytest tests/test_gpu_names.py -n 0 -q -rfEs
+    run "tests/kernels/test_gpu_names.py" 300 $PY -m pytest tests/kernels/test_gpu_names.py -n 0 -q -rfEs
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
@@ -96,10 +96,10 @@ if want perf; then
     run "benchmarks/timer_quality.py" 300 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/timer_quality.py --out "$OUT"
     # where one CUPTI estimate's wall time goes at 4,096 elements: steps, host per call, device per sample
     run "benchmarks/estimate_costs.py" 120 env CUDA_VISIBLE_DEVICES=0 $PY benchmarks/estimate_costs.py
-    run "perf GPU tests (+ --gpuenv-perf-plot)" 150 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/test_perf_gpu.py \
-        tests/test_perf_cupti.py -q -rfEs --gpuenv-json "$OUT/perf.json" --gpuenv-perf-plot "$OUT/perf.png"
+    run "perf GPU tests (+ --gpuenv-perf-plot)" 150 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/perf/test_perf_gpu.py \
+        tests/perf/test_perf_cupti.py -q -rfEs --gpuenv-json "$OUT/perf.json" --gpuenv-perf-plot "$OUT/perf.png"
     run "perf GPU tests again, gpuenv perf compare" 150 bash -c "CUDA_VISIBLE_DEVICES=0 $PY -m pytest \
-        tests/test_perf_gpu.py tests/test_perf_cupti.py -q -p no:cacheprovider --gpuenv-json $OUT/perf2.json >/dev/null 2>&1; \
+        tests/perf/test_perf_gpu.py tests/perf/test_perf_cupti.py -q -p no:cacheprovider --gpuenv-json $OUT/perf2.json >/dev/null 2>&1; \
         $PY -m pytest_gpuenv perf compare $OUT/perf.json $OUT/perf2.json --fail-on-regression 10%; echo compare exit \$?"
 fi
 if want bench; then

@@ -106,7 +106,7 @@ def mi300x_cpx_nps4(root: pathlib.Path, gpus: int = 1, partition_bits: str = "fu
 
 def apu_machine(root: pathlib.Path, kind: str, bank_bytes: int, rocm: str = "7.0.2"):
     """One APU: ``kind`` "mi300a" (gfx942, 228 CUs, 6 XCDs, COHERENTHOSTACCESS) or "strix-halo" (gfx1151, 40 CUs,
-    wave 32). ``bank_bytes``: the one memory bank KFD shows, as amdgpu sizes it (see tests/test_amd_apu.py): the
+    wave 32). ``bank_bytes``: the one memory bank KFD shows, as amdgpu sizes it (see tests/detect/test_amd_apu.py): the
     GTT limit (``ttm_tt_pages_limit() << PAGE_SHIFT``) when ``apu_prefer_gtt``, else the carve-out."""
     amd_machine(root, 0, rocm=rocm)
     topo = root / "sys/devices/virtual/kfd/kfd/topology"

@@ -1,5 +1,5 @@
 """A fake timer backend and monitor producing synthetic samples, so gpu_bench's engine and verdict logic
-run on a CPU (tests/test_perf_*.py); ``make`` builds a gpu_bench on them."""
+run on a CPU (tests/perf/test_perf_*.py, tests/plugin/test_report_outputs.py); ``make`` builds a gpu_bench on them."""
 
 from __future__ import annotations
 

@@ -1,3 +1,9 @@
+"""What every area of the suite uses: machine trees, the CPU executor's cache and warp sizes, FIFOs, masks.
+
+Each area's own fixtures are in its folder's conftest.py (tests/<area>/conftest.py); the helper modules every
+area imports are tests/_*.py.
+"""
+
 import importlib.util
 import os
 import pathlib
@@ -5,6 +11,7 @@ import shutil
 import time
 
 import pytest
+from _checkout import GPU_ROOTS
 from _roots import materialize, new_root_dir
 
 # pytester's in-process runs drop modules their tests imported; importing torch a second time in one
@@ -12,21 +19,6 @@ from _roots import materialize, new_root_dir
 # front where it is installed, so it is never dropped. (The plugin itself never imports torch.)
 if importlib.util.find_spec("torch") is not None:
     import torch  # noqa: F401
-
-REPO = pathlib.Path(__file__).resolve().parent.parent
-#: the hand-written machine trees, kept in the repository (tests/data/gpu-roots, plain files: see
-#: _roots.materialize); GPUENV_TEST_ROOTS points the tests at another copy
-GPU_ROOTS = pathlib.Path(os.environ.get("GPUENV_TEST_ROOTS") or REPO / "tests" / "data" / "gpu-roots")
-
-
-@pytest.fixture
-def no_poison():
-    """A clean sticky-error record for the test, and again after it (nothing real was poisoned)."""
-    from pytest_gpuenv.runtime import sticky as _sticky
-
-    _sticky.reset()
-    yield
-    _sticky.reset()
 
 
 @pytest.fixture
@@ -107,20 +99,3 @@ def no_outer_masks(monkeypatch):
     """The trees are the machines: drop masks set around this run (an outer xdist worker's, say)."""
     for var in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"):
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def hosts_isolated(no_outer_masks, monkeypatch, tmp_path):
-    """No masks or root from around this run; seat and perf locks in this test's own directory."""
-    for var in ("GPUENV_ROOT", "GPUENV_WORKER_GPUS", "GPUENV_BACKEND"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("GPUENV_LOCK_DIR", str(tmp_path / "locks"))
-
-
-@pytest.fixture
-def fresh_compile_cache(monkeypatch):
-    """Each test starts with no cache object and nothing warned yet in this process."""
-    from pytest_gpuenv.rtc import cache as _cache
-
-    monkeypatch.setattr(_cache, "_WARNED", set())
-    monkeypatch.setattr(_cache, "_SHARED", {})

@@ -9,7 +9,7 @@
   (code, severity, category, fix; ``{name}`` marks what the fix fills in at run time).
 
 A Sphinx extension (``builder-inited`` writes ``docs/reference/*.md``, which git ignores) and a script:
-``python docs/_ext/gpuenv_reference.py OUTDIR``. Imports no Sphinx at module level (tests/test_docs.py
+``python docs/_ext/gpuenv_reference.py OUTDIR``. Imports no Sphinx at module level (tests/packaging/test_docs.py
 imports it).
 """
 

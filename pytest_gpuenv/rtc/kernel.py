@@ -87,7 +87,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
 
     The body of ``compile_kernel`` and ``compile_module``, which keep their keywords spelled out (they are
     what ``help()`` and ``inspect.signature`` show) and declare the defaults; here every keyword is
-    required, so a default exists only there (tests/test_rtc_compile_signatures.py keeps the two alike).
+    required, so a default exists only there (tests/kernels/test_rtc_compile_signatures.py keeps the two alike).
     ``kernel_dirs`` and ``dialect`` are theirs alone: they go to ``load_source``, which made ``src``."""
     targets = src.targets(names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name

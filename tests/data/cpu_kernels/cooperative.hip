@@ -1,4 +1,4 @@
-// Cooperative launches (tests/test_cpu_cooperative.py): grid.sync() waits for every block of the grid.
+// Cooperative launches (tests/cpu/test_cpu_cooperative.py): grid.sync() waits for every block of the grid.
 #include <hip/hip_runtime.h>
 #include <hip/hip_cooperative_groups.h>
 namespace cg = cooperative_groups;

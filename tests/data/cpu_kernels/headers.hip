@@ -1,4 +1,4 @@
-// What hipcc compiles for AMD, on the CPU executor (tests/test_cpu_exec_headers.py): its macros, the
+// What hipcc compiles for AMD, on the CPU executor (tests/cpu/test_cpu_exec_headers.py): its macros, the
 // HIP headers published code includes (each must be the executor's, not the system ROCm's), vector
 // types, bfloat16, cooperative groups, __syncthreads_count/_and/_or and builtins that are not macros.
 #if !defined(__HIP_PLATFORM_AMD__) || !defined(__HIPCC__) || !defined(__HIP__) || !defined(__AMDGCN_WAVEFRONT_SIZE)

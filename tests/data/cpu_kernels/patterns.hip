@@ -1,5 +1,5 @@
 // Correct kernels in the patterns of published HIP code that the CPU executor once reported falsely
-// (tests/test_cpu_exec_patterns.py), written for the tests after rocm-examples and HIP-Examples.
+// (tests/cpu/test_cpu_exec_patterns.py), written for the tests after rocm-examples and HIP-Examples.
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 

@@ -1,4 +1,4 @@
-// Kernels with bugs the CPU executor must report, with this file's line (tests/test_cpu_exec.py).
+// Kernels with bugs the CPU executor must report, with this file's line (tests/cpu/test_cpu_exec_reports.py).
 #include <hip/hip_runtime.h>
 #include <assert.h>
 

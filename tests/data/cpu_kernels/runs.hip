@@ -1,4 +1,4 @@
-// Kernels the CPU executor must run correctly at warpSize 32 and 64 (tests/test_cpu_exec.py).
+// Kernels the CPU executor must run correctly at warpSize 32 and 64 (tests/cpu/test_cpu_exec.py).
 #include <hip/hip_runtime.h>
 #include <hip/hip_fp16.h>
 
