@@ -36,7 +36,8 @@ _SKIP_INFO = pytest.StashKey[Skip]()
 #: plugin marks (read and checked; empty for a test that needs a GPU through a fixture only), or the error of a
 #: bad marker argument
 _GATE = pytest.StashKey[Union[str, list[markers.PluginMark]]]()
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+#: the package's folder: a skip raised from any of its modules is the plugin's (and points at the test)
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _GPU_FIXTURES = frozenset(("gpu_device", "gpu_bench", "hip_kernel"))
 #: the plugin's fixtures that may skip a test (the GPU fixtures, and ``torch_device``)
 _SKIPPING_FIXTURES = _GPU_FIXTURES | {"torch_device"}

@@ -18,7 +18,7 @@ def test_host_identity(tmp_path, monkeypatch):
 
     base = here(None)
     assert here(None) == base
-    assert here(str(tmp_path)).key != base.key and here(str(tmp_path)).name.endswith(f"(root {tmp_path.name})")
+    assert here(str(tmp_path)).key != base.key and here(str(tmp_path)).name.endswith(f"(root {tmp_path})")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     masked = here(None)
     assert masked.key != base.key and masked.name.endswith("(CUDA_VISIBLE_DEVICES=1)")

@@ -13,8 +13,7 @@ import sys
 import tempfile
 
 import pytest
-
-from pytest_gpuenv.base import paths
+from _checkout import REPO
 
 SHOW = """
 import json
@@ -145,7 +144,7 @@ def test_good_paths_pass_and_the_missing_cache_folder_is_not_made_at_configure(p
 _CHECK = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
-from pytest_gpuenv import paths  # imported first: root's site-packages may be closed to the other uid
+from pytest_gpuenv.base import paths  # imported first: root's site-packages may be closed to the other uid
 os.setgid(65534); os.setuid(65534)
 d = {d!r}
 print(json.dumps([paths.new_file_problem(d + "/ro/r.json"), paths.new_file_problem(d + "/ro/new/r.json"),
@@ -161,7 +160,7 @@ def test_unwritable_targets_as_an_unprivileged_user():
         pytest.skip("needs root to switch to an unprivileged uid (as a normal user, see the test below)")
     import json
 
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(paths.__file__)))
+    repo = REPO
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
         os.chmod(d, 0o755)
         for name, mode in (("ro", 0o555), ("rw", 0o777), ("secret", 0o700)):
@@ -207,7 +206,7 @@ def test_unwritable_paths_stop_an_unprivileged_run_before_any_test(option):
     """A whole run as uid 65534 (where root runs the suite): a read-only folder is a usage error, exit 4."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged uid (as a normal user, see the test below)")
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(paths.__file__)))
+    repo = REPO
     with tempfile.TemporaryDirectory(dir="/tmp") as d:
         os.chmod(d, 0o755)
         os.mkdir(os.path.join(d, "ro"))
