@@ -22,8 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from pytest_gpuenv.runtime.cpu import errors
-from pytest_gpuenv.runtime.cpu import protocol as P
+from pytest_gpuenv.runtime.cpu import errors, protocol
 from pytest_gpuenv.runtime.cpu.child import Arena, Child, Death, Gone
 from pytest_gpuenv.runtime.cpu.copies import PIECE_MIN, copy_all, copy_threads
 from pytest_gpuenv.runtime.cpu.protocol import PRINTF_CAPACITY, LaunchDesc, Region, Report, c_u32x3
@@ -59,8 +58,8 @@ def worker_limit(environ: Any = os.environ) -> int:
     """``GPUENV_CPU_WORKERS``: at most this many threads run the blocks of one unchecked launch (default 0:
     one per core this process may use); ValueError naming it if bad."""
     raw = environ.get(WORKERS_ENV, "0")
-    if not raw.strip().isdecimal() or int(raw) > P.MAX_WORKERS:
-        raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {P.MAX_WORKERS}, or 0 for one "
+    if not raw.strip().isdecimal() or int(raw) > protocol.MAX_WORKERS:
+        raise ValueError(f"{WORKERS_ENV}={raw!r} is not a number of threads: give 1 to {protocol.MAX_WORKERS}, or 0 for one "
                          "per core (the threads that run the blocks of an unchecked CPU kernel launch)")
     return int(raw)
 
@@ -100,11 +99,11 @@ def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Repo
     if note.in_launch:
         r.block[:], r.thread[:], r.other_thread = list(note.block), list(note.thread), 0
     exact = False
-    for i in range(min(note.nframes, P.NOTE_FRAMES)):
+    for i in range(min(note.nframes, protocol.NOTE_FRAMES)):
         if not base and note.kmask >> i & 1:  # the module was being loaded: its frames are the kernel's
             base = note.bases[i]
         if base and note.bases[i] == base:
-            exact = i == 0 and note.kind in (P.NOTE_SIGNAL, P.NOTE_STUCK)
+            exact = i == 0 and note.kind in (protocol.NOTE_SIGNAL, protocol.NOTE_STUCK)
             r.pc = note.pcs[i] - base
             break
     rc = death.returncode
@@ -114,11 +113,11 @@ def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Repo
             r.pc -= 1
         text = (f"the {phase} ran for more than {watchdog_s:.3g} s; pytest killed the executor process (the kernel "
                 "was waiting in a system call or a library, or had blocked signals)")
-    elif note.kind in (P.NOTE_EXIT, P.NOTE_QUICK_EXIT):
-        r.kind = P.KIND_EXIT
-        how = "exit" if note.kind == P.NOTE_EXIT else "quick_exit"
-        text = f"the kernel called {how}({note.value if note.kind == P.NOTE_EXIT else rc})"
-    elif note.kind == P.NOTE_SIGNAL:
+    elif note.kind in (protocol.NOTE_EXIT, protocol.NOTE_QUICK_EXIT):
+        r.kind = protocol.KIND_EXIT
+        how = "exit" if note.kind == protocol.NOTE_EXIT else "quick_exit"
+        text = f"the kernel called {how}({note.value if note.kind == protocol.NOTE_EXIT else rc})"
+    elif note.kind == protocol.NOTE_SIGNAL:
         r.kind, r.addr = 9, note.addr
         text = f"{_signal_name(note.value)}: {_SIGNAL_TEXT.get(note.value, 'fatal signal')}"
         if note.value in (signal.SIGSEGV, signal.SIGBUS):
@@ -126,7 +125,7 @@ def death_report(death: Death, base: int, phase: str, watchdog_s: float) -> Repo
         if not exact and r.pc:
             r.pc -= 1  # a return address: the call is the instruction before it
     elif rc is not None and rc >= 0:
-        r.kind, r.pc = P.KIND_EXIT, 0
+        r.kind, r.pc = protocol.KIND_EXIT, 0
         text = f"the kernel ended the executor process with _exit({rc}) (or an exit system call)"
     else:
         r.kind, r.pc = 9, 0
@@ -198,10 +197,10 @@ class CpuRuntime:
         base, what = child.loaded.get(mod.handle, 0), "load"
         try:
             if mod.handle not in child.loaded:
-                status, base, data = child.request(P.OP_LOAD, mod.handle, mod.binary, timeout)
-                if status in (P.ST_FORK, P.ST_THREAD, P.ST_STATE):
+                status, base, data = child.request(protocol.OP_LOAD, mod.handle, mod.binary, timeout)
+                if status in (protocol.ST_FORK, protocol.ST_THREAD, protocol.ST_STATE):
                     return self._process_report(status, base, "load", data)
-                if status != P.ST_OK:
+                if status != protocol.ST_OK:
                     return Report(kind=9, other_thread=NO_THREAD, text=b"the kernel module could not be loaded: " + data[:1900])
                 child.loaded[mod.handle] = base
             what = phase
@@ -209,7 +208,7 @@ class CpuRuntime:
         except Gone as e:
             self._child = None
             return death_report(e.death, base, what, watchdog_s)
-        if status in (P.ST_FORK, P.ST_THREAD, P.ST_STATE):
+        if status in (protocol.ST_FORK, protocol.ST_THREAD, protocol.ST_STATE):
             return self._process_report(status, value, phase, data)
         return status, value, data
 
@@ -217,14 +216,14 @@ class CpuRuntime:
         assert self._child is not None
         self._child.discard()  # its extra threads or processes end with it
         self._child = None
-        r = Report(kind=P.KIND_PROCESS, other_thread=NO_THREAD)
-        if status == P.ST_STATE:
+        r = Report(kind=protocol.KIND_PROCESS, other_thread=NO_THREAD)
+        if status == protocol.ST_STATE:
             r.text = (f"the kernel changed its process for later launches ({changes.decode('utf-8', 'replace')}) "
                       "during the " + phase + ": a GPU kernel cannot set limits, timers or the working folder; the "
                       "next launch starts a fresh executor process").encode()[:2047]
             return r
         what = (f"the kernel started a process ({count} time(s): fork(), system(), popen(), posix_spawn())"
-                if status == P.ST_FORK
+                if status == protocol.ST_FORK
                 else f"the kernel started {count} thread(s) that were still running when the {phase} ended")
         r.text = (f"{what}: a GPU kernel cannot start processes or threads; the next launch starts a fresh executor "
                   "process").encode()
@@ -239,17 +238,17 @@ class CpuRuntime:
             self._arena.reserve(used)
             a = self._arena
             threads = _copy_threads() if used >= 2 * PIECE_MIN else 1  # (smaller copies stay on this thread)
-            copy_all([(a.base + P.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
-            res = self._request(mod, P.OP_LAUNCH, launch_payload(request, a.size, where), request.watchdog_s, "launch")
+            copy_all([(a.base + protocol.DATA_OFF + off, base, length) for base, length, off, _ in spans], threads)
+            res = self._request(mod, protocol.OP_LAUNCH, launch_payload(request, a.size, where), request.watchdog_s, "launch")
             if isinstance(res, Report):
                 return LaunchResult(res, "")
-            if res[0] == P.ST_ERROR:
+            if res[0] == protocol.ST_ERROR:
                 raise KeyError(f"kernel module {mod.name!r}: {res[2].decode('utf-8', 'replace')}")
-            rep = Report.from_buffer_copy(a.mm, P.REPORT_OFF)  # type: ignore[arg-type]
-            copy_all([(base, a.base + P.DATA_OFF + off, length) for base, length, off, writable in spans if writable],
+            rep = Report.from_buffer_copy(a.mm, protocol.REPORT_OFF)  # type: ignore[arg-type]
+            copy_all([(base, a.base + protocol.DATA_OFF + off, length) for base, length, off, writable in spans if writable],
                      threads)
             out_len = min(res[1], PRINTF_CAPACITY)
-            output = ctypes.string_at(a.base + P.OUT_OFF, out_len).decode("utf-8", "replace") if out_len else ""
+            output = ctypes.string_at(a.base + protocol.OUT_OFF, out_len).decode("utf-8", "replace") if out_len else ""
             if self._child is not None:
                 output += self._child.new_output()
         if out_len >= PRINTF_CAPACITY - 1:
@@ -258,12 +257,12 @@ class CpuRuntime:
 
     def read_symbol(self, mod: CpuModule, name: str) -> bytes:
         """The bytes of global ``name`` (a ``__device__``/``__constant__`` variable) of ``mod``."""
-        return self._symbol(mod, P.OP_READ, name, name.encode())
+        return self._symbol(mod, protocol.OP_READ, name, name.encode())
 
     def write_symbol(self, mod: CpuModule, name: str, data: bytes) -> None:
         """Overwrite the start of global ``name`` of ``mod`` with ``data`` (at most its size)."""
         raw = name.encode()
-        self._symbol(mod, P.OP_WRITE, name, len(raw).to_bytes(2, "little") + raw + bytes(data))
+        self._symbol(mod, protocol.OP_WRITE, name, len(raw).to_bytes(2, "little") + raw + bytes(data))
 
     def _symbol(self, mod: CpuModule, op: int, name: str, payload: bytes) -> bytes:
         watchdog = watchdog_seconds()
@@ -271,13 +270,13 @@ class CpuRuntime:
             self._after_fork()
             res = self._request(mod, op, payload, watchdog, "symbol access")
         if isinstance(res, Report):
-            cls = {7: errors.KernelWatchdogError, P.KIND_EXIT: errors.KernelExitError,
-                   P.KIND_PROCESS: errors.KernelProcessError}.get(res.kind, errors.KernelFaultError)
+            cls = {7: errors.KernelWatchdogError, protocol.KIND_EXIT: errors.KernelExitError,
+                   protocol.KIND_PROCESS: errors.KernelProcessError}.get(res.kind, errors.KernelFaultError)
             raise cls(f"kernel module {mod.name!r}: {res.text.decode('utf-8', 'replace')}", code="process")
         status, _, data = res
-        if status == P.ST_MISSING or (status == P.ST_ERROR and data.startswith(b"no symbol")):
+        if status == protocol.ST_MISSING or (status == protocol.ST_ERROR and data.startswith(b"no symbol")):
             raise KeyError(f"kernel module {mod.name!r} has no global {name!r}")
-        if status != P.ST_OK:
+        if status != protocol.ST_OK:
             raise ValueError(f"kernel module {mod.name!r}: {data.decode('utf-8', 'replace')}")
         return data
 
@@ -304,8 +303,8 @@ def _spans(buffers: Sequence[Buffer]) -> tuple[list[tuple[int, int, int, bool]],
             hi = max(hi, addr + size)
             writable = writable or not readonly
             k += 1
-        used += P.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
-        used += (lo - used) % P.SPAN_ALIGN
+        used += protocol.SPAN_GAP  # a gap between copies: a[-1] or a[n] is out of bounds, not in a neighbour's copy
+        used += (lo - used) % protocol.SPAN_ALIGN
         spans.append((lo, hi - lo, used, writable))
         for i in order[first:k]:
             where[i] = used + buffers[i][0] - lo
@@ -317,9 +316,9 @@ def _symbols(data: bytes) -> list[bytes]:
     """The reply's SYM_SIZE-prefixed symbol bytes."""
     out, pos = [], 0
     while pos < len(data):
-        (n,) = P.SYM_SIZE.unpack_from(data, pos)
-        out.append(data[pos + P.SYM_SIZE.size:pos + P.SYM_SIZE.size + n])
-        pos += P.SYM_SIZE.size + n
+        (n,) = protocol.SYM_SIZE.unpack_from(data, pos)
+        out.append(data[pos + protocol.SYM_SIZE.size:pos + protocol.SYM_SIZE.size + n])
+        pos += protocol.SYM_SIZE.size + n
     return out
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Mapping, NamedTuple, Sequence
 
-from pytest_gpuenv.runtime.cpu import protocol as P
+from pytest_gpuenv.runtime.cpu import protocol
 from pytest_gpuenv.runtime.cpu.protocol import Mode
 
 __all__ = ["Arguments", "Buffer", "Geometry", "KernelLayout", "LaunchRequest", "ModuleState", "launch_payload"]
@@ -77,24 +77,24 @@ def launch_payload(request: LaunchRequest, arena_bytes: int, where: Mapping[int,
     """The request's bytes; ``where``: each buffer's offset (by position) in the arena's data, of ``arena_bytes``."""
     layout, (grid, block, shared_mem), (values, buffers), state = (request.layout, request.geometry,
                                                                    request.arguments, request.state)
-    word = int(request.mode) | request.workers << P.WORKERS_SHIFT  # the mode word: the only place it is packed
-    parts = [P.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, request.watchdog_s, layout.warp_size, word,
+    word = int(request.mode) | request.workers << protocol.WORKERS_SHIFT  # the mode word: the only place it is packed
+    parts = [protocol.LAUNCH.pack(*grid, *block, shared_mem, arena_bytes, request.watchdog_s, layout.warp_size, word,
                            len(layout.shared), len(buffers), len(values), len(layout.device_globals),
                            len(state.writes), len(state.reads))]
     for name, data in state.writes:
         raw = name.encode()
-        parts += (P.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data))
+        parts += (protocol.SYM_WRITE.pack(len(raw), len(data)), raw, bytes(data))
     for name in state.reads:
         raw = name.encode()
-        parts += (P.SYM_READ.pack(len(raw)), raw)
+        parts += (protocol.SYM_READ.pack(len(raw)), raw)
     for o, s, i in layout.shared:
-        parts.append(P.SVAR.pack(o, s, i))
+        parts.append(protocol.SVAR.pack(o, s, i))
     for o, s in layout.device_globals:
-        parts.append(P.VAR.pack(o, s))
+        parts.append(protocol.VAR.pack(o, s))
     by_param: dict[int, int] = {}
     for i, (_, size, readonly, param) in enumerate(buffers):
-        by_param[param] = at = P.DATA_OFF + where[i]
-        parts.append(P.REGION.pack(at, size, readonly, param))
+        by_param[param] = at = protocol.DATA_OFF + where[i]
+        parts.append(protocol.REGION.pack(at, size, readonly, param))
     aligns = layout.aligns
     for i, v in enumerate(values):
         arena = by_param.get(i)
@@ -103,8 +103,8 @@ def launch_payload(request: LaunchRequest, arena_bytes: int, where: Mapping[int,
         else:
             raw = bytes(v)
             align = max(ctypes.alignment(v), aligns[i] if i < len(aligns) else 0)
-            parts += (P.VALUE.pack(P.VALUE_BYTES, len(raw), align), raw)
+            parts += (protocol.VALUE.pack(protocol.VALUE_BYTES, len(raw), align), raw)
     return b"".join(parts)
 
 
-_ARENA_VALUE = P.VALUE.pack(P.VALUE_ARENA, 8, 8)  # a pointer argument: its 8-byte offset in the arena follows
+_ARENA_VALUE = protocol.VALUE.pack(protocol.VALUE_ARENA, 8, 8)  # a pointer argument: its 8-byte offset in the arena follows
