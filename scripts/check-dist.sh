@@ -75,7 +75,7 @@ import os
 import sys
 
 import pytest_gpuenv
-from pytest_gpuenv.rtc import _source
+from pytest_gpuenv.rtc import source
 from pytest_gpuenv.runtime import cpu
 from pytest_gpuenv.runtime.cpu import sources
 
@@ -93,8 +93,8 @@ def test_nvml_binding_installed():
 def test_data_files_installed():
     pkg = os.path.dirname(pytest_gpuenv.__file__)
     assert os.path.isfile(os.path.join(pkg, "py.typed"))
-    assert os.path.isfile(os.path.join(_source.SHIPPED_INCLUDE, "hip", "hip_runtime.h"))
-    assert os.path.isfile(os.path.join(_source.HIPRTC_INCLUDE, "hip", "hip_runtime.h"))
+    assert os.path.isfile(os.path.join(source.SHIPPED_INCLUDE, "hip", "hip_runtime.h"))
+    assert os.path.isfile(os.path.join(source.HIPRTC_INCLUDE, "hip", "hip_runtime.h"))
     build = sources.executor_build()  # build.mk: what the executor is built from
     assert all(os.path.isfile(os.path.join(cpu.SRC_DIR, name)) for name in build.sources + build.headers)
     assert os.path.isfile(os.path.join(cpu.INCLUDE_DIR, "gpuenv_cpu.h"))
