@@ -27,7 +27,8 @@ from pytest_gpuenv.rtc._deps import cpu_headers, merge
 from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
-from pytest_gpuenv.rtc.source import Source, find_headers, first_error, include_path_env, refuse_irregular_headers
+from pytest_gpuenv.rtc.logs import first_error
+from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
 from pytest_gpuenv.runtime.cpu import sources as cpu_sources

@@ -20,7 +20,8 @@ import subprocess
 from typing import Any, Optional
 
 from pytest_gpuenv.rtc.errors import KernelCompileError
-from pytest_gpuenv.rtc.source import Source, first_error
+from pytest_gpuenv.rtc.logs import first_error
+from pytest_gpuenv.rtc.source import Source
 
 
 def file_id(path: str) -> str:

@@ -16,11 +16,23 @@ from typing import Optional
 from pytest_gpuenv.rtc.errors import KernelCompileError
 from pytest_gpuenv.rtc.source import _GLOBAL, Source, strip_comments
 
-#: an error line of a clang-style (``f.hip:5:10: error: ...``) or EDG-style (``f.hip(5): error: ...``) log
+#: an error line of a clang-style (``f.hip:5:10: error: ...``) or EDG-style (``f.hip(5): error: ...``) log:
+#: file, line, kind, message
 _ERROR_LINE = re.compile(
     r"^(?P<file>[^\s:()][^:()\n]*?)(?::(?P<l1>\d+):(?:\d+:)?|\((?P<l2>\d+)\):?)\s*"
-    r"(?:fatal error|catastrophic error|error)\b"
+    r"(?P<kind>fatal error|catastrophic error|error)\b:?\s*(?P<msg>.*)$",
+    re.M,
 )
+
+
+def first_error(log: str) -> Optional[tuple[str, int, str]]:
+    """(file, line, message) of the first error a compiler's log reports (clang or EDG style)."""
+    m = _ERROR_LINE.search(log)
+    if not m:
+        return None
+    return m.group("file").strip(), int(m.group("l1") or m.group("l2")), m.group("msg").strip()
+
+
 _BODY_OR_END = re.compile(r"[{;]")
 _BRACE = re.compile(r"[{}]")
 

@@ -629,19 +629,3 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
                 found.append(iter([(q, n, os.path.dirname(p)) for q, n in got[1]]))
         stack.extend(reversed(found))
     return list(seen.items())
-
-
-# ------------------------------------------------------------------ compiler logs
-_LOC = re.compile(
-    r"^(?P<file>[^\s:()][^:()\n]*?)(?::(?P<l1>\d+):(?:\d+:)?|\((?P<l2>\d+)\):?)\s*"
-    r"(?P<kind>fatal error|catastrophic error|error)\b:?\s*(?P<msg>.*)$",
-    re.M,
-)
-
-
-def first_error(log: str) -> Optional[tuple[str, int, str]]:
-    """(file, line, message) of the first error a compiler's log reports (clang or EDG style)."""
-    m = _LOC.search(log)
-    if not m:
-        return None
-    return m.group("file").strip(), int(m.group("l1") or m.group("l2")), m.group("msg").strip()

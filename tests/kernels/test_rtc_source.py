@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuenv.rtc import KernelCompileError
-from pytest_gpuenv.rtc.source import find_headers, find_kernels, first_error, kernel_decl, load_source, parse_param
+from pytest_gpuenv.rtc.logs import first_error
+from pytest_gpuenv.rtc.source import find_headers, find_kernels, kernel_decl, load_source, parse_param
 
 
 @pytest.mark.parametrize(
