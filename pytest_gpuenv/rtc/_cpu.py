@@ -99,7 +99,8 @@ def cpu_options(options: Sequence[str]) -> list[str]:
         else:
             value = opt[len(flag):].removeprefix("=")
         spelling, is_path = _VALUE_OPTIONS[flag]
-        value = os.path.abspath(value) if is_path else value  # (the build runs in a temporary folder)
+        if is_path and (spelling != "-include" or os.path.exists(value)):  # (the build runs in a temporary folder;
+            value = os.path.abspath(value)  # an -include that is no file here is looked up on the include path)
         out += [spelling + value] if spelling in ("-D", "-U", "-I") else [spelling, value]
     return out
 

@@ -111,6 +111,8 @@ def _real_memory(value: Any) -> bool:
         if base.flags.owndata:
             return True
         base = base.base
+    if _args._is_tensor(base):  # (t.numpy(): torch's memory)
+        return True
     if base is None or hasattr(base, "__array_interface__"):
         return False
     try:

@@ -114,10 +114,14 @@ class Module:
         bytes (uint8).
         """
         view = self._views.get(name)
-        if view is not None:
-            return view if dtype is None else self._as(name, view, dtype)
+        if view is None:
+            view = self._views[name] = self._declared_view(name)
+        return view if dtype is None else self._as(name, view, dtype)
+
+    def _declared_view(self, name: str) -> Any:
+        """The variable's view in its declared type (kept: the next launch reads what it holds)."""
         sym, size = self._symbol(name)
-        dt = self._dtype(name, dtype, size)
+        dt = self._dtype(name, None, size)
         if self.backend == "cpu":
             import numpy as np
 
@@ -125,15 +129,13 @@ class Module:
             rt, mod = k._runtime_and_module()  # type: ignore[attr-defined]
             arr = np.frombuffer(bytearray(rt.read_symbol(mod, sym)), dtype=dt)
             self._mirrors[name] = (sym, arr)
-            self._views[name] = arr
             return arr
         import torch
 
         dev = next(iter(self._kernels.values()))._device()
         dptr, nbytes = runtime.get(self.backend, dev).get_global(self._module(dev), sym)
         holder = _DeviceArray(dptr, nbytes // dt.itemsize, dt.str)
-        view = self._views[name] = torch.as_tensor(holder, device=f"cuda:{dev}")
-        return view
+        return torch.as_tensor(holder, device=f"cuda:{dev}")
 
     def _as(self, name: str, view: Any, dtype: Any) -> Any:
         """The variable's view read as ``dtype``: the same memory, so each view sees the other's writes."""

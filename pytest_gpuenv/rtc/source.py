@@ -257,8 +257,9 @@ def include_path_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 
 def env_include_dirs(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The folders those variables add (an empty entry is the working directory, as gcc reads it)."""
-    return [d or os.curdir for v in include_path_env(environ).values() for d in v.split(os.pathsep)]
+    """The folders those variables add (an empty entry of a set value is the working directory, as gcc reads it;
+    an empty value adds none)."""
+    return [d or os.curdir for v in include_path_env(environ).values() if v for d in v.split(os.pathsep)]
 
 
 # ------------------------------------------------------------------ kernel signatures
@@ -579,11 +580,12 @@ def option_includes(options: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def refuse_irregular_headers(src: Source, dirs: Sequence[str], *, pre_includes: Sequence[str] = (),
                              options: Sequence[str] = ()) -> None:
-    """KernelCompileError naming the first header the compile would reach that is there but no regular file (a
-    FIFO, a device, a folder): the compiler would block on it or read it without end. Called just before a
+    """KernelCompileError naming the first header the compile would reach that is there but no regular file nor
+    folder (a FIFO, a device): the compiler would block on it or read it without end. Called just before a
     compiler starts; the cache key is made without it (``find_headers``' ``irregular``)."""
-    junk: list[str] = []
-    find_headers(src, dirs, pre_includes=pre_includes, options=options, irregular=junk)
+    found: list[str] = []
+    find_headers(src, dirs, pre_includes=pre_includes, options=options, irregular=found)
+    junk = [p for p in found if not os.path.isdir(p)]  # a folder named like a header: compilers pass it by
     if junk:
         raise KernelCompileError(f"{junk[0]} is not a regular file (a FIFO, a device or a folder): a kernel's headers "
                                  "must be files; refused before the compiler started", file=junk[0])

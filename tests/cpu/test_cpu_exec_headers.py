@@ -143,3 +143,17 @@ def test_gpu_code_generation_options_are_left_out_of_the_cpu_build(tmp_path):
     out = np.zeros(1, np.int32)
     k(1, 1, out)
     assert out[0] == 7
+
+
+def test_an_include_option_naming_a_standard_header_is_looked_up_on_the_path(tmp_path):
+    """``-include cstdint`` names no file here: it is passed as given (g++ searches its include path), not made
+    an absolute path in the working folder."""
+    import numpy as np
+
+    from pytest_gpuenv.rtc import compile_kernel
+
+    src = '#include <hip/hip_runtime.h>\nextern "C" __global__ void k(unsigned* o) { o[0] = (uint32_t)7; }\n'
+    k = compile_kernel(src, "k", arch="cpu", cache_dir=str(tmp_path), options=["-include", "cstdint"])
+    out = np.zeros(1, np.uint32)
+    k(1, 1, out)
+    assert out[0] == 7

@@ -171,3 +171,31 @@ def test_an_arena_that_cannot_grow_fails_that_launch_only(tmp_path) -> None:
                          preexec_fn=limit)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert "refused: the CPU executor's arena cannot grow to" in out.stdout and "after: [2.0, 2.0, 2.0, 2.0]" in out.stdout
+
+
+DELETED_FOLDER = r"""
+import os, shutil, sys, tempfile
+import numpy as np
+from pytest_gpuenv.rtc import compile_kernel
+k = compile_kernel('#include <hip/hip_runtime.h>\nextern "C" __global__ void w(float* a) { a[threadIdx.x] += 1; }',
+                   "w", arch="cpu", cache_dir=sys.argv[1])
+here = tempfile.mkdtemp()
+os.chdir(here)
+a = np.zeros(4, np.float32)
+k(1, 4, a)  # the executor's child starts in `here`
+os.chdir("/")
+shutil.rmtree(here)
+k(1, 4, a)
+k(1, 4, a)
+print("after:", a.tolist())
+"""
+
+
+@pytest.mark.skipif(_cpu.find_cxx() is None, reason="needs a C++ compiler")
+def test_a_working_folder_deleted_under_the_executor_is_no_change_of_state(tmp_path) -> None:
+    """The child read its working folder with getcwd() after each launch; once the folder was deleted that
+    failed, and every later launch raised a KeyError. Its identity (device, inode) is compared instead."""
+    out = subprocess.run([sys.executable, "-c", DELETED_FOLDER, str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "after: [3.0, 3.0, 3.0, 3.0]" in out.stdout

@@ -79,7 +79,7 @@ def test_planted_header_does_not_hang_the_key(tmp_path, monkeypatch, kind):
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and /dev/zero")
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero-link", "directory"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero-link"])
 def test_a_planted_header_is_refused_before_the_compiler_starts(tmp_path, kind):
     """The compiler opened a FIFO header and blocked until its 300 s limit: a header that is no regular file is a
     compile error naming it, raised before any compiler runs."""
@@ -165,3 +165,14 @@ def test_a_header_found_through_the_include_path_variables_is_in_the_key(tmp_pat
     (other / "scale.h").write_text("#define SCALE 3\n")  # the same text under another path: another compile
     monkeypatch.setenv(var, str(other))
     assert not compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=cache).cache_hit
+
+
+def test_a_folder_named_like_a_header_is_passed_by_as_compilers_do(tmp_path):
+    """g++ skips a folder on the include path that has a header's name (``memory/`` beside the kernel): only a
+    FIFO or a device is refused."""
+    from pytest_gpuenv.rtc import compile_kernel
+
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "k.hip").write_text('#include <hip/hip_runtime.h>\n#include <memory>\n'
+                                    'extern "C" __global__ void k(int* o) { o[0] = 1; }\n')
+    compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"), options=["-I."])

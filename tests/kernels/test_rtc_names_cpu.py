@@ -170,3 +170,11 @@ def test_get_global_again_with_another_dtype_reads_the_same_memory_as_it(path, c
     assert coeffs.dtype == np.float32 and bits.dtype == np.int32 and m.get_global("coeffs") is coeffs
     coeffs[:] = [1.0, 2.0, 3.0, 4.0]
     assert bits.tolist() == np.float32([1, 2, 3, 4]).view(np.int32).tolist()
+
+
+def test_get_global_keeps_the_declared_type_whatever_was_asked_first(path, cpu_cache):
+    """Asking first for bytes made every later plain call return bytes: the declared view is what is kept."""
+    m = compile_module(path, ["apply<2>", "bump"], arch="cpu", cache_dir=cpu_cache)
+    assert m.get_global("coeffs", dtype=np.uint8).shape == (16,)
+    coeffs = m.get_global("coeffs")
+    assert coeffs.dtype == np.float32 and coeffs.shape == (4,)

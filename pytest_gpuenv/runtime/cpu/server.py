@@ -144,7 +144,8 @@ def process_state() -> dict[str, object]:
     """What of this process a kernel must leave as it found it: its resource limits, working folder, signal mask
     and umask."""
     state: dict[str, object] = {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS if hasattr(resource, n)}
-    state["working folder"] = os.getcwd()
+    here = os.stat(".")  # (getcwd() fails once the folder is deleted; its identity does not)
+    state["working folder"] = (here.st_dev, here.st_ino)
     # blocked signals stop the executor's watchdog and fault reports in later launches
     state["blocked signals"] = sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))
     umask = os.umask(0o077)  # (read by setting: this process runs no other thread between launches)
