@@ -53,13 +53,9 @@ def _not_contiguous(p: Param, how: str, fix: str) -> str:
             f"first element on, past what the view holds; pass a contiguous copy ({fix})")
 
 
-def _extent(shape: Sequence[int], strides: Optional[Sequence[int]], itemsize: int) -> int:
-    """Bytes from the first element to one past the last (0 for an empty array)."""
-    if any(s == 0 for s in shape):
-        return 0
-    if strides is None:
-        return math.prod(shape) * itemsize
-    return sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + itemsize
+def _extent(shape: Sequence[int], itemsize: int) -> int:
+    """Bytes of a contiguous array of ``shape`` (0 for an empty one)."""
+    return math.prod(shape) * itemsize
 
 
 def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
@@ -90,7 +86,7 @@ def host_pointer(p: Param, value: Any) -> tuple[int, int, bool]:
         strides = ai.get("strides")
         if strides is not None and tuple(strides) != _c_strides(ai["shape"], itemsize) and math.prod(ai["shape"]) > 1:
             raise TypeError(_not_contiguous(p, f"strides {tuple(strides)}", "numpy.ascontiguousarray(x)"))
-        size = _extent(ai["shape"], None, itemsize)
+        size = _extent(ai["shape"], itemsize)
         if size and not _real_memory(value) and not mapped(int(addr), size, not readonly):
             raise TypeError(f"argument {p.name!r} ({p.decl}): its __array_interface__ gives {size} bytes at "
                             f"{int(addr):#x}, which are not {'readable' if readonly else 'writable'} memory of this "
