@@ -38,7 +38,10 @@ _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
 _COMMENT = re.compile(
     r"//[^\n]*|/\*.*?(?:\*/|\Z)|\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|\Z)|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)", re.S
 )
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+#: a file the preprocessor reads: ``#include``, ``#include_next``, ``%:include`` (the digraph) and ``#pragma GCC
+#: dependency`` (which compares the file's date: it opens it)
+_INCLUDE = re.compile(r'^[ \t]*(?:#|%:)[ \t]*(?:include(?:_next)?|pragma[ \t]+GCC[ \t]+dependency)[ \t]*([<"])([^>"\n]+)[>"]',
+                      re.M)
 #: a header probed, not included: ``__has_include("x.h")``, ``__has_include_next(<x.h>)``; what it finds, or that it
 #: finds nothing, changes what the compile builds
 _HAS_INCLUDE = re.compile(r'\b__has_include(?:_next)?\s*\(\s*([<"])([^>"\n]+)[>"]\s*\)')
@@ -242,6 +245,8 @@ def includes_of(text: str) -> list[tuple[bool, str]]:
 
 
 def _includes_in(clean: str) -> list[tuple[bool, str]]:
+    if "\\\n" in clean:  # lines joined by a backslash-newline are one line to the preprocessor
+        clean = clean.replace("\\\n", "")
     found = [(m.group(1) == '"', m.group(2).strip()) for m in _INCLUDE.finditer(clean)]
     if "__has_include" in clean:
         found += [(m.group(1) == '"', m.group(2).strip()) for m in _HAS_INCLUDE.finditer(clean)]

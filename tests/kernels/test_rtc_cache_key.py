@@ -80,7 +80,10 @@ def test_planted_header_does_not_hang_the_key(tmp_path, monkeypatch, kind):
 
 @pytest.mark.skipif(sys.platform != "linux", reason="FIFOs and /dev/zero")
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero-link"])
-def test_a_planted_header_is_refused_before_the_compiler_starts(tmp_path, kind):
+@pytest.mark.parametrize("directive", ['#include "h.h"', '#inc\\\nlude "h.h"', '#pragma GCC dependency "h.h"',
+                                       '#define H "h.h"\n#include H'],
+                         ids=["include", "spliced", "pragma-dependency", "macro"])
+def test_a_planted_header_is_refused_before_the_compiler_starts(tmp_path, kind, directive):
     """The compiler opened a FIFO header and blocked until its 300 s limit: a header that is no regular file is a
     compile error naming it, raised before any compiler runs."""
     import time
@@ -88,7 +91,7 @@ def test_a_planted_header_is_refused_before_the_compiler_starts(tmp_path, kind):
     from pytest_gpuenv.rtc import KernelCompileError, compile_kernel
 
     PLANTS[kind](str(tmp_path / "h.h"))
-    (tmp_path / "k.hip").write_text('#include "h.h"\nextern "C" __global__ void k(int n) {}\n')
+    (tmp_path / "k.hip").write_text(directive + '\nextern "C" __global__ void k(int n) {}\n')
     t = time.monotonic()
     with pytest.raises(KernelCompileError, match=r"h\.h is not a regular file .*refused before the compiler"):
         compile_kernel(str(tmp_path / "k.hip"), "k", arch="cpu", cache_dir=str(tmp_path / "cache"))
