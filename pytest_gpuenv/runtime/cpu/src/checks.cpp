@@ -80,10 +80,9 @@ void reset_shadow() {
     memset(shadow_dyn, 0, nd * sizeof(Shadow));
 }
 
-__attribute__((noreturn)) static void report(int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
-                                             bool write, void* pc, int other) {
-    Launch& l = current_launch();
-    gpuenv_report_t* r = l.r;
+// Fill `r` with one finding: what, where (region, offset, address, bytes), whose access, and the code line.
+static inline void fill(gpuenv_report_t* r, int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
+                        bool write, void* pc, int other) {
     r->kind = kind;
     r->region_kind = rkind;
     r->region_index = rindex;
@@ -94,22 +93,17 @@ __attribute__((noreturn)) static void report(int kind, int rkind, int rindex, in
     r->pc = pc_rel(pc);
     r->other_thread = other;
     set_where(r);
+}
+
+__attribute__((noreturn)) static void report(int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
+                                             bool write, void* pc, int other) {
+    fill(current_launch().r, kind, rkind, rindex, off, a, size, write, pc, other);
     fail_in_fiber();
 }
 
 static void pend(gpuenv_report_t* r, int kind, int rkind, int rindex, int64_t rel, uintptr_t a, size_t size,
                  bool write, void* pc, int other) {
-    if (r->kind) return;
-    r->kind = kind;
-    r->region_kind = rkind;
-    r->region_index = rindex;
-    r->offset = rel;
-    r->addr = a;
-    r->size = (int)size;
-    r->is_write = write;
-    r->pc = pc_rel(pc);
-    r->other_thread = other;
-    set_where(r);
+    if (!r->kind) fill(r, kind, rkind, rindex, rel, a, size, write, pc, other);
 }
 
 enum { NO_CONFLICT, RACE, WAVE_ONLY };
