@@ -25,10 +25,12 @@ from pytest_gpuenv.base.conditions import device_for
 from pytest_gpuenv.base.model import GpuEnv, safe_repr
 
 MARKER = "gpu_dtypes"
-#: the ``pytest --markers`` line
-LINE = (f"{MARKER}(*dtypes, fp64_full=False): run the test once per dtype (its 'dtype' argument: a torch.dtype "
-        "where the module imports torch, else the name; ids are the names) and skip, on each GPU, the dtypes its "
-        "capabilities exclude (bf16, fp8; float64 at a fraction of the float32 rate with fp64_full=True).")
+#: how ``pytest --markers`` shows the call, and what it says of it
+SIGNATURE = f"{MARKER}(*dtypes, fp64_full=False)"
+HELP = ("run the test once per dtype (its 'dtype' argument: a torch.dtype where the module imports torch, else the "
+        "name; ids are the names) and skip, on each GPU, the dtypes its capabilities exclude (bf16, fp8; float64 "
+        "at a fraction of the float32 rate with fp64_full=True).")
+LINE = f"{SIGNATURE}: {HELP}"
 #: dtype -> the capability (``base.capabilities.NAMES``) a GPU needs to compute in it (None: every GPU)
 CAPABILITY: dict[str, Optional[str]] = {
     "float16": "fp16", "bfloat16": "bf16", "float32": None, "float64": None,
