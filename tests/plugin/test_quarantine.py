@@ -27,7 +27,7 @@ link = "https://github.com/org/repo/issues/123"
 tests = "test_q.py::test_param"
 when = { vendor = ["nvidia", "amd"] }
 action = "skip"
-reason = "flaky on GPUs"
+reason = "flaky on GPUs: CUDA error, ROCm hang"
 
 [[quarantine]]
 tests = ["test_q.py::test_gone"]
@@ -121,16 +121,27 @@ def test_applied_on_the_amd_tree(pytester, tmp_path):
         "*- gpuenv: quarantine -*",
         "4 test(s) quarantined by q.toml: 2 skipped, 1 xfailed, 1 xpassed",
         "     2  xfail  q.toml:2  hangs on MI300 with ROCm 6.3  https://github.com/org/repo/issues/123",
-        "     2  skip   q.toml:9  flaky on GPUs",
+        "     2  skip   q.toml:9  flaky on GPUs: CUDA error, ROCm hang",
     ])
-    result.stdout.fnmatch_lines(["SKIPPED [[]2[]] test_q.py:9: quarantined (q.toml:9): flaky on GPUs"])
-    assert "hardware skips" not in result.stdout.str()  # a quarantine is not a hardware skip
+    result.stdout.fnmatch_lines(["SKIPPED [[]2[]] test_q.py:9: quarantined (q.toml:9): flaky on GPUs: CUDA error, ROCm hang"])
+    assert "hardware skips" not in result.stdout.str()  # a quarantine is not a hardware skip, whatever its reason
     report = json.loads((pytester.path / "r.json").read_text())["quarantine"]
     assert [(e["where"], e["collected"]) for e in report["entries"]] == [("q.toml:2", 2), ("q.toml:9", 2),
                                                                            ("q.toml:15", 0)]
     assert sorted((t["nodeid"], t["outcome"]) for t in report["tests"]) == [
         ("test_q.py::test_flash_bwd", "xfailed"), ("test_q.py::test_flash_fwd", "xpassed"),
         ("test_q.py::test_param[1]", "skipped"), ("test_q.py::test_param[2]", "skipped")]
+
+
+def test_counted_by_the_xdist_controller(pytester, tmp_path):
+    """Workers collect and run; the controller counts the collected ids and the outcomes from the reports."""
+    pytest.importorskip("xdist")
+    amd_machine(tmp_path / "m", 1, gfx_target_version=90402)
+    result = _run(pytester, f"--gpuenv-root={tmp_path / 'm'}", "-p", "xdist", "-n", "2", "--gpuenv-json=r.json")
+    result.assert_outcomes(passed=1, skipped=2, xfailed=1, xpassed=1)
+    result.stdout.fnmatch_lines(["4 test(s) quarantined by q.toml: 2 skipped, 1 xfailed, 1 xpassed"])
+    report = json.loads((pytester.path / "r.json").read_text())["quarantine"]
+    assert [e["collected"] for e in report["entries"]] == [2, 2, 0] and len(report["tests"]) == 4
 
 
 def test_applied_on_the_h100_tree_and_a_cpu_runner(pytester, roots):
