@@ -129,11 +129,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.refresh(config)
     run = get_session(config)
+    bad_dtypes = dtypes.mark_items(items, run.env)  # (before the plan, which reads the marks it adds)
     if run.plan_profiles is not None:  # --gpuenv-plan
         from pytest_gpuenv.dist import plan
 
         run.plan_lines = plan.plan_lines(items, run.plan_profiles, len(run.settings.plan_profiles))
-    bad_dtypes = dtypes.mark_items(items, run.env)
     if runtest.modify_items(items, run):
         from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
 
