@@ -50,6 +50,7 @@ requires_capability = pytest.mark.requires_capability
 skip_on = pytest.mark.skip_on
 xfail_on = pytest.mark.xfail_on
 perf = pytest.mark.perf
+gpu_dtypes = pytest.mark.gpu_dtypes
 
 __all__ = [
     "ArchPattern",
@@ -63,6 +64,7 @@ __all__ = [
     "compile_module",
     "detect",
     "gpu_assert_close",
+    "gpu_dtypes",
     "parse_size",
     "perf",
     "requires_arch",

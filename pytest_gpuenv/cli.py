@@ -1,5 +1,6 @@
 """``gpuenv info|doctor|compile`` (also ``python -m pytest_gpuenv``): detect, then print the model
-(``info_text`` or JSON) or each problem with its fix (``doctor_lines``); ``compile`` is rtc's."""
+(``info_text`` or JSON) or each problem with its fix (``doctor_lines``); ``compile`` is rtc's, ``perf`` perf's,
+``quarantine`` the quarantine list's (``session.quarantine_check``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="gpuenv", description="GPU environment report for pytest-gpuenv")
     p.add_argument("--version", action="version", version=f"pytest-gpuenv {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile,perf}")
+    sub = p.add_subparsers(dest="command", metavar="{info,doctor,compile,perf,quarantine}")
     for name, helptext in (
         ("info", "print the environment model"),
         ("doctor", "list each problem with its fix; exit 1 when a problem (not a mere note) was found"),
@@ -42,6 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("compile", help="compile a HIP source for each arch", add_help=False)
     sub.add_parser("perf", help="perf compare BASE.json NEW.json: two --gpuenv-json reports side by side",
                    add_help=False)
+    sub.add_parser("quarantine", help="quarantine check [FILE] --json-report REPORT...: stale entries and entries "
+                   "ready to lift", add_help=False)
     return p
 
 
@@ -101,6 +104,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pytest_gpuenv.perf.compare_cli import perf_command
 
         return perf_command(argv[1:])
+    if argv and argv[0] == "quarantine":
+        from pytest_gpuenv.session.quarantine_check import quarantine_command
+
+        return quarantine_command(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

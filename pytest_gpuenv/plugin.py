@@ -10,7 +10,8 @@ The subsystems behind a boundary are imported where a run needs them: ``dist`` (
 ``--gpuenv-plan``), the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``),
 the tolerance profiles (``base.tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the
 capability table (``base.capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the leak
-check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the crash guard
+check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the quarantine list
+(``session.quarantine``, by ``--gpuenv-quarantine`` or an ini ``gpuenv_quarantine``), the crash guard
 (``guards.crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the run's files
 (``session.state.Outputs``, registered with ``--gpuenv-json`` or ``--junitxml``).
 
@@ -27,8 +28,9 @@ import pytest
 from pytest_gpuenv import fixtures
 from pytest_gpuenv.base.model import GpuEnv
 from pytest_gpuenv.fixtures import gpu_bench, gpu_device, gpu_env, hip_kernel, torch_device  # noqa: F401
+from pytest_gpuenv.fixtures.expected import gpu_expected  # noqa: F401
 from pytest_gpuenv.fixtures.tolerance import gpu_assert_close_fixture  # noqa: F401
-from pytest_gpuenv.marks import markers
+from pytest_gpuenv.marks import dtypes, markers
 from pytest_gpuenv.session import hide, options, report, runtest, state
 from pytest_gpuenv.session.options import Settings
 from pytest_gpuenv.session.state import get_env, get_session
@@ -42,7 +44,12 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     markers.register_aliases(config)
+    config.addinivalue_line("markers", dtypes.LINE)
     session = state.start(config, _worker_env)
+    if session.settings.quarantine is not None:
+        from pytest_gpuenv.session import quarantine  # boundary: quarantine lists, only where one is given
+
+        session.quarantine = quarantine.configure(config, session)
     if session.settings.backend == "cpu":
         session.hidden = hide.install(session.settings.hide_modules)
     config.pluginmanager.register(runtest.Reports(session), "gpuenv-skips")
@@ -112,6 +119,7 @@ def pytest_markeval_namespace(config: pytest.Config) -> dict[str, Any]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
+    dtypes.parametrize(metafunc)
     if "hip_kernel" in names:
         fixtures.parametrize_hip_kernel(metafunc)
     if "torch_device" in names:
@@ -121,6 +129,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     markers.refresh(config)
     run = get_session(config)
+    bad_dtypes = dtypes.mark_items(items, run.env)  # (before the plan, which reads the marks it adds)
     if run.plan_profiles is not None:  # --gpuenv-plan
         from pytest_gpuenv.dist import plan
 
@@ -129,6 +138,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
 
         leak.configure(config, "off", run.settings.leak_threshold)
+    for item, error in bad_dtypes:
+        runtest.fail_at_setup(item, error)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -141,6 +152,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         ("gpuenv: hosts", report.host_lines(session.hosts)),
         ("gpuenv: hardware skips", report.skip_summary_lines(
             ((s.category, s.cause, s.host) for s in session.skips), session.hosts)),
+        ("gpuenv: quarantine", session.quarantine.summary_lines() if session.quarantine is not None else []),
         ("gpuenv: performance", session.perf.summary_lines() if session.has_measurements else []),
     ]
     for title, lines in sections:

@@ -59,6 +59,9 @@ if want tests; then
     # the capability table against torch's device properties, and gpu_assert_close's profiles on the GPU
     run "tests/plugin/test_gpu_capabilities.py + tolerance" 120 $PY -m pytest tests/plugin/test_gpu_capabilities.py \
         tests/plugin/test_gpu_tolerance.py tests/plugin/test_gpu_leak_check.py -n 0 -q -rfEs -s
+    # @gpu_dtypes, gpu_expected and quarantine conditions against the GPU's own arch and versions
+    run "dtypes, expected values, quarantine" 180 $PY -m pytest tests/plugin/test_gpu_dtypes.py \
+        tests/plugin/test_expected.py tests/plugin/test_quarantine.py -n 0 -q -rfEs -v
     # name expressions, modules and globals, by-value vectors/structs launched with NVRTC and nvcc
     run "tests/kernels/test_gpu_names.py" 300 $PY -m pytest tests/kernels/test_gpu_names.py -n 0 -q -rfEs
 fi

@@ -94,9 +94,10 @@ def _fmt_default(default: Any) -> str:
 
 
 def markers_page() -> list[str]:
-    from pytest_gpuenv.marks import markers
+    from pytest_gpuenv.marks import dtypes, markers
 
     rows = [[f"`{m.signature}`", f"`{m.alias}`", m.help] for m in markers.MARKERS]
+    rows.append([f"`{dtypes.SIGNATURE}`", "-", dtypes.HELP])  # parametrizes: no alias, no skip of its own
     return [
         "# Markers", "",
         "Generated from `pytest_gpuenv/marks/markers.py` at build time: what `pytest --markers` prints. Each",
@@ -257,9 +258,10 @@ def problems_page() -> list[str]:
 def _describe(module: Any, name: str) -> tuple[str, str]:
     """(kind, first docstring paragraph) of ``module.name``; a marker as its ``pytest.mark`` line. A lazy
     name (the package's ``__getattr__``) is described as that gives it, not as a subpackage of that name."""
+    from pytest_gpuenv.marks.dtypes import MARKER as DTYPES
     from pytest_gpuenv.marks.markers import MARKER_NAMES
 
-    if name in MARKER_NAMES:
+    if name in MARKER_NAMES or name == DTYPES:
         return "marker", f"`pytest.mark.{name}`: see {{doc}}`markers`"
     getter = vars(module).get("__getattr__")
     obj = getter(name) if getter is not None and inspect.ismodule(getattr(module, name)) else getattr(module, name)

@@ -213,8 +213,13 @@ def choose(dtype: str, ctx: Context, rules: Iterable[Rule] = ()) -> Profile:
     return Profile(dtype, rtol, atol, r_from, a_from, ctx)
 
 
-def _dtype_name(x: Any) -> str:
+def dtype_name(x: Any) -> str:
+    """The canonical dtype name of a tensor or array (``float16``, ``bfloat16``, ``int64``)."""
     return canonical_dtype(str(x.dtype) if _is_tensor(x) else x.dtype.name)
+
+
+def is_floating(name: str) -> bool:
+    return name.startswith(("float", "bfloat", "complex"))
 
 
 def _as_wide(x: Any, like_tensor: bool) -> Any:
@@ -232,9 +237,10 @@ def _as_wide(x: Any, like_tensor: bool) -> Any:
 
 def compare(actual: Any, expected: Any, rules: Iterable[Rule] = (), *, rtol: Any = None, atol: Any = None,
             equal_nan: bool = False, arch: Optional[str] = None, tf32: Optional[bool] = None,
-            msg: Optional[str] = None) -> Profile:
+            msg: Optional[str] = None, dtype: Any = None) -> Profile:
     """Assert closeness under the chosen profile (AssertionError naming it, the worst element and its
-    index); returns the profile. ``rules``: ini and marker rules, lowest first."""
+    index); returns the profile. ``rules``: ini and marker rules, lowest first. ``dtype``: the profile's dtype
+    (a name or a torch dtype) when not the actual's (a result computed in bfloat16 and compared as float32)."""
     __tracebackhide__ = True
     tensor = _is_tensor(actual) or _is_tensor(expected)
     if not tensor:
@@ -244,7 +250,8 @@ def compare(actual: Any, expected: Any, rules: Iterable[Rule] = (), *, rtol: Any
     extra = []
     if rtol is not None or atol is not None:
         extra.append(rule("*", rtol, atol, source="call", label="gpu_assert_close arguments"))
-    prof = choose(_dtype_name(actual), context_of(actual, arch, tf32), list(rules) + extra)
+    name = canonical_dtype(str(dtype)) if dtype is not None else dtype_name(actual)
+    prof = choose(name, context_of(actual, arch, tf32), list(rules) + extra)
     a, e = _as_wide(actual, tensor), _as_wide(expected, tensor)
     head = f"gpu_assert_close: {msg + ': ' if msg else ''}"
     if tuple(a.shape) != tuple(e.shape):
@@ -285,7 +292,8 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def gpu_assert_close(actual: Any, expected: Any, **overrides: Any) -> None:
     """``torch.testing.assert_close``-like, with tolerances from the profile of the actual's dtype on its
-    device (vendor and arch). ``overrides``: rtol, atol, equal_nan, arch, tf32, msg. The ``gpu_assert_close``
-    fixture adds the ini ``gpuenv_tolerances`` lines and ``@gpuenv_tolerance`` markers."""
+    device (vendor and arch). ``overrides``: rtol, atol, equal_nan, arch, tf32, msg, dtype. The ``gpu_assert_close``
+    fixture adds the ini ``gpuenv_tolerances`` lines and ``@gpuenv_tolerance`` markers, and in a ``@gpu_dtypes``
+    test the test's dtype for a floating-point actual."""
     __tracebackhide__ = True
     compare(actual, expected, (), **overrides)

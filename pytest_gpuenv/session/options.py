@@ -343,6 +343,18 @@ def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> li
     return tolerance.ini_rules(value, where)
 
 
+def quarantine(opt: Option, value: Any, where: str, config: pytest.Config) -> Any:
+    """The quarantine file (relative to the ini file's folder when the ini file names it, else to where pytest was
+    invoked), read and checked (``session.quarantine``); None when unset or ``off``."""
+    if not value or (isinstance(value, str) and value.strip().lower() == "off"):
+        return None
+    from pytest_gpuenv.session import quarantine as q  # boundary: quarantine lists, only where one is given
+
+    ini = where.startswith("ini") and config.inipath is not None
+    return q.load(value, where, str(config.inipath.parent) if ini and config.inipath else
+                  str(config.invocation_params.dir))
+
+
 def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
     try:
         return parse_size(value)
@@ -445,6 +457,13 @@ OPTIONS = (
     # above what first uses of cuBLAS and cuDNN take outside torch (figures: docs/how-to/adopt.md)
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
            size, "512MiB", metavar="SIZE"),
+    Option("gpuenv_quarantine", (
+        "a TOML file of [[quarantine]] entries (tests: node-id globs; when: vendor, arch, cuda, rocm, driver, torch, "
+        "host; action: skip or xfail; reason; link) applied at collection and counted apart; off: none."),
+        quarantine, None, "GPUENV_QUARANTINE", "FILE"),
+    Option("gpuenv_quarantine_run",
+           "run quarantined tests as non-strict xfails (skip entries too), to find the ones that pass again.",
+           flag, False, ini=None, argparse={"action": "store_true"}),
 )
 
 
@@ -477,6 +496,8 @@ class Settings(NamedTuple):
     tolerances: list[Any]
     leak_check: str
     leak_threshold: int
+    quarantine: Any
+    quarantine_run: bool
 
 
 def add_options(parser: pytest.Parser) -> None:

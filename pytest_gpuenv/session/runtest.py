@@ -29,7 +29,7 @@ from pytest_gpuenv.marks import markers, skip_patterns, skipping
 from pytest_gpuenv.marks.skipping import Skip
 from pytest_gpuenv.runtime import poisoned
 from pytest_gpuenv.session.report import summary
-from pytest_gpuenv.session.state import GpuenvSession, HardwareSkip, get_session
+from pytest_gpuenv.session.state import QUARANTINED, GpuenvSession, HardwareSkip, get_session
 
 _SKIP_INFO = pytest.StashKey[Skip]()
 #: what ``setup`` checks of an item, decided at collection, only for items that have something to check: its
@@ -130,6 +130,12 @@ def ensure_gate(config: pytest.Config) -> None:
         config.pluginmanager.register(Gate(), "gpuenv-gate")
 
 
+def fail_at_setup(item: pytest.Item, error: str) -> None:
+    """Fail ``item`` at setup with ``error``: a bad argument of a plugin marker read at collection (``@gpu_dtypes``)."""
+    item.stash[_GATE] = error
+    ensure_gate(item.config)
+
+
 def setup(item: pytest.Item) -> None:
     """Fail on a bad marker argument; skip when a marker's requirement is not met on this host, or when
     the GPU context of this process was poisoned by an earlier test and this one needs a GPU. An xdist
@@ -197,7 +203,8 @@ def log_report(report: pytest.TestReport, session: GpuenvSession) -> Optional[Ha
     was seen there): a skip the suite wrote itself for a GPU reason is noted as category ``suite``, and a
     failure after a GPU fault says so."""
     made_here = getattr(report, "node", None) is None
-    theirs = not (hasattr(report, "wasxfail") or hasattr(report, PLUGIN_SKIP))  # the suite's skip, not an xfail
+    theirs = not (hasattr(report, "wasxfail") or hasattr(report, PLUGIN_SKIP)  # the suite's skip, not an xfail
+                  or any(k == QUARANTINED for k, _ in report.user_properties))  # nor a quarantine's
     if made_here and report.skipped and theirs and hardware_skip(report) is None:
         cause = suite_skip_cause(report.longrepr, session)
         if cause is not None:

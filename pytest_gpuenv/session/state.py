@@ -16,7 +16,8 @@ What a run reports besides the terminal: the run's own fields in ``--gpuenv-json
 - ``run_fields()``: the plugin version, when the run started (ISO 8601, UTC), the outcome counts (pytest's
   own tally: the terminal reporter's, which sees every xdist worker's reports) and the tests whose
   kernels were only compile-checked (``hip_kernel`` without a GPU); the fixture marks such a test with a
-  user property (``mark_compile_only``), which its report carries to the xdist controller.
+  user property (``mark_compile_only``), which its report carries to the xdist controller; and each
+  ``gpu_expected`` choice (the user property ``EXPECTED``, carried likewise).
 - with ``--junitxml``: testsuite properties for the environment (``gpuenv_backend``, ``gpuenv_devices``,
   driver, ROCm and torch versions, ``gpuenv_problems``), added through the junitxml plugin's
   ``add_global_property``; and, on each performance test, properties per measurement
@@ -44,6 +45,7 @@ from pytest_gpuenv.session.report import hosts_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from pytest_gpuenv.perf.session import PerfSession
+    from pytest_gpuenv.session.quarantine import Quarantine
 
 
 class HardwareSkip(NamedTuple):
@@ -85,6 +87,8 @@ class GpuenvSession:
         self.outputs: Optional[Outputs] = None
         #: ``--gpuenv-backend=cpu``: the finder that hides GPU-only packages from imports (``session.hide``)
         self.hidden: Optional[HiddenModules] = None
+        #: the run's quarantine list (``session.quarantine``), where one is given
+        self.quarantine: Optional[Quarantine] = None
         self._perf: Optional[PerfSession] = None
 
     @property
@@ -138,6 +142,8 @@ class GpuenvSession:
         run = self.outputs.run_fields() if self.outputs is not None else None
         if self.hosts:
             run = {**(run or {}), "hosts": hosts_json(self.hosts)}
+        if self.quarantine is not None:
+            run = {**(run or {}), "quarantine": self.quarantine.to_json()}
         try:
             self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:
@@ -261,6 +267,10 @@ class _ProbeCache:
 
 #: the user property of a test whose kernels were compile-checked, not run: the arches built, comma-separated
 COMPILE_ONLY = "gpuenv_compile_only"
+#: the user property of each ``gpu_expected`` choice of a test: {"key", "value", "device"}
+EXPECTED = "gpuenv_expected"
+#: the user property of a quarantined test: the ``FILE:LINE`` of its entry (``session.quarantine``)
+QUARANTINED = "gpuenv_quarantine"
 #: the outcome counts of the JSON report, as pytest's summary line names them
 OUTCOMES = ("passed", "failed", "skipped", "xfailed", "xpassed", "error")
 
@@ -315,6 +325,8 @@ class Outputs:
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
         #: {"nodeid", "archs"} of each test that compiled its kernels without running them
         self.compile_only: list[dict[str, Any]] = []
+        #: {"nodeid", "key", "value", "device"} of each ``gpu_expected`` call
+        self.expected: list[dict[str, Any]] = []
         #: properties only with --junitxml (in a worker, the option is set though junitxml is not active)
         self.junit = bool(config.getoption("xmlpath", None))
 
@@ -338,6 +350,8 @@ class Outputs:
         for name, value in report.user_properties:
             if name == COMPILE_ONLY:
                 self.compile_only.append({"nodeid": report.nodeid, "archs": str(value).split(",")})
+            elif name == EXPECTED and isinstance(value, dict):
+                self.expected.append({"nodeid": report.nodeid, **value})
 
     def outcomes(self) -> Optional[dict[str, int]]:
         """pytest's outcome counts (None without the terminal reporter, ``-p no:terminal``)."""
@@ -351,4 +365,4 @@ class Outputs:
         from pytest_gpuenv import __version__
 
         return {"gpuenv_version": __version__, "timestamp": self.started, "outcomes": self.outcomes(),
-                "compile_only": self.compile_only}
+                "compile_only": self.compile_only, "expected": self.expected}

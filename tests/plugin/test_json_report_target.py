@@ -37,7 +37,7 @@ def _assert_report(path):
     data = json.loads(path.read_text())
     # issue 11 item 6 added the run's own fields (version, timestamp, outcome counts, compile-only tests)
     assert set(data) == {"environment", "measurements", "skips", "gpuenv_version", "timestamp", "outcomes",
-                         "compile_only"}
+                         "compile_only", "expected"}
 
 
 # ------------------------------------------------------------------------------------- the check itself
