@@ -50,6 +50,7 @@ requires_capability = pytest.mark.requires_capability
 skip_on = pytest.mark.skip_on
 xfail_on = pytest.mark.xfail_on
 perf = pytest.mark.perf
+exclusive_gpu = pytest.mark.exclusive_gpu
 
 __all__ = [
     "ArchPattern",
@@ -62,6 +63,7 @@ __all__ = [
     "compile_kernel",
     "compile_module",
     "detect",
+    "exclusive_gpu",
     "gpu_assert_close",
     "parse_size",
     "perf",
