@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("xdist")
 
-from pytest_gpuenv.dist.ledger import Ledger  # noqa: E402
-from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes  # noqa: E402
-from pytest_gpuenv.marks.claims import Claim  # noqa: E402
+from pytest_gpuenv.dist.ledger import Ledger
+from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes
+from pytest_gpuenv.marks.claims import Claim
 
 GiB = 1 << 30
 
@@ -44,7 +44,10 @@ class Hook:
         return lambda **kw: self.calls.append((name, kw))
 
 
-def _run(workers: dict, claims: dict, n_tests: int, seed: int = 0, kill=None, default=Claim(1, GiB)):
+DEFAULT = Claim(1, GiB)
+
+
+def _run(workers: dict, claims: dict, n_tests: int, seed: int = 0, kill=None, default=DEFAULT):
     """Run ``n_tests`` over ``workers`` (name -> its GPUs as ``gpu_facts`` gives them); return (what ran at once
     on each GPU at its fullest, per-GPU bytes; the tests run; the tests skipped; the scheduler)."""
     tests = [f"t.py::test_{i}" for i in range(n_tests)]
