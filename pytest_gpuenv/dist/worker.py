@@ -200,7 +200,8 @@ def _worker_problems(mine: int, total: int, gpus: dict[str, Any], late: bool) ->
             Problem(
                 "xdist-worker-gpus",
                 f"this xdist worker was given {mine} of the {total} visible GPUs",
-                "run multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
+                "run with --dist gpu (every worker sees every GPU; tests share them by memory claims), or run "
+                "multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
                 "(or give workers more GPUs with --gpuenv-worker-gpus=N)",
                 severity="info",
                 category="xdist",

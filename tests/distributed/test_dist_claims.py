@@ -155,3 +155,68 @@ def test_the_ledger_counts_claims_per_gpu_over_workers():
     ledger.remove_worker("a")
     assert ledger.fits("b", [Claim(2, 80 * GiB, exclusive=True)])
     assert not ledger.ever_fits("b", Claim(1, 81 * GiB)) and not ledger.ever_fits("b", Claim(3, GiB))
+
+
+def _fake_pynvml(per_process: dict):
+    """nvidia-ml-py's functions as the use meter calls them (``nvmlDeviceGetComputeRunningProcesses``: each
+    process's ``usedGpuMemory``, nvml.h ``nvmlProcessInfo_t``), for A100s: UUID -> {pid: bytes}."""
+    uuids = list(per_process)
+    return SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetHandleByUUID=lambda u: uuids.index(u),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [SimpleNamespace(pid=pid, usedGpuMemory=b)
+                                                        for pid, b in per_process[uuids[h]].items()],
+        nvmlDeviceGetMemoryInfo=lambda h: SimpleNamespace(used=sum(per_process[uuids[h]].values())))
+
+
+def test_a_test_that_uses_more_than_it_claimed_is_reported(pytester, monkeypatch):
+    """On an A100 (NVML stood in at the binding), a test claiming 40 GiB whose process holds 50 GiB: a warning
+    naming the test, the GPU, both figures and the fix; the figures go to the controller in the report."""
+    import os
+    import sys
+
+    from pytest_gpuenv.base.model import Device, GpuEnv
+    from pytest_gpuenv.dist.use import USE_PROPERTY, ClaimWarning, UseMeter
+    from pytest_gpuenv.runtime import nvml
+
+    monkeypatch.setitem(sys.modules, "pynvml", _fake_pynvml({"GPU-a100-0": {os.getpid(): 50 * GiB, 1: 9 * GiB}}))
+    monkeypatch.setattr(nvml, "_state", {})
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    item = pytester.getitem("import pytest\n@pytest.mark.requires_memory('40GiB')\ndef test_big(): pass\n", "test_big")
+    env = GpuEnv(backend="cuda", devices=[Device(0, "nvidia", "NVIDIA A100-SXM4-80GB", "sm_80", 80 * GiB,
+                                                 uuid="GPU-a100-0")])
+    session = SimpleNamespace(env=env, settings=SimpleNamespace(root=None, default_claim=GiB), host="h")
+    with pytest.warns(ClaimWarning, match=r"test_big used 50.0 GiB of GPU memory on GPU-a100-0 but claimed "
+                                          r"40.0 GiB \(requires_memory\); declare what it uses"):
+        UseMeter(session)._measure(item)
+    assert item.user_properties == [(USE_PROPERTY, {"GPU-a100-0": [50 * GiB, 40 * GiB]})]
+    assert nvml.memory_used(["GPU-a100-0"]) == {"GPU-a100-0": 59 * GiB}  # what the worker reads at collection
+
+
+def test_an_out_of_memory_failure_names_what_ran_beside_it():
+    """Two workers on one 80 GiB GPU: a test that fails out of memory gets a section naming the test the other
+    worker ran beside it, with its claim; its use goes to the GPU's figures."""
+    from pytest_gpuenv.dist.claim_reports import SECTION, on_report
+    from pytest_gpuenv.dist.use import USE_PROPERTY
+
+    gpu = _gpus(1, 80 * GiB)
+    claims = {0: Claim(1, 30 * GiB, declared=True), 2: Claim(1, 40 * GiB, declared=True)}
+    tests = [f"t.py::test_{i}" for i in range(4)]
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], getoption=lambda name, default=None: None,
+                             option=SimpleNamespace(maxworkerrestart=None, numprocesses=None), hook=Hook())
+    routes = NodeRoutes("host", {}, {}, gpu, claims, DEFAULT)
+    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None), lambda node: routes)
+    gw0, gw1 = Worker("gw0"), Worker("gw1")
+    for n in (gw0, gw1):
+        sched.add_node(n)
+        sched.add_node_collection(n, tests)
+    sched.schedule()
+    assert gw0.running() == 0 and gw1.running() == 2
+    report = pytest.TestReport("t.py::test_0", ("t.py", 0, "test_0"), {}, "failed",
+                               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", "call",
+                               user_properties=[(USE_PROPERTY, {"GPU-0": [52 * GiB, 30 * GiB]})])
+    on_report(sched, gw0, report)
+    (title, text), = report.sections
+    assert title == SECTION
+    assert text.splitlines() == ["t.py::test_0 claimed 30.0 GiB on GPU-0 (requires_memory); beside it:",
+                                 "  t.py::test_2 on gw1: claimed 40.0 GiB"]
+    assert sched.ledger.gpus["GPU-0"].peak_used == 52 * GiB and sched.ledger.gpus["GPU-0"].over == 1
