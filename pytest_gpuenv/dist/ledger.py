@@ -9,7 +9,9 @@ over every worker.
 A worker holds on each of its GPUs the largest claim among its admitted tests there (it runs them one at a
 time). A test fits a worker when, on each of its GPUs, what the other workers hold plus the worker's own
 largest claim stays within the GPU's total memory less what other processes held, and no other worker's
-test holds it exclusively; an exclusive test fits only where no other worker holds anything. A GPU whose
+test holds it exclusively; an exclusive test fits only where no other worker holds anything; and no test
+waits there for room since earlier (no overtaking: a big or exclusive test is not starved by a stream of small
+ones; the GPU drains until it fits, and the scheduler tries the waiting workers longest first). A GPU whose
 memory is unknown admits any amount (exclusivity still holds). ``ever_fits`` is the same check on an
 otherwise empty GPU: a claim that fails it waits for nothing and is skipped instead.
 
@@ -70,8 +72,9 @@ class Ledger:
         self.order: dict[Any, list[str]] = {}
         #: worker -> {test index: claim} of its admitted tests not yet complete
         self.admitted: dict[Any, dict[int, Claim]] = {}
-        #: worker -> when its next test started waiting for room (``monotonic``)
+        #: worker -> when its next test started waiting for room (``monotonic``), and on which GPUs
         self.waiting_since: dict[Any, float] = {}
+        self.waiting_on: dict[Any, set[str]] = {}
 
     # -- workers
 
@@ -95,6 +98,7 @@ class Ledger:
             self.gpus[gid].exclusive.discard(worker)
         self.admitted.pop(worker, None)
         self.waiting_since.pop(worker, None)
+        self.waiting_on.pop(worker, None)
 
     def has_gpus(self, worker: Any) -> bool:
         return bool(self.order.get(worker))
@@ -121,7 +125,10 @@ class Ledger:
         if any(c.devices > len(order) for c in claims):
             return False
         want = self._wanted(worker, list(self.admitted[worker].values()) + claims)
+        since = self.waiting_since.get(worker, float("inf"))
         for gid, (mem, excl) in want.items():
+            if any(t < since and gid in self.waiting_on.get(w, ()) for w, t in self.waiting_since.items()):
+                return False  # (no overtaking: a test waiting longer for this GPU goes first)
             gpu = self.gpus[gid]
             others = [w for w in gpu.held if w != worker]
             if gpu.exclusive - {worker} or (excl and others):
@@ -145,6 +152,7 @@ class Ledger:
         mine = self.admitted.setdefault(worker, {})
         mine[index] = claim
         waited = self.waiting_since.pop(worker, None)
+        self.waiting_on.pop(worker, None)
         elapsed = time.monotonic() - waited if waited is not None else 0.0
         for gid in self._mine(worker, claim):
             gpu = self.gpus[gid]
@@ -172,9 +180,10 @@ class Ledger:
                 gpu.held.pop(worker, None)
                 gpu.exclusive.discard(worker)
 
-    def wait(self, worker: Any) -> None:
-        """The worker's next test found no room: its wait starts now (if it had not started)."""
+    def wait(self, worker: Any, claims: list[Claim]) -> None:
+        """The worker's next tests (``claims``) found no room: its wait starts now (if it had not started)."""
         self.waiting_since.setdefault(worker, time.monotonic())
+        self.waiting_on[worker] = {g for c in claims for g in self._mine(worker, c)}
 
     # -- what is known of a test
 

@@ -270,7 +270,7 @@ class GpuScheduling:
         """Admit ``indices`` on the worker if their claims fit; else it waits (``blocked``)."""
         claims = [self.claim(i) for i in indices]
         if not self.ledger.fits(node, claims):
-            self.ledger.wait(node)
+            self.ledger.wait(node, claims)
             self.blocked.add(node)
             return False
         self.blocked.discard(node)

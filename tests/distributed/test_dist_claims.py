@@ -220,3 +220,12 @@ def test_an_out_of_memory_failure_names_what_ran_beside_it():
     assert text.splitlines() == ["t.py::test_0 claimed 30.0 GiB on GPU-0 (requires_memory); beside it:",
                                  "  t.py::test_2 on gw1: claimed 40.0 GiB"]
     assert sched.ledger.gpus["GPU-0"].peak_used == 52 * GiB and sched.ledger.gpus["GPU-0"].over == 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_an_exclusive_test_is_not_starved_by_small_ones(seed):
+    """Eight workers on one GPU, an exclusive test among 60 small ones: tests sent after it wait for it (no
+    overtaking), so it runs once the GPU drains, not after every other test."""
+    claims = {3: Claim(1, GiB, exclusive=True)}
+    peak, ran, skipped, sched, _ = _run({f"gw{w}": _gpus(1, 80 * GiB) for w in range(8)}, claims, 60, seed)
+    assert sorted(ran) == list(range(60)) and ran.index(3) < 30, ran
