@@ -251,6 +251,8 @@ class XdistHooks:
                                                     "workers": {}, "controller": False})
             self.session.hosts[key].setdefault("tests", Counter()).update(outcomes)
         self._outcomes.clear()
+        if self._sched is not None:
+            self.session.gpu_claims = [g.to_dict() for g in self._sched.ledger.gpus.values()]
 
 
 #: which outcome a test keeps when its reports differ (a failed teardown after a pass is a failure)

@@ -77,7 +77,7 @@ def test_four_workers_share_two_mi250x_gcds_by_their_claims(pytester, hosts_isol
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "0,1")
     monkeypatch.setenv("RECORD_DIR", str(pytester.path / "rec"))
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "4", "--dist", "gpu", "-rs")
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "4", "--dist", "gpu", "-rs", "--gpuenv-json=run.json")
     result.assert_outcomes(passed=12, skipped=1)
     records = {p.name: json.loads(p.read_text()) for p in (pytester.path / "rec").iterdir()}
     assert len(records) == 12
@@ -92,6 +92,8 @@ def test_four_workers_share_two_mi250x_gcds_by_their_claims(pytester, hosts_isol
     assert sum(int(ln.split("]: ")[1].split(" test")[0]) for ln in claims_lines) == 14
     peaks = [float(ln.split("peak claimed ")[1].split(" GiB")[0]) for ln in claims_lines]
     assert all(40 <= p <= 64 for p in peaks), claims_lines
+    gpus = json.loads((pytester.path / "run.json").read_text())["gpu_claims"]
+    assert len(gpus) == 2 and sum(g["tests"] for g in gpus) == 14 and all(g["total"] == 64 * GiB for g in gpus)
 
 
 KILL = """
