@@ -103,7 +103,7 @@ def run(directory: str, label: str, args: list[str]) -> dict:
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
     sampler = subprocess.Popen([sys.executable, "-c", SAMPLER, stop], stdout=subprocess.PIPE, text=True, env=env)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "gpuenv", "-p", "no:cacheprovider", "-q", "-rfEw",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEw",
                            "-o", "console_output_style=classic", *args, "test_claims_gpu.py"],
                           cwd=directory, env=env, capture_output=True, text=True, timeout=400)
     wall = time.perf_counter() - t0
