@@ -50,6 +50,7 @@ requires_capability = pytest.mark.requires_capability
 skip_on = pytest.mark.skip_on
 xfail_on = pytest.mark.xfail_on
 perf = pytest.mark.perf
+exclusive_gpu = pytest.mark.exclusive_gpu
 gpu_dtypes = pytest.mark.gpu_dtypes
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "compile_kernel",
     "compile_module",
     "detect",
+    "exclusive_gpu",
     "gpu_assert_close",
     "gpu_dtypes",
     "parse_size",

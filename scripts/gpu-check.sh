@@ -2,7 +2,7 @@
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
 #   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist
-#   default)
+#   claims default)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples published fault perf bench hosts dist default}
+SECTIONS=${*:-info tests examples published fault perf bench hosts dist claims default}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -233,6 +233,12 @@ print('dist check OK')
 CHECK"
 fi
 
+if want claims; then
+    # --dist gpu by memory claims on GPU 0: tests that allocate what they claim (sized from the GPU's memory),
+    # -n 1 against -n 8 --dist gpu against -n 8 --dist load (which runs out of memory), NVML sampling used
+    # memory beside each run; an exclusive test and one that uses more than it claims (about 3 minutes)
+    run "claims: -n 8 --dist gpu vs -n 1 vs --dist load" 480 $PY scripts/claims_check.py --workers 8
+fi
 if want default; then
     # NVIDIA facts on a default install: with the NVML binding (a base dependency) and with it hidden (the runtime
     # probe fills the arch and memory), gpuenv knows the GPU's arch and memory and the markers that need them run

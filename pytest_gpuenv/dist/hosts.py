@@ -190,18 +190,25 @@ def _split(value: str) -> list[str]:
     return [t.strip() for t in value.split(",") if t.strip()]
 
 
-def plan_assignment(env: GpuEnv, n_workers: int, worker_gpus: str) -> list[list[int]]:
+def plan_assignment(env: GpuEnv, n_workers: int, worker_gpus: str, share: bool = False) -> list[list[int]]:
     """For each worker, the positions (in ``env.devices``) of the GPUs it gets.
 
     ``auto``: with at least as many GPUs as workers each worker gets ``len // n`` of its own;
     with fewer, workers share them round-robin (8 workers on 2 GPUs: four on each).
     ``N``: each worker gets N consecutive GPUs, wrapping round. ``off``: no assignment.
+    ``share`` (``--dist gpu``, whose scheduler counts each test's claims per GPU) with ``auto``: every worker
+    sees every GPU, starting from its own and wrapping round (worker 1 of 2 on 2 GPUs: ``[1, 0]``); the first
+    GPUs are spread as ``auto`` spreads them (8 workers on 2 GPUs: four start at each; 2 workers on 8 GPUs: at
+    0 and 4). A one-GPU test runs on the worker's first GPU, a test of k GPUs on its first k.
     Raises ``pytest.UsageError`` when the request cannot be satisfied.
     """
     devs = env.usable_devices
     if worker_gpus == "off" or n_workers <= 0 or not devs:
         return []
     n = len(devs)
+    if share and worker_gpus == "auto":
+        starts = [w * n // n_workers if n_workers < n else w % n for w in range(n_workers)]
+        return [[(start + j) % n for j in range(n)] for start in starts]
     if worker_gpus == "auto":
         per = max(1, n // n_workers)
     else:

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_gpuenv.marks import skipping
 from pytest_gpuenv.marks import markers
+from pytest_gpuenv.marks.claims import Claim, claim_of
 from pytest_gpuenv.session.options import DIST
 from pytest_gpuenv.marks.skipping import Skip
 
@@ -58,12 +59,16 @@ def _group(item: pytest.Item) -> Optional[str]:
     return "_".join(sorted(names)) if names else None
 
 
-def routes(items: list[pytest.Item], env: GpuEnv) -> dict[str, Any]:
+def routes(items: list[pytest.Item], env: GpuEnv, default_claim: int = 0) -> dict[str, Any]:
     """What a worker tells its controller: ``cannot``: {index: [category, cause, reason, location]} of the
-    tests this host cannot run, ``groups``: {index: xdist_group} (indices into the collection)."""
+    tests this host cannot run, ``groups``: {index: xdist_group} (indices into the collection), ``claims``:
+    {index: ``Claim.to_list()``} of the tests whose claim is not ``default`` (``marks.claims``), ``default``:
+    the claim of the others."""
     cannot: dict[int, list[Any]] = {}
     groups: dict[int, str] = {}
     parents: dict[Any, Any] = {}
+    default = Claim(1, default_claim)
+    claims: dict[int, list[Any]] = {}
     for i, item in enumerate(items):
         skip = blocker(item, env, parents)
         if skip is not None:
@@ -71,7 +76,25 @@ def routes(items: list[pytest.Item], env: GpuEnv) -> dict[str, Any]:
         group = _group(item)
         if group is not None:
             groups[i] = group
-    return {"cannot": cannot, "groups": groups}
+        marks = markers.plugin_marks(item, parents)
+        if marks and not markers.check_marks(marks):
+            claim = claim_of(marks, default_claim)
+            if claim != default:
+                claims[i] = claim.to_list()
+    return {"cannot": cannot, "groups": groups, "claims": claims, "default": default.to_list()}
+
+
+def gpu_facts(env: GpuEnv, host: str, used: Optional[dict[str, int]] = None) -> list[dict[str, Any]]:
+    """This worker's GPUs in its device order, for the ledger (``dist.ledger``): ``id`` (the UUID, else the
+    host and the PCI address or index: the same in every worker that sees the GPU), ``name``, ``total`` bytes
+    and ``others``: what ``used`` (UUID -> bytes in use now, where NVML can tell) says other processes hold."""
+    out = []
+    for d in env.usable_devices:
+        where = d.pci or (d.physical_index if d.physical_index is not None else d.index)
+        gid = d.uuid or f"{host}/{where}"
+        out.append({"id": gid, "name": d.name or gid, "total": d.memory_bytes,
+                    "others": (used or {}).get(d.uuid or "", 0)})
+    return out
 
 
 def no_host_reason(by_host: dict[str, str]) -> str:

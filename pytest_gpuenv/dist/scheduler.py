@@ -9,6 +9,11 @@ tests go to the ROCm workers before the tests any worker can run), in chunks siz
 sizes them. A test no worker can run is skipped once here, on the controller, with each host and what it
 lacked.
 
+Workers that have GPUs get their tests by claims instead (``marks.claims``, ``dist.ledger``): one running
+and one sent; a test starts only when its claim fits what its worker's GPUs have left, else the worker
+waits until a test ends elsewhere. A test whose claim fits on no GPU of the workers that can run it is
+skipped once here.
+
 A worker that dies: its test in progress is xdist's crash report (the host is added to it, ``dist.xdist``);
 the rest go back to the queues, to the workers that can still run them; what only the dead worker's
 host (or workers already told to shut down) could run waits for the replacement xdist starts, or, where xdist will start none
@@ -26,7 +31,9 @@ from xdist.dsession import get_default_max_worker_restart
 from xdist.report import report_collection_diff
 from xdist.workermanage import parse_tx_spec_config
 
+from pytest_gpuenv.dist.ledger import Ledger
 from pytest_gpuenv.dist.routing import no_host_reason
+from pytest_gpuenv.marks.claims import Claim
 from pytest_gpuenv.session.runtest import SKIP_PROPERTY
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,10 +54,14 @@ NO_HOST = "every host"
 
 class NodeRoutes:
     """What one worker sent: its host's name and the tests it cannot run (index -> ``Blocked``), with the
-    ``xdist_group`` of grouped tests (index -> name)."""
+    ``xdist_group`` of grouped tests (index -> name); its GPUs (``dist.routing.gpu_facts``) and the tests'
+    claims (index -> ``Claim``, the others ``default``)."""
 
-    def __init__(self, host: str, cannot: dict[int, Blocked], groups: dict[int, str]) -> None:
+    def __init__(self, host: str, cannot: dict[int, Blocked], groups: dict[int, str],
+                 gpus: Optional[list[dict[str, Any]]] = None, claims: Optional[dict[int, Claim]] = None,
+                 default: Claim = Claim()) -> None:
         self.host, self.cannot, self.groups = host, cannot, groups
+        self.gpus, self.claims, self.default = gpus or [], claims or {}, default
 
     @classmethod
     def from_message(cls, node: Any, data: Any) -> NodeRoutes:
@@ -59,7 +70,9 @@ class NodeRoutes:
             return cls(str(node.gateway.id), {}, {})
         cannot = {int(i): Blocked(str(c[0]), str(c[1]), str(c[2]), tuple(c[3]))
                   for i, c in dict(data.get("cannot") or {}).items()}
-        return cls(str(data.get("host") or node.gateway.id), cannot, dict(data.get("groups") or {}))
+        claims = {int(i): Claim.from_list(c) for i, c in dict(data.get("claims") or {}).items()}
+        return cls(str(data.get("host") or node.gateway.id), cannot, dict(data.get("groups") or {}),
+                   list(data.get("gpus") or []), claims, Claim.from_list(data.get("default") or []))
 
 
 class GpuScheduling:
@@ -87,6 +100,10 @@ class GpuScheduling:
         self.told: set[Any] = set()
         self.crashes = 0
         self.max_restart = get_default_max_worker_restart(config)
+        #: the GPUs and the claims of the tests admitted on them
+        self.ledger = Ledger()
+        #: workers whose next test waits for room on their GPUs
+        self.blocked: set[Any] = set()
 
     @property
     def nodes(self) -> list[WorkerController]:
@@ -100,7 +117,10 @@ class GpuScheduling:
     def tests_finished(self) -> bool:
         if not self.collection_is_completed or self.has_queued:
             return False
-        return all(len(p) < 2 for p in self.node2pending.values())
+        # (a worker of GPUs starts its last test only when told to shut down: this scheduler tells it when
+        # the test fits, not xdist's shutdown of every worker)
+        return all(len(p) < 2 and not (p and self.ledger.has_gpus(n) and n not in self.told)
+                   for n, p in self.node2pending.items())
 
     @property
     def has_queued(self) -> bool:
@@ -123,13 +143,16 @@ class GpuScheduling:
             return
         self.node2collection[node] = list(collection)
         self.node2routes[node] = routes
+        self.ledger.add_worker(node, routes.gpus)
         if self.collection is not None:  # a replacement worker: it takes its share, and what waited for its host
             waiting = [i for u in self.waiting for i in self.units[u]]
             self.waiting = self._requeue(waiting) + self._rekey()
 
     def mark_test_complete(self, node: WorkerController, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
+        self.ledger.complete(node, item_index)
         self.check_schedule(node, duration=duration)
+        self._unblock()
 
     def mark_test_pending(self, item: str) -> None:
         assert self.collection is not None
@@ -144,6 +167,8 @@ class GpuScheduling:
         pending = self.node2pending.pop(node)
         routes = self.node2routes.pop(node, None)
         self.told.discard(node)
+        self.ledger.remove_worker(node)  # (its claims are free again, also where it died mid-test)
+        self.blocked.discard(node)
         crashed = None
         if pending:
             assert self.collection is not None
@@ -173,6 +198,10 @@ class GpuScheduling:
         self._make_units()
         if self.maxschedchunk is None:
             self.maxschedchunk = max(1, len(self.collection))
+        if any(self.ledger.has_gpus(n) for n in self.nodes):  # workers of GPUs: a test at a time, by claims
+            for node in self.nodes:
+                self.check_schedule(node)
+            return
         total = sum(len(self.units[u]) for q in self.queues.values() for u in q)
         if total < 2 * len(self.nodes):  # few tests: one at a time, round the workers
             nodes = cycle(self.nodes)
@@ -190,6 +219,9 @@ class GpuScheduling:
     def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
         if node.shutting_down:
             return
+        if self.ledger.has_gpus(node):
+            self._fill(node)
+            return
         fair = self._share(node)
         if not fair:
             self._shut(node)
@@ -205,6 +237,58 @@ class GpuScheduling:
     def _shut(self, node: Any) -> None:
         self.told.add(node)
         node.shutdown()
+
+    # -- claims (workers of GPUs)
+
+    def claim(self, index: int) -> Claim:
+        routes = next(iter(self.node2routes.values()), None)
+        return Claim() if routes is None else routes.claims.get(index, routes.default)
+
+    def _fill(self, node: Any) -> None:
+        """Keep the worker at one test running and one more sent: xdist's worker starts a test once it knows
+        the next (or is told to shut down), so sending a test starts the one before it, which is admitted
+        then, when its claim fits (``dist.ledger``); else the worker waits, in ``blocked``, until a test
+        ends somewhere."""
+        pending = self.node2pending[node]
+        while len(pending) < 2:
+            unit = self._peek(node)
+            if unit is None:
+                if not pending:
+                    if not self._share(node):
+                        self._shut(node)
+                elif self._admit(node, pending[-1:]):
+                    self._shut(node)
+                return
+            tests = self.units[unit[0]]
+            if not self._admit(node, pending[-1:] + tests[:-1]):
+                return
+            self.queues[unit[1]].remove(unit[0])
+            pending.extend(tests)
+            node.send_runtest_some(tests)
+
+    def _admit(self, node: Any, indices: list[int]) -> bool:
+        """Admit ``indices`` on the worker if their claims fit; else it waits (``blocked``)."""
+        claims = [self.claim(i) for i in indices]
+        if not self.ledger.fits(node, claims):
+            self.ledger.wait(node, claims)
+            self.blocked.add(node)
+            return False
+        self.blocked.discard(node)
+        for i, c in zip(indices, claims):
+            self.ledger.admit(node, i, c)
+        return True
+
+    def _unblock(self) -> None:
+        """After a test ended or a worker left: the waiting workers, longest waiting first."""
+        for other in sorted(self.blocked, key=lambda n: self.ledger.waiting_since.get(n, 0.0)):
+            if other in self.node2pending and not other.shutting_down:
+                self._fill(other)
+
+    def _peek(self, node: Any) -> Optional[tuple[int, frozenset[Any]]]:
+        """(the next unit for this worker, its queue's key): the most restricted queue first."""
+        for key in sorted((k for k in self.queues if node in k and self.queues[k]), key=len):
+            return self.queues[key][0], key
+        return None
 
     # -- the queues
 
@@ -231,7 +315,8 @@ class GpuScheduling:
         shut down is not live here: it runs nothing sent after that (xdist's remote.py queues it behind
         the shutdown), so a test it alone could run waits for a replacement or is reported, never queued
         for it."""
-        live = {n: r for n, r in self.node2routes.items() if n not in self.told}
+        live = {n: r for n, r in self.node2routes.items() if n not in self.told
+                and all(self.ledger.ever_fits(n, self.claim(i)) for i in unit)}
         full = frozenset(n for n, r in live.items() if not any(i in r.cannot for i in unit))
         if full or len(unit) == 1:
             return full
@@ -288,6 +373,10 @@ class GpuScheduling:
             if routes and all(i in r.cannot for r in routes):
                 self._report_no_host(i, routes)
                 continue
+            if not any(self.ledger.ever_fits(n, self.claim(i)) for n, r in self.node2routes.items()
+                       if i not in r.cannot):
+                self._report_no_room(i)
+                continue
             name = groups.get(i)
             if name is None:
                 self.units.append([i])
@@ -321,6 +410,16 @@ class GpuScheduling:
         path, line = str(location[0]), location[1]
         longrepr = (path, int(line) + 1 if line is not None else -1, f"Skipped: {reason}")
         self._emit(index, tuple(location), "skipped", longrepr, [(SKIP_PROPERTY, [category, cause, NO_HOST])])
+
+    def _report_no_room(self, index: int) -> None:
+        """A test whose claim fits on no GPU of the workers that can run it: skipped once, here."""
+        assert self.collection is not None
+        nodeid = self.collection[index]
+        claim = self.claim(index)
+        reason = self.ledger.no_room_reason(claim)
+        location = (nodeid.split("::")[0], None, nodeid)
+        self._emit(index, location, "skipped", (location[0], -1, f"Skipped: {reason}"),
+                   [(SKIP_PROPERTY, ["memory", f"claim of {claim.text()} fits on no GPU", NO_HOST])])
 
     def _report_lost(self, index: int, node: Any, host: str, crashed: bool) -> None:
         assert self.collection is not None

@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: controller -> worker: {"env": the controller's model (GpuEnv.to_dict()), "host": the controller's
 #: {"name", "key", "inputs"}, "assigned": whether the controller planned this worker's GPUs,
 #: "gpus": {"positions": [...], "vars": {VAR: value}, "workers_sharing": n} or None,
-#: "group": [workers in this worker's gateway group, its rank there], "multihost": bool}
+#: "group": [workers in this worker's gateway group, its rank there], "multihost": bool,
+#: "share": whether workers see every GPU of their host, each from its own (``--dist gpu``)}
 WORKERINPUT_KEY = "gpuenv"
 #: worker -> controller: the worker's PerfSession.dump()
 WORKEROUTPUT_KEY = "gpuenv_perf"
@@ -161,7 +162,7 @@ def _claim_own(env: GpuEnv, data: dict[str, Any], host: _hosts.Host, worker_gpus
     n = len(env.usable_devices)
     problems = []
     try:
-        plan = plan_assignment(env, max(1, int(size)), worker_gpus)
+        plan = plan_assignment(env, max(1, int(size)), worker_gpus, bool(data.get("share")))
     except pytest.UsageError:
         plan = plan_assignment(env, max(1, int(size)), str(n))
         problems.append(Problem(
@@ -199,7 +200,8 @@ def _worker_problems(mine: int, total: int, gpus: dict[str, Any], late: bool) ->
             Problem(
                 "xdist-worker-gpus",
                 f"this xdist worker was given {mine} of the {total} visible GPUs",
-                "run multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
+                "run with --dist gpu (every worker sees every GPU; tests share them by memory claims), or run "
+                "multi-GPU tests in a second pass: pytest -p gpuenv -n 0 -m requires_devices "
                 "(or give workers more GPUs with --gpuenv-worker-gpus=N)",
                 severity="info",
                 category="xdist",
@@ -241,6 +243,21 @@ class RouteSender:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         from pytest_gpuenv.dist.routing import routes
 
-        data = routes(session.items, self.session.env)
+        from pytest_gpuenv.dist.routing import gpu_facts
+
+        env = self.session.env
+        data = routes(session.items, env, self.session.settings.default_claim)
         data["host"] = self.session.host
+        data["gpus"] = gpu_facts(env, self.session.host, _used_now(env, self.session.settings.root))
         self.channel.send(data)
+
+
+def _used_now(env: GpuEnv, root: Optional[str]) -> dict[str, int]:
+    """UUID -> bytes in use on this worker's NVIDIA GPUs now (NVML; none when reading another system's files):
+    at collection no test of this run has touched them, so this is what other processes hold."""
+    uuids = [d.uuid for d in env.usable_devices if d.vendor == "nvidia" and d.uuid]
+    if root or not uuids:
+        return {}
+    from pytest_gpuenv.runtime import nvml
+
+    return nvml.memory_used(uuids)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
+from pytest_gpuenv.dist import claim_reports
 from pytest_gpuenv.dist import hosts as _hosts
 from pytest_gpuenv.dist import routing
 from pytest_gpuenv.dist.hosts import plan_assignment, visible_value
@@ -99,6 +100,8 @@ class XdistHooks:
         self._ran_on: dict[str, str] = {}
         #: worker id -> the key of its host's entry in ``session.hosts`` (from its output, when it ended well)
         self._worker_entry: dict[str, str] = {}
+        #: ``--dist gpu``'s scheduler, for its ledger of claims
+        self._sched: Any = None
 
     def _controller_host(self) -> _hosts.Host:
         """This host as the workers inherit it (computed when the first gateway has started)."""
@@ -110,7 +113,8 @@ class XdistHooks:
     def _assignment(self, n_workers: int, rank: int) -> Optional[dict[str, Any]]:
         env = self.session.env
         if n_workers not in self._plans:
-            self._plans[n_workers] = plan_assignment(env, n_workers, self.session.settings.worker_gpus)
+            self._plans[n_workers] = plan_assignment(env, n_workers, self.session.settings.worker_gpus,
+                                                     routing.wanted(self.config))
         plan = self._plans[n_workers]
         if not plan:
             return None
@@ -118,7 +122,7 @@ class XdistHooks:
         return {
             "positions": positions,
             "vars": visible_value(env, positions),
-            "workers_sharing": sum(1 for p in plan if p == positions),
+            "workers_sharing": sum(1 for p in plan if p[:1] == positions[:1]),
         }
 
     @pytest.hookimpl(optionalhook=True)
@@ -133,6 +137,7 @@ class XdistHooks:
             "gpus": self._assignment(len(group), rank) if plain else None,
             "group": [len(group), rank],
             "multihost": not all(_plain_popen(s) for s in specs),
+            "share": routing.wanted(self.config),
         }
         if routing.wanted(self.config):
             self._channels[node] = channel = node.gateway.newchannel()
@@ -144,7 +149,8 @@ class XdistHooks:
             return None
         from pytest_gpuenv.dist.scheduler import GpuScheduling
 
-        return GpuScheduling(config, log, self._routes_of)
+        self._sched = GpuScheduling(config, log, self._routes_of)
+        return self._sched
 
     def _routes_of(self, node: Any) -> NodeRoutes:
         """The routes the worker sent (arrived before its collection, on the same connection)."""
@@ -165,11 +171,21 @@ class XdistHooks:
         worker = str(node.gateway.id) if node is not None else self._ran_on.get(report.nodeid)
         if worker is None:
             return
+        if self._sched is not None and node is not None:
+            claim_reports.on_report(self._sched, node, report)
         self._ran_on[report.nodeid] = worker  # (xdist's report of a test whose worker crashed may carry no node)
         seen = self._outcomes.setdefault(worker, {})
         outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
         if _RANK[outcome] >= _RANK[seen.get(report.nodeid, "passed")]:
             seen[report.nodeid] = outcome
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """``--dist gpu``: per GPU, its tests, the peaks of claimed and used memory and the waits for room."""
+        lines = self._sched.ledger.summary_lines() if self._sched is not None else []
+        if lines:
+            terminalreporter.write_sep("-", "gpuenv: GPU claims")
+            for line in lines:
+                terminalreporter.write_line(line)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
@@ -235,6 +251,8 @@ class XdistHooks:
                                                     "workers": {}, "controller": False})
             self.session.hosts[key].setdefault("tests", Counter()).update(outcomes)
         self._outcomes.clear()
+        if self._sched is not None:
+            self.session.gpu_claims = [g.to_dict() for g in self._sched.ledger.gpus.values()]
 
 
 #: which outcome a test keeps when its reports differ (a failed teardown after a pass is a failure)
@@ -265,7 +283,10 @@ def configure(config: pytest.Config, session: GpuenvSession) -> None:
         pin(config, session)
         channel = config.workerinput.get(ROUTES_KEY)
         if channel is not None:
+            from pytest_gpuenv.dist.use import UseMeter
+
             config.pluginmanager.register(RouteSender(session, channel), "gpuenv-routes")
+            config.pluginmanager.register(UseMeter(session), "gpuenv-use")
     else:
         _check_controller(config, session.env, session.settings)
 

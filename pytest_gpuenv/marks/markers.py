@@ -181,6 +181,9 @@ MARKERS = (
            _capabilities, req.requires_capability, needs_gpu=True),
     Marker("perf", "perf", "a GPU performance test (tests using gpu_bench get it by themselves); -m 'not perf' "
            "leaves them out.", _no_arguments),
+    Marker("exclusive_gpu", "exclusive_gpu",
+           "under --dist gpu, run with this test's GPUs to itself: no other test on them while it runs.",
+           _no_arguments),
 )
 BY_NAME = {m.name: m for m in MARKERS}
 MARKER_NAMES = tuple(BY_NAME)

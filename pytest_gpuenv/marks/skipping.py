@@ -58,6 +58,13 @@ def require_failure(env: GpuEnv, want: str, summary: str) -> Optional[str]:
     of the model with its fix (informational notes too: on a runner that lost its GPU they are the clues)."""
     if want == "off":
         return None
+    if want.startswith("devices>="):  # (one line: the count is all that is missing)
+        n = int(want[len("devices>="):])
+        have = [d for d in env.devices if d.usable]
+        if len(have) >= n:
+            return None
+        return (f"gpuenv: --gpuenv-require={want}: this run needs at least {n} GPU(s) and {len(have)} "
+                f"{'is' if len(have) == 1 else 'are'} usable here ({summary}), so no test was run")
     if want in _REQUIRED:
         marker, label = _REQUIRED[want]
         skip = evaluate_mark(marker, (), {}, env)

@@ -162,6 +162,25 @@ def _initialised() -> Any:
     return _state["nvml"]
 
 
+def memory_used(uuids: list[str], pid: Optional[int] = None) -> dict[str, int]:
+    """UUID -> bytes in use on that GPU (``pid`` given: by that process only, as the driver counts its compute
+    use), for the GPUs NVML can tell of; ``{}`` where it cannot."""
+    nv = _initialised()
+    out: dict[str, int] = {}
+    for uuid in uuids if nv is not None else []:
+        handle = _call(nv.nvmlDeviceGetHandleByUUID, uuid)
+        if handle is None:
+            continue
+        if pid is None:
+            used = getattr(_call(nv.nvmlDeviceGetMemoryInfo, handle), "used", None)
+        else:
+            procs = _call(nv.nvmlDeviceGetComputeRunningProcesses, handle) or []
+            used = sum(int(getattr(p, "usedGpuMemory", 0) or 0) for p in procs if getattr(p, "pid", None) == pid)
+        if isinstance(used, int):
+            out[uuid] = used
+    return out
+
+
 def driver_version() -> Optional[str]:
     nv = _initialised()
     value = _call(nv.nvmlSystemGetDriverVersion) if nv is not None else None

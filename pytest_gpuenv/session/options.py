@@ -200,11 +200,21 @@ def items(opt: Option, value: Any, where: str, config: pytest.Config) -> list[st
 REQUIRE_MODES = ("off", "gpu", "cuda", "rocm")
 
 
+#: ``--gpuenv-require devices>=N``: the run needs at least N GPUs
+REQUIRE_DEVICES = "devices>="
+
+
 def require(opt: Option, value: Any, where: str, config: pytest.Config) -> str:
-    """``--gpuenv-require``: a mode (``REQUIRE_MODES``) or comma-separated capabilities (``bf16,fp8``)."""
+    """``--gpuenv-require``: a mode (``REQUIRE_MODES``), ``devices>=N`` or comma-separated capabilities
+    (``bf16,fp8``)."""
     v = str(value).strip().lower()
     if v in REQUIRE_MODES:
         return v
+    if v.replace(" ", "").startswith(REQUIRE_DEVICES):
+        rule = f"devices>=N with N from 1 to {MAX_DEVICES}"
+        n = _number(v.replace(" ", "")[len(REQUIRE_DEVICES):], f"{opt.flag} value", where,
+                    lambda x: 1 <= x <= MAX_DEVICES and x == int(x), rule)
+        return f"{REQUIRE_DEVICES}{int(n)}"
     from pytest_gpuenv.base import capabilities  # boundary: GPU capabilities, only when some are required
 
     return capabilities.require_option(value, where, REQUIRE_MODES)
@@ -362,6 +372,11 @@ def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
         raise pytest.UsageError(f"gpuenv: invalid {opt.flag} {safe_repr(value)} from {where}: {exc}") from None
 
 
+def claim_size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
+    """A size as ``size`` takes it, or 0."""
+    return 0 if str(value).strip() in ("0", "0B") else size(opt, value, where, config)
+
+
 def _modes(choices: tuple[str, ...]) -> str:
     return "|".join(choices)
 
@@ -420,8 +435,8 @@ OPTIONS = (
            warp_sizes, "64,32", "GPUENV_CPU_WARP_SIZES", ini="args", cli=False),
     Option("gpuenv_require", (
         "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
-        "rocm, or GPU capabilities (e.g. bf16,fp8; see requires_capability); off. Not checked with "
-        "--collect-only or --fixtures."),
+        "rocm, devices>=N (at least N GPUs), or GPU capabilities (e.g. bf16,fp8; see requires_capability); off. "
+        "Not checked with --collect-only or --fixtures."),
         require, "off", "GPUENV_REQUIRE", _modes(REQUIRE_MODES)),
     Option("gpuenv_plan", "with --collect-only: print which GPU-marked tests would run or skip on each runner profile.",
            flag, False, ini=None, argparse={"action": "store_true"}),
@@ -454,6 +469,11 @@ OPTIONS = (
         "check each test for GPU memory it leaves allocated (torch's allocator and the driver): fail "
         "(the bare option) or warn."),
         choice(LEAK_MODES), "off", metavar="fail|warn|off", argparse={"nargs": "?", "const": "fail"}),
+    # a test process's own CUDA/HIP context and library workspaces, with room: docs/how-to/share-gpus.md
+    Option("gpuenv_default_claim", (
+        "--dist gpu: the GPU memory a test that declares none (no requires_memory) holds while it runs, on "
+        "each of its GPUs; 0 counts such tests as using none."),
+        claim_size, "1GiB", "GPUENV_DEFAULT_CLAIM", "SIZE"),
     # above what first uses of cuBLAS and cuDNN take outside torch (figures: docs/how-to/adopt.md)
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
            size, "512MiB", metavar="SIZE"),
@@ -495,6 +515,7 @@ class Settings(NamedTuple):
     hide_modules: list[str]
     tolerances: list[Any]
     leak_check: str
+    default_claim: int
     leak_threshold: int
     quarantine: Any
     quarantine_run: bool

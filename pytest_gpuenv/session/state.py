@@ -78,6 +78,8 @@ class GpuenvSession:
         #: on the xdist controller: each host its workers reported, by host key:
         #: {"name", "summary", "controller": bool, "workers": {worker id: its GPUs}}
         self.hosts: dict[str, dict[str, Any]] = {}
+        #: on the ``--dist gpu`` controller: each GPU's figures of the claims (``dist.ledger.Gpu.to_dict``)
+        self.gpu_claims: list[dict[str, Any]] = []
         #: ``--gpuenv-plan``: the runner profiles, then the table printed at the end
         self.plan_profiles: Optional[list[tuple[str, GpuEnv]]] = None
         self.plan_lines: list[str] = []
@@ -144,6 +146,8 @@ class GpuenvSession:
             run = {**(run or {}), "hosts": hosts_json(self.hosts)}
         if self.quarantine is not None:
             run = {**(run or {}), "quarantine": self.quarantine.to_json()}
+        if self.gpu_claims:
+            run = {**(run or {}), "gpu_claims": self.gpu_claims}
         try:
             self.perf.write_json(target, self.env.to_dict(), [s.to_dict() for s in self.skips], run)
         except OSError as exc:

@@ -104,7 +104,7 @@ def test_every_gpu_test_runs_on_a_host_that_can_run_it(suite, trees):
     ])
     skipped = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
     assert len(skipped) == 1 and "test_suite.py:" in skipped[0], skipped
-    assert "requires_devices(16): " in skipped[0] and "on hosts " in skipped[0], skipped
+    assert "requires_devices(16): 2 usable GPU(s) visible" in skipped[0] and "on host " in skipped[0], skipped
     assert "amd2)" in skipped[0] and "nv2)" in skipped[0], skipped
     report = json.loads((suite.path / "run.json").read_text())
     assert [s["host"] for s in report["skips"]] == ["every host"]
@@ -122,7 +122,7 @@ def test_gpuenv_dist_is_dist_gpu_and_one_host_names_itself(suite, trees):
     result = suite.runpytest_subprocess("-p", "xdist", "--gpuenv-dist", *tx(2, trees["nv2"]), "-rs")
     result.assert_outcomes(passed=9, skipped=9)
     result.stdout.fnmatch_lines(["*  8  vendor  *requires ROCm; found CUDA  [[]on every host[]]",
-                                 "SKIPPED [[]5[]] test_suite.py:*: requires ROCm: found CUDA (1x NVIDIA H100 80GB HBM3) "
+                                 "SKIPPED [[]5[]] test_suite.py:*: requires ROCm: found CUDA (2x NVIDIA H100 80GB HBM3) "
                                  "on host * (root */nv2)"])
 
 

@@ -239,9 +239,13 @@ def test_multi_gpu_tests_on_one_gpu_workers_skip_with_how_to_run_them(pytester, 
     dist.assert_outcomes(passed=1, skipped=1)
     dist.stdout.fnmatch_lines([
         "*1  devices*requires 2 GPUs; xdist worker has 1",
-        "*requires_devices(2): this xdist worker was given 1 of the 2 visible GPUs; run multi-GPU tests in a second "
-        "pass: pytest -p gpuenv -n 0 -m requires_devices*",
+        "*requires_devices(2): this xdist worker was given 1 of the 2 visible GPUs; run with --dist gpu (every worker "
+        "sees every GPU; tests share them by memory claims), or run multi-GPU tests in a second pass: pytest -p gpuenv "
+        "-n 0 -m requires_devices*",
     ])
+    # --dist gpu runs it in the same run
+    same = pytester.runpytest_subprocess(f"--gpuenv-root={root}", "-n", "2", "--dist", "gpu")
+    same.assert_outcomes(passed=2)
     second = pytester.runpytest_subprocess(f"--gpuenv-root={root}", "-n", "0", "-m", "requires_devices")
     second.assert_outcomes(passed=1, deselected=1)
     # --gpuenv-worker-gpus=2 gives each worker both GPUs

@@ -165,7 +165,7 @@ def test_every_alias_acts_as_its_marker(pytester, prefix):
     ])
     assert set(MARKER_NAMES) == {"requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_wsl",
                                  "requires_devices", "requires_memory", "requires_arch", "skip_on", "xfail_on", "perf",
-                                 "requires_capability"}
+                                 "requires_capability", "exclusive_gpu"}
 
 
 def test_aliases_work_when_the_suite_owns_every_plain_name(pytester):
