@@ -20,6 +20,7 @@ Loading and collecting never import torch and never start a GPU runtime: detecti
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import pytest
@@ -50,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuenv.guards import leak  # boundary: the leak check, only where it is on (or at collection)
 
         leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
+    if session.settings.sanitize != "off" or options.SANITIZE_CHILD_VAR in os.environ:
+        from pytest_gpuenv.guards import sanitize  # boundary: sanitizer runs, only where asked (or at collection)
+
+        sanitize.configure(config, session, session.settings.sanitize)
     if session.hip_on_gpu or state.xdist_controller(config):
         from pytest_gpuenv.guards import crash  # boundary: the crash guard, where a GPU fault can end a process
 
@@ -125,10 +130,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         from pytest_gpuenv.dist import plan
 
         run.plan_lines = plan.plan_lines(items, run.plan_profiles, len(run.settings.plan_profiles))
-    if runtest.modify_items(items, run):
+    asked = runtest.modify_items(items, run)
+    if markers.LEAK_CHECK in asked and run.settings.leak_check == "off":
         from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
 
         leak.configure(config, "off", run.settings.leak_threshold)
+    if markers.SANITIZE in asked and run.settings.sanitize == "off":
+        from pytest_gpuenv.guards import sanitize  # boundary: sanitizer runs, entered where a test asks for them
+
+        sanitize.configure(config, run, "off")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

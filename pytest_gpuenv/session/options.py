@@ -55,6 +55,15 @@ DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PERF_MIN_TIME = 1e-3
 PROBE_MODES = ("auto", "always", "never")
 KERNEL_MODES = ("run", "compile", "off")
+#: ``--gpuenv-sanitize`` (``guards.sanitize``): off, or the compute-sanitizer tool selected tests run under
+SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+SANITIZE_MODES = ("off", *SANITIZE_TOOLS)
+#: what a finding in a kernel the test did not build (torch's, cuBLAS's) does
+SANITIZE_FOREIGN = ("fail", "show", "hide")
+#: which tests ``--gpuenv-sanitize`` runs under the tool (besides those marked ``gpuenv_sanitize``)
+SANITIZE_SELECT = ("kernels", "all")
+#: set in the child process a sanitizer run starts for a test (``guards.sanitize``)
+SANITIZE_CHILD_VAR = "GPUENV_SANITIZE_CHILD"
 
 
 class Option(NamedTuple):
@@ -445,6 +454,20 @@ OPTIONS = (
     # above what first uses of cuBLAS and cuDNN take outside torch (figures: docs/how-to/adopt.md)
     Option("gpuenv_leak_threshold", "growth of device memory outside torch that counts as a leak.",
            size, "512MiB", metavar="SIZE"),
+    Option("gpuenv_sanitize", (
+        "run the selected tests (see --gpuenv-sanitize-select; -k and -m narrow them) one by one in a child "
+        "process under this compute-sanitizer tool (NVIDIA), or with hip_kernel built with AddressSanitizer "
+        "(memcheck on gfx90a/gfx942/gfx950); a finding fails its test. On a CPU-only runner: the CPU executor's "
+        "checked mode, compile_kernel(check=False) included."),
+        choice(SANITIZE_MODES), "off", "GPUENV_SANITIZE", _modes(SANITIZE_MODES)),
+    Option("gpuenv_sanitize_select", (
+        "which tests --gpuenv-sanitize runs under the tool: kernels (those using hip_kernel) or all; tests "
+        "marked gpuenv_sanitize always are."),
+        choice(SANITIZE_SELECT), "kernels", "GPUENV_SANITIZE_SELECT", _modes(SANITIZE_SELECT)),
+    Option("gpuenv_sanitize_foreign", (
+        "what a finding in a kernel the test did not build with hip_kernel (torch's, cuBLAS's) does: fail the "
+        "test, show it (the test's verdict stays), or hide it."),
+        choice(SANITIZE_FOREIGN), "fail", "GPUENV_SANITIZE_FOREIGN", _modes(SANITIZE_FOREIGN)),
 )
 
 
@@ -477,6 +500,9 @@ class Settings(NamedTuple):
     tolerances: list[Any]
     leak_check: str
     leak_threshold: int
+    sanitize: str
+    sanitize_select: str
+    sanitize_foreign: str
 
 
 def add_options(parser: pytest.Parser) -> None:
