@@ -91,24 +91,25 @@ class Route(NamedTuple):
     missing: str = ""
 
 
-def compute_sanitizer() -> Optional[str]:
+def compute_sanitizer(fs: Fs) -> Optional[str]:
     """compute-sanitizer on PATH, else in ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``."""
-    fs = Fs(None)
     return find_tool(fs, "compute-sanitizer", os.environ, cuda_homes(fs, os.environ))
 
 
 def route(session: GpuenvSession) -> Route:
+    """The route on this machine (``--gpuenv-root``: the files under that root say what is installed)."""
     env = session.env
+    fs = Fs(session.settings.root)
     if not env.has_gpu:
         return Route("cpu")
     if env.backend == "cuda":
-        path = compute_sanitizer()
+        path = compute_sanitizer(fs)
         if path is None:
             return Route("cuda", missing="compute-sanitizer was not found on PATH nor in $CUDA_HOME/bin, $CUDA_PATH/bin "
                                          "or /usr/local/cuda/bin (it comes with the CUDA toolkit)")
-        return Route("cuda", path, _version(path))
+        return Route("cuda", path, "" if fs.root_mode else _version(path))
     dev = env.usable_devices[0]
-    found = rocm_asan.rocm_asan(Fs(None), env.rocm.get("path"), dev, os.environ)
+    found = rocm_asan.rocm_asan(fs, env.rocm.get("path"), dev, os.environ)
     return Route("rocm", asan=found, missing="; ".join(found.missing))
 
 
