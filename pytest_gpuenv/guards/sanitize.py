@@ -48,6 +48,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,8 @@ PRINT_LIMIT = 100
 #: the most of the tool's text attached to a report
 TEXT_LIMIT = 40_000
 #: options not handed to a child (its own outputs would overwrite the run's)
-_NOT_CARRIED = ("gpuenv_sanitize", "gpuenv_sanitize_select", "gpuenv_sanitize_foreign", "gpuenv_json",
+_NOT_CARRIED = ("gpuenv_sanitize", "gpuenv_sanitize_select", "gpuenv_sanitize_foreign", "gpuenv_sanitize_timeout",
+                "gpuenv_json",
                 "gpuenv_perf_plot", "gpuenv_plan", "gpuenv_dist", "gpuenv_plan_profile", "gpuenv_worker_gpus")
 _CARRIED_FLAGS = ("-p", "-o", "--override-ini", "--import-mode", "-W", "--pythonwarnings", "--confcutdir")
 
@@ -287,11 +289,11 @@ class Sanitizer:
         terminalreporter.write_sep("-", "gpuenv: sanitize")
         for tool, (n, bad, foreign, seconds, ids) in sorted(self.totals.items()):
             plain = [self.plain[i] for i in ids if i in self.plain]
-            against = (f" against {sum(plain):.2f} s plain" + (f" (x{seconds / sum(plain):.1f})" if sum(plain) > 0 else "")
+            against = (f" against {_secs(sum(plain))} plain" + (f" (x{seconds / sum(plain):.1f})" if sum(plain) > 0 else "")
                        + (f", {len(plain)} of {n} timed plain" if len(plain) != n else "")) if plain else \
                 ", no plain time (the plain run did not report)"
             extra = f", {foreign} with findings only in other libraries' kernels" if foreign else ""
-            terminalreporter.write_line(f"{tool}: {n} test(s), {bad} with findings{extra}; {seconds:.2f} s under the "
+            terminalreporter.write_line(f"{tool}: {n} test(s), {bad} with findings{extra}; {_secs(seconds)} under the "
                                         f"tool{against} (the tests' own setup, call and teardown time)")
 
     # -------------------------------------------------------------- running a test
@@ -374,9 +376,8 @@ class Sanitizer:
             cmd = [self.route.tool_path or "compute-sanitizer", "--tool", tool, "--print-limit", str(PRINT_LIMIT),
                    "--report-api-errors", "no", "--target-processes", "all", "--log-file", log + ".%p", *cmd]
         t = time.perf_counter()
-        proc = subprocess.run(cmd, env=self.child_env(tool, out, log), cwd=str(self.config.invocation_params.dir),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, errors="replace")
+        limit = self.settings.sanitize_timeout
+        rc, output = run_child(cmd, self.child_env(tool, out, log), str(self.config.invocation_params.dir), limit)
         wall = time.perf_counter() - t
         text = "".join(_read_text(os.path.join(self.tmp, f)) for f in sorted(os.listdir(self.tmp))
                        if f.startswith(f"{n}.log"))
@@ -386,18 +387,23 @@ class Sanitizer:
                 found.append(parse.Finding(f"{counted - len(found)} more error(s) counted by the tool", None, "", None,
                                            None, ""))
         else:
-            found = parse.asan(text + proc.stdout)
+            found = parse.asan(text + output)
         data = _load(out)
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d)
                    for d in data.get("reports", [])]
         kernels = [str(k) for k in data.get("kernels", [])]
         own = [f for f in found if parse.owned(f, kernels)]
         other = [] if self.settings.sanitize_foreign == "hide" else [f for f in found if not parse.owned(f, kernels)]
-        if not reports:
-            why = f"the child process under {tool} ended (exit status {proc.returncode}) before reporting"
-            reports = [self._made(item, "failed", f"gpuenv sanitize: {why}\n{proc.stdout[-4000:]}", "call")]
-        seconds = sum(float(getattr(r, "duration", 0.0)) for r in reports)
-        self.ran[item.nodeid] = self.ran.get(item.nodeid, 0.0) + seconds
+        if rc is None:
+            why = f"the test ran past --gpuenv-sanitize-timeout ({limit:g} s) under {tool}; its child process was ended"
+            reports = [r for r in reports if r.when == "setup"] + [self._made(item, "failed", f"gpuenv sanitize: {why}\n"
+                                                                                   f"{output[-4000:]}", "call")]
+        elif not reports:
+            why = f"the child process under {tool} ended (exit status {rc}) before reporting"
+            reports = [self._made(item, "failed", f"gpuenv sanitize: {why}\n{output[-4000:]}", "call")]
+        seconds = sum(float(getattr(r, "duration", 0.0)) for r in reports) if rc is not None else wall
+        if rc is not None:  # (a test that ran out of time is not timed plain: it has no time to compare)
+            self.ran[item.nodeid] = self.ran.get(item.nodeid, 0.0) + seconds
         return Outcome(reports, own, other, text, seconds, wall)
 
     def _verdict(self, item: pytest.Item, tools: list[str], outcomes: list[Outcome]) -> list[pytest.TestReport]:
@@ -437,10 +443,9 @@ class Sanitizer:
         ids = list(self.ran)
         out = os.path.join(self.tmp, "plain.json")
         budget = 60.0 + sum(self.ran.values()) * 2
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            subprocess.run(self.child_command(ids), env=self.child_env("plain", out, os.path.join(self.tmp, "plain.log")),
-                           cwd=str(self.config.invocation_params.dir), stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=budget)
+        with contextlib.suppress(OSError):
+            run_child(self.child_command(ids), self.child_env("plain", out, os.path.join(self.tmp, "plain.log")),
+                      str(self.config.invocation_params.dir), budget)
         times: dict[str, float] = {}
         root = str(self.config.rootpath)
         for d in _load(out).get("reports", []):
@@ -448,6 +453,25 @@ class Sanitizer:
             nodeid = os.path.relpath(nodeid, root) if os.path.isabs(nodeid.split("::")[0]) else nodeid
             times[nodeid] = times.get(nodeid, 0.0) + float(d.get("duration") or 0.0)
         return times
+
+
+def _secs(x: float) -> str:
+    return f"{x:.2f} s" if x >= 1 else f"{x:.3f} s"
+
+
+def run_child(cmd: list[str], env: dict[str, str], cwd: str, limit: float) -> tuple[Optional[int], str]:
+    """Run ``cmd`` in its own process group: (exit status, output); (None, output) when it ran past ``limit``
+    seconds, and then the whole group (the tool, the Python under it, what that started) is ended."""
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=limit)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return None, out
 
 
 def carried_args(args: Any) -> list[str]:

@@ -468,6 +468,8 @@ OPTIONS = (
         "what a finding in a kernel the test did not build with hip_kernel (torch's, cuBLAS's) does: fail the "
         "test, show it (the test's verdict stays), or hide it."),
         choice(SANITIZE_FOREIGN), "fail", "GPUENV_SANITIZE_FOREIGN", _modes(SANITIZE_FOREIGN)),
+    Option("gpuenv_sanitize_timeout", "seconds one test may take under the sanitizer before its child is ended "
+           "and the test fails.", seconds(24 * 3600), "600", "GPUENV_SANITIZE_TIMEOUT", "SECONDS"),
 )
 
 
@@ -503,6 +505,7 @@ class Settings(NamedTuple):
     sanitize: str
     sanitize_select: str
     sanitize_foreign: str
+    sanitize_timeout: float
 
 
 def add_options(parser: pytest.Parser) -> None:
