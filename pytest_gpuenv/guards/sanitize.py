@@ -45,6 +45,7 @@ worker times its own tests and hands the figures to the controller.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -58,7 +59,6 @@ from typing import Any, NamedTuple, Optional, Union
 import pytest
 
 from pytest_gpuenv.base.model import safe_repr
-from pytest_gpuenv.base.paths import write_atomically
 from pytest_gpuenv.detect import asan as rocm_asan
 from pytest_gpuenv.detect.compilers import cuda_homes, find_tool
 from pytest_gpuenv.detect.fs import Fs
@@ -181,17 +181,19 @@ def _configure_child(config: pytest.Config) -> None:
 
 
 class Recorder:
-    """In a child: each test report, serialized, and the kernels built, written to the results file after each
-    report."""
+    """In a child: each test report, serialized, and the kernels built since the last one, appended to the results
+    file as one JSON line each, flushed at once (a child the tool ends keeps what it had reported)."""
 
     def __init__(self, config: pytest.Config, out: str) -> None:
         self.config, self.out = config, out
-        self.reports: list[dict[str, Any]] = []
+        self.kernels = 0  # how many of ``instrument.built`` are written
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.reports.append(self.config.hook.pytest_report_to_serializable(config=self.config, report=report))
-        data = json.dumps({"reports": self.reports, "kernels": instrument.built}).encode()
-        write_atomically(self.out, lambda f: f.write(data))
+        data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
+        line = {"report": data, "kernels": instrument.built[self.kernels:]}
+        self.kernels = len(instrument.built)
+        with open(self.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
 
 # ------------------------------------------------------------------------------------------ selection
@@ -233,6 +235,7 @@ class Sanitizer:
         self.config, self.session, self.route, self.tool = config, session, r, tool
         self.settings = session.settings
         self.tmp = tempfile.mkdtemp(prefix="gpuenv-sanitize-")
+        self.runs = itertools.count()  # names each child's files in ``tmp``
         self.ran: dict[str, float] = {}  # nodeid -> seconds under a tool (this process's children)
         #: tool -> [tests, with findings, with findings elsewhere only, seconds under the tool, their nodeids]
         self.totals: dict[str, list[Any]] = {}
@@ -369,7 +372,7 @@ class Sanitizer:
         return env
 
     def _run(self, item: pytest.Item, tool: str) -> Outcome:
-        n = len(os.listdir(self.tmp))
+        n = next(self.runs)
         out, log = os.path.join(self.tmp, f"{n}.json"), os.path.join(self.tmp, f"{n}.log")
         cmd = self.child_command([item.nodeid])
         if self.route.kind == "cuda":
@@ -388,10 +391,10 @@ class Sanitizer:
                                            None, ""))
         else:
             found = parse.asan(text + output)
-        data = _load(out)
-        reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d)
-                   for d in data.get("reports", [])]
-        kernels = [str(k) for k in data.get("kernels", [])]
+        lines = _load(out)
+        reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d["report"])
+                   for d in lines if isinstance(d.get("report"), dict)]
+        kernels = [str(k) for d in lines for k in d.get("kernels") or ()]
         own = [f for f in found if parse.owned(f, kernels)]
         other = [] if self.settings.sanitize_foreign == "hide" else [f for f in found if not parse.owned(f, kernels)]
         if rc is None:
@@ -448,7 +451,7 @@ class Sanitizer:
                       str(self.config.invocation_params.dir), budget)
         times: dict[str, float] = {}
         root = str(self.config.rootpath)
-        for d in _load(out).get("reports", []):
+        for d in (line.get("report") or {} for line in _load(out)):
             nodeid = str(d.get("nodeid", ""))
             nodeid = os.path.relpath(nodeid, root) if os.path.isabs(nodeid.split("::")[0]) else nodeid
             times[nodeid] = times.get(nodeid, 0.0) + float(d.get("duration") or 0.0)
@@ -501,10 +504,19 @@ def _read_text(path: str) -> str:
         return ""
 
 
-def _load(path: str) -> dict[str, Any]:
+def _load(path: str) -> list[dict[str, Any]]:
+    """The lines of a results file that are whole JSON objects (the last may have been cut by the child's end)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out
