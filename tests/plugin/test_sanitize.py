@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuenv.guards import findings
-from pytest_gpuenv.guards.sanitize import carried_args, tools_for
+from pytest_gpuenv.guards.sanitize import _load, carried_args, tools_for
 
 OOB = r'''
 import numpy as np
@@ -231,3 +231,27 @@ def test_asan_report():
                                                   "/src/kernels/planted.hip", 9)
     assert f.where == "workgroup (3,0,0) on device 0"
     assert findings.owned(f, ["write_past_end"])
+
+
+def test_child_records_reports_and_kernels(pytester, monkeypatch, tmp_path):
+    """The child side, as a sanitizer run starts it (``GPUENV_SANITIZE_CHILD``): builds get -lineinfo, and each
+    report is one JSON line (pytest's own serialization) with the kernels built since the last; the parent reads
+    them back into reports."""
+    out = tmp_path / "results.jsonl"
+    monkeypatch.setenv("GPUENV_SANITIZE_CHILD", f'{{"out": "{out}", "tool": "memcheck", "route": "cuda"}}')
+    pytester.makepyfile(test_child=OOB.replace("def test_unchecked_build():", '''def test_flags():
+    from pytest_gpuenv.rtc import instrument
+    assert instrument.current().nvidia == ("-lineinfo",)
+
+def test_unchecked_build():'''))
+    result = pytester.runpytest_subprocess("-p", "gpuenv", "--gpuenv-backend=cpu", "-p", "no:cacheprovider",
+                                           "test_child.py::test_flags", "test_child.py::test_unchecked_build")
+    result.assert_outcomes(passed=2)  # (the child is not checked: only the CPU runner's option forces that)
+    lines = _load(str(out))
+    assert [(d["report"]["nodeid"], d["report"]["when"], d["report"]["outcome"]) for d in lines] == [
+        (f"test_child.py::{name}", when, "passed") for name in ("test_flags", "test_unchecked_build")
+        for when in ("setup", "call", "teardown")]
+    assert [k for d in lines for k in d["kernels"]] == ["past_end"]
+    config = pytester.parseconfigure()
+    rep = config.hook.pytest_report_from_serializable(config=config, data=lines[4]["report"])
+    assert isinstance(rep, pytest.TestReport) and rep.when == "call" and rep.passed
