@@ -68,23 +68,21 @@ from pytest_gpuenv.rtc import instrument
 from pytest_gpuenv.session.options import OPTIONS, SANITIZE_CHILD_VAR, SANITIZE_TOOLS
 from pytest_gpuenv.session.state import GpuenvSession
 
-#: set in a child: a JSON object ``{"out": results file, "tool": tool or "plain", "route": "cuda"|"rocm"}``
-CHILD_VAR = SANITIZE_CHILD_VAR
 #: the report property that carries a sanitized test's figures to the process that summarises the run
-PROPERTY = "gpuenv_sanitize"
+PROPERTY = "gpuenv_sanitized"
 PRINT_LIMIT = 100
 #: the most of the tool's text attached to a report
 TEXT_LIMIT = 40_000
 #: options not handed to a child (its own outputs would overwrite the run's)
 _NOT_CARRIED = ("gpuenv_sanitize", "gpuenv_sanitize_select", "gpuenv_sanitize_foreign", "gpuenv_sanitize_timeout",
-                "gpuenv_json",
-                "gpuenv_perf_plot", "gpuenv_plan", "gpuenv_dist", "gpuenv_plan_profile", "gpuenv_worker_gpus")
+                "gpuenv_json", "gpuenv_perf_plot", "gpuenv_plan", "gpuenv_dist", "gpuenv_plan_profile",
+                "gpuenv_worker_gpus")
 _CARRIED_FLAGS = ("-p", "-o", "--override-ini", "--import-mode", "-W", "--pythonwarnings", "--confcutdir")
 
 
 class Route(NamedTuple):
-    """How this process sanitizes: ``kind`` ``cuda``, ``rocm`` or ``cpu``; ``tool_path`` (compute-sanitizer) or the
-    ASan findings (``asan``); ``missing``: why it cannot (empty: it can)."""
+    """How this process sanitizes: ``kind`` ``cuda``, ``rocm`` or ``cpu``; compute-sanitizer's path and version, or
+    what ``detect.asan`` found; ``missing``: why it cannot (empty: it can)."""
 
     kind: str
     tool_path: Optional[str] = None
@@ -140,7 +138,7 @@ def configure(config: pytest.Config, session: GpuenvSession, tool: str) -> None:
     "off" where only markers ask for it, at collection)."""
     if any(config.pluginmanager.get_plugin(n) is not None for n in ("gpuenv-sanitize", "gpuenv-sanitize-child")):
         return
-    if os.environ.get(CHILD_VAR):
+    if os.environ.get(SANITIZE_CHILD_VAR):
         _configure_child(config)
         return
     r = route(session)
@@ -171,10 +169,10 @@ def _instrumentation(kind: str, plain: bool) -> Optional[instrument.Instrumentat
 
 def _configure_child(config: pytest.Config) -> None:
     try:
-        spec = json.loads(os.environ[CHILD_VAR])
+        spec = json.loads(os.environ[SANITIZE_CHILD_VAR])
         out, tool, kind = str(spec["out"]), str(spec["tool"]), str(spec["route"])
     except (ValueError, KeyError, TypeError):
-        raise pytest.UsageError(f"gpuenv: {CHILD_VAR}={safe_repr(os.environ[CHILD_VAR])} is not what a sanitizer "
+        raise pytest.UsageError(f"gpuenv: {SANITIZE_CHILD_VAR}={safe_repr(os.environ[SANITIZE_CHILD_VAR])} is not what a sanitizer "
                                 "run sets; unset it") from None
     instrument.use(_instrumentation(kind, tool == "plain"))
     config.pluginmanager.register(Recorder(config, out), "gpuenv-sanitize-child")
@@ -357,7 +355,7 @@ class Sanitizer:
         for opt in OPTIONS:
             if opt.name in _NOT_CARRIED and opt.env:
                 env.pop(opt.env, None)
-        env[CHILD_VAR] = json.dumps({"out": out, "tool": tool, "route": self.route.kind})
+        env[SANITIZE_CHILD_VAR] = json.dumps({"out": out, "tool": tool, "route": self.route.kind})
         if self.route.kind == "cuda" and tool in ("memcheck", "initcheck"):
             env.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
         a = self.route.asan

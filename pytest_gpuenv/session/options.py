@@ -62,7 +62,8 @@ SANITIZE_MODES = ("off", *SANITIZE_TOOLS)
 SANITIZE_FOREIGN = ("fail", "show", "hide")
 #: which tests ``--gpuenv-sanitize`` runs under the tool (besides those marked ``gpuenv_sanitize``)
 SANITIZE_SELECT = ("kernels", "all")
-#: set in the child process a sanitizer run starts for a test (``guards.sanitize``)
+#: set in the child process a sanitizer run starts for a test (``guards.sanitize``): a JSON object
+#: ``{"out": results file, "tool": tool or "plain", "route": "cuda"|"rocm"}``
 SANITIZE_CHILD_VAR = "GPUENV_SANITIZE_CHILD"
 
 
