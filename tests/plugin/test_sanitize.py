@@ -255,3 +255,31 @@ def test_unchecked_build():'''))
     config = pytester.parseconfigure()
     rep = config.hook.pytest_report_from_serializable(config=config, data=lines[4]["report"])
     assert isinstance(rep, pytest.TestReport) and rep.when == "call" and rep.passed
+
+
+def test_nvidia_machine_without_compute_sanitizer(pytester, monkeypatch):
+    """The H100 machine tree has no compute-sanitizer: the option stops the run (exit 4) saying where it looked; a
+    test that only its marker selects is skipped with that reason, the others run."""
+    from _checkout import GPU_ROOTS
+
+    if not (GPU_ROOTS / "h100_linux").is_dir():
+        pytest.skip(f"file trees not found at {GPU_ROOTS}")
+    monkeypatch.setenv("GPUENV_ROOT", str(GPU_ROOTS / "h100_linux"))
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.gpuenv_sanitize("racecheck")
+        def test_marked(): pass
+
+        def test_plain(): pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "gpuenv", "-p", "no:cacheprovider", "--gpuenv-sanitize=memcheck")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*gpuenv: --gpuenv-sanitize=memcheck: compute-sanitizer was not found on PATH nor in "
+                                 "$CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin (it comes with the CUDA toolkit)"])
+    result = pytester.runpytest_subprocess("-p", "gpuenv", "-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1] test_nvidia_machine_without_compute_sanitizer.py:3: gpuenv_sanitize: "
+                                 "compute-sanitizer was not found on PATH*"])
