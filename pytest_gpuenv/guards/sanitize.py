@@ -11,7 +11,8 @@ The route depends on the backend (``route``):
   100 --report-api-errors no --target-processes all --log-file LOG.%p python -m pytest NODEID ...`` (host API
   errors are not findings: without ``--report-api-errors no`` the Python bindings' probes of driver entry
   points, ``cuGetProcAddress_v2``, log 34 ``CUDA_ERROR_INVALID_VALUE`` errors in a plain run). The child has
-  ``GPUENV_SANITIZE_CHILD`` set: its plugin (``Recorder``) builds every kernel with ``-lineinfo`` (``rtc.instrument``)
+  ``GPUENV_SANITIZE_CHILD`` set: its plugin (``guards.sanitize_child``) builds every kernel with ``-lineinfo``
+  (``rtc.instrument``)
   so findings name the source line, notes the kernels built, and writes its test reports, serialized by
   pytest's ``pytest_report_to_serializable``, after each one (a child the tool ends still leaves what it
   reported). For memcheck and initcheck torch's caching allocator is turned off in the child
@@ -46,12 +47,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, NamedTuple, Optional, Union
@@ -63,9 +61,10 @@ from pytest_gpuenv.detect import asan as rocm_asan
 from pytest_gpuenv.detect.compilers import cuda_homes, find_tool
 from pytest_gpuenv.detect.fs import Fs
 from pytest_gpuenv.guards import findings as parse
+from pytest_gpuenv.guards import sanitize_child as child
 from pytest_gpuenv.marks.markers import SANITIZE as MARKER
 from pytest_gpuenv.rtc import instrument
-from pytest_gpuenv.session.options import OPTIONS, SANITIZE_CHILD_VAR, SANITIZE_TOOLS
+from pytest_gpuenv.session.options import SANITIZE_CHILD_VAR, SANITIZE_TOOLS
 from pytest_gpuenv.session.state import GpuenvSession
 
 #: the report property that carries a sanitized test's figures to the process that summarises the run
@@ -73,11 +72,6 @@ PROPERTY = "gpuenv_sanitized"
 PRINT_LIMIT = 100
 #: the most of the tool's text attached to a report
 TEXT_LIMIT = 40_000
-#: options not handed to a child (its own outputs would overwrite the run's)
-_NOT_CARRIED = ("gpuenv_sanitize", "gpuenv_sanitize_select", "gpuenv_sanitize_foreign", "gpuenv_sanitize_timeout",
-                "gpuenv_json", "gpuenv_perf_plot", "gpuenv_plan", "gpuenv_dist", "gpuenv_plan_profile",
-                "gpuenv_worker_gpus")
-_CARRIED_FLAGS = ("-p", "-o", "--override-ini", "--import-mode", "-W", "--pythonwarnings", "--confcutdir")
 
 
 class Route(NamedTuple):
@@ -105,8 +99,8 @@ def route(session: GpuenvSession) -> Route:
     if env.backend == "cuda":
         path = compute_sanitizer(fs)
         if path is None:
-            return Route("cuda", missing="compute-sanitizer was not found on PATH nor in $CUDA_HOME/bin, $CUDA_PATH/bin "
-                                         "or /usr/local/cuda/bin (it comes with the CUDA toolkit)")
+            return Route("cuda", missing="compute-sanitizer was not found on PATH nor in $CUDA_HOME/bin, "
+                                         "$CUDA_PATH/bin or /usr/local/cuda/bin (it comes with the CUDA toolkit)")
         return Route("cuda", path, "" if fs.root_mode else _version(path))
     dev = env.usable_devices[0]
     found = rocm_asan.rocm_asan(fs, env.rocm.get("path"), dev, os.environ)
@@ -139,7 +133,7 @@ def configure(config: pytest.Config, session: GpuenvSession, tool: str) -> None:
     if any(config.pluginmanager.get_plugin(n) is not None for n in ("gpuenv-sanitize", "gpuenv-sanitize-child")):
         return
     if os.environ.get(SANITIZE_CHILD_VAR):
-        _configure_child(config)
+        child.configure(config)
         return
     r = route(session)
     if tool != "off":
@@ -159,48 +153,14 @@ def _nothing_runs(config: pytest.Config) -> bool:
     return any(getattr(config.option, n, False) for n in ("collectonly", "showfixtures", "show_fixtures_per_test"))
 
 
-def _instrumentation(kind: str, plain: bool) -> Optional[instrument.Instrumentation]:
-    if kind == "cuda":  # (the plain run builds alike, so it finds the tool run's builds in the cache)
-        return instrument.Instrumentation(nvidia=("-lineinfo",))
-    if kind == "rocm" and not plain:
-        return instrument.Instrumentation(amd=rocm_asan.COMPILE_OPTIONS, amd_features=":xnack+", amd_compiler="hipcc")
-    return None
-
-
-def _configure_child(config: pytest.Config) -> None:
-    try:
-        spec = json.loads(os.environ[SANITIZE_CHILD_VAR])
-        out, tool, kind = str(spec["out"]), str(spec["tool"]), str(spec["route"])
-    except (ValueError, KeyError, TypeError):
-        raise pytest.UsageError(f"gpuenv: {SANITIZE_CHILD_VAR}={safe_repr(os.environ[SANITIZE_CHILD_VAR])} is not what a sanitizer "
-                                "run sets; unset it") from None
-    instrument.use(_instrumentation(kind, tool == "plain"))
-    config.pluginmanager.register(Recorder(config, out), "gpuenv-sanitize-child")
-
-
-class Recorder:
-    """In a child: each test report, serialized, and the kernels built since the last one, appended to the results
-    file as one JSON line each, flushed at once (a child the tool ends keeps what it had reported)."""
-
-    def __init__(self, config: pytest.Config, out: str) -> None:
-        self.config, self.out = config, out
-        self.kernels = 0  # how many of ``instrument.built`` are written
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = self.config.hook.pytest_report_to_serializable(config=self.config, report=report)
-        line = {"report": data, "kernels": instrument.built[self.kernels:]}
-        self.kernels = len(instrument.built)
-        with open(self.out, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
-
-
 # ------------------------------------------------------------------------------------------ selection
 def tools_for(item: pytest.Item, tool: str, select: str) -> Union[list[str], str]:
     """The tools ``item`` runs under (empty: none, it runs here), or the error of a bad marker argument."""
     mark = item.get_closest_marker(MARKER)
     if mark is not None:
         if mark.kwargs or any(not isinstance(a, str) or a.strip().lower() not in SANITIZE_TOOLS for a in mark.args):
-            call = ", ".join([safe_repr(a) for a in mark.args] + [f"{k}={safe_repr(v)}" for k, v in mark.kwargs.items()])
+            call = ", ".join([safe_repr(a) for a in mark.args]
+                             + [f"{k}={safe_repr(v)}" for k, v in mark.kwargs.items()])
             return f"invalid marker {MARKER}({call}): takes tool names only, each one of {', '.join(SANITIZE_TOOLS)}"
         named = list(dict.fromkeys(str(a).strip().lower() for a in mark.args))
         return named or [tool if tool != "off" else "memcheck"]
@@ -235,8 +195,8 @@ class Sanitizer:
         self.tmp = tempfile.mkdtemp(prefix="gpuenv-sanitize-")
         self.runs = itertools.count()  # names each child's files in ``tmp``
         self.ran: dict[str, float] = {}  # nodeid -> seconds under a tool (this process's children)
-        #: tool -> [tests, with findings, with findings elsewhere only, seconds under the tool, their nodeids]
-        self.totals: dict[str, list[Any]] = {}
+        #: tool -> nodeid -> (seconds under the tool, findings that fail it, findings shown only)
+        self.totals: dict[str, dict[str, tuple[float, int, int]]] = {}
         self.plain: dict[str, float] = {}  # nodeid -> seconds in the plain run
 
     # -------------------------------------------------------------- header and summary
@@ -262,13 +222,9 @@ class Sanitizer:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
             if key == PROPERTY and isinstance(value, dict):
-                t = self.totals.setdefault(str(value.get("tool")), [0, 0, 0, 0.0, set()])
-                if report.nodeid not in t[4]:
-                    t[0] += 1
-                    t[4].add(report.nodeid)
-                t[1] += bool(value.get("findings"))
-                t[2] += bool(value.get("foreign")) and not value.get("findings")  # shown only
-                t[3] += float(value.get("seconds") or 0.0)
+                seen = self.totals.setdefault(str(value.get("tool")), {})
+                seen[report.nodeid] = (float(value.get("seconds") or 0.0), int(value.get("findings") or 0),
+                                       int(value.get("foreign") or 0))
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """xdist: a worker's plain timings."""
@@ -288,11 +244,17 @@ class Sanitizer:
         if hasattr(self.config, "workerinput") or not self.totals:
             return
         terminalreporter.write_sep("-", "gpuenv: sanitize")
-        for tool, (n, bad, foreign, seconds, ids) in sorted(self.totals.items()):
-            plain = [self.plain[i] for i in ids if i in self.plain]
-            against = (f" against {_secs(sum(plain))} plain" + (f" (x{seconds / sum(plain):.1f})" if sum(plain) > 0 else "")
-                       + (f", {len(plain)} of {n} timed plain" if len(plain) != n else "")) if plain else \
+        for tool, seen in sorted(self.totals.items()):
+            n, seconds = len(seen), sum(t for t, _, _ in seen.values())
+            bad = sum(1 for _, f, _ in seen.values() if f)
+            foreign = sum(1 for _, f, o in seen.values() if o and not f)
+            timed = [i for i in seen if i in self.plain]
+            plain, under = sum(self.plain[i] for i in timed), sum(seen[i][0] for i in timed)
+            ratio = f" (x{under / plain:.1f})" if plain > 0 else ""
+            against = f" against {_secs(plain)} plain{ratio}" if timed else \
                 ", no plain time (the plain run did not report)"
+            if timed and len(timed) != n:
+                against += f" for the {len(timed)} of {n} timed plain ({_secs(under)} of it under the tool)"
             extra = f", {foreign} with findings only in other libraries' kernels" if foreign else ""
             terminalreporter.write_line(f"{tool}: {n} test(s), {bad} with findings{extra}; {_secs(seconds)} under the "
                                         f"tool{against} (the tests' own setup, call and teardown time)")
@@ -331,54 +293,23 @@ class Sanitizer:
         return True
 
     def _made(self, item: pytest.Item, outcome: str, longrepr: Any, when: Any) -> pytest.TestReport:
-        return pytest.TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome,  # type: ignore[arg-type]
+        keywords = {k: 1 for k in item.keywords}
+        return pytest.TestReport(item.nodeid, item.location, keywords, outcome,  # type: ignore[arg-type]
                                  longrepr, when)
 
-    def child_command(self, nodeids: list[str]) -> list[str]:
-        config = self.config
-        root = str(config.rootpath)
-        cmd = [sys.executable, "-m", "pytest", *(os.path.join(root, n) for n in nodeids), "-q", "-p", "no:cacheprovider",
-               "-m", "", "-k", "", "--rootdir", root, "--junitxml="]
-        if config.inipath is not None:
-            cmd += ["-c", str(config.inipath)]
-        if config.pluginmanager.hasplugin("xdist"):
-            cmd += ["-n", "0"]
-        return cmd + carried_args(config.invocation_params.args)
-
-    def child_env(self, tool: str, out: str, log: str) -> dict[str, str]:
-        env = dict(os.environ)
-        for opt in OPTIONS:
-            if opt.env and opt.cli and opt.name not in _NOT_CARRIED:
-                value = self.config.getoption(opt.name, default=None)
-                if value is not None and not isinstance(value, (list, bool)):
-                    env[opt.env] = str(value)
-        for opt in OPTIONS:
-            if opt.name in _NOT_CARRIED and opt.env:
-                env.pop(opt.env, None)
-        env[SANITIZE_CHILD_VAR] = json.dumps({"out": out, "tool": tool, "route": self.route.kind})
-        if self.route.kind == "cuda" and tool in ("memcheck", "initcheck"):
-            env.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
-        a = self.route.asan
-        if self.route.kind == "rocm" and tool != "plain" and a is not None:
-            env["HSA_XNACK"] = "1"
-            if a.runtime:
-                env["LD_PRELOAD"] = " ".join(x for x in (a.runtime, env.get("LD_PRELOAD", "")) if x)
-            if a.lib_dir:
-                env["LD_LIBRARY_PATH"] = os.pathsep.join(x for x in (a.lib_dir, env.get("LD_LIBRARY_PATH", "")) if x)
-            env["ASAN_OPTIONS"] = ":".join(x for x in (env.get("ASAN_OPTIONS", ""), "detect_leaks=0",
-                                                       f"log_path={log}") if x)
-        return env
+    def _env(self, tool: str, out: str, log: str) -> dict[str, str]:
+        return child.environment(self.config, self.route.kind, self.route.asan, tool, out, log)
 
     def _run(self, item: pytest.Item, tool: str) -> Outcome:
         n = next(self.runs)
         out, log = os.path.join(self.tmp, f"{n}.json"), os.path.join(self.tmp, f"{n}.log")
-        cmd = self.child_command([item.nodeid])
+        cmd = child.command(self.config, [item.nodeid])
         if self.route.kind == "cuda":
             cmd = [self.route.tool_path or "compute-sanitizer", "--tool", tool, "--print-limit", str(PRINT_LIMIT),
                    "--report-api-errors", "no", "--target-processes", "all", "--log-file", log + ".%p", *cmd]
         t = time.perf_counter()
         limit = self.settings.sanitize_timeout
-        rc, output = run_child(cmd, self.child_env(tool, out, log), str(self.config.invocation_params.dir), limit)
+        rc, output = child.run(cmd, self._env(tool, out, log), str(self.config.invocation_params.dir), limit)
         wall = time.perf_counter() - t
         text = "".join(_read_text(os.path.join(self.tmp, f)) for f in sorted(os.listdir(self.tmp))
                        if f.startswith(f"{n}.log"))
@@ -389,7 +320,7 @@ class Sanitizer:
                                            None, ""))
         else:
             found = parse.asan(text + output)
-        lines = _load(out)
+        lines = child.results(out)
         reports = [self.config.hook.pytest_report_from_serializable(config=self.config, data=d["report"])
                    for d in lines if isinstance(d.get("report"), dict)]
         kernels = [str(k) for d in lines for k in d.get("kernels") or ()]
@@ -397,8 +328,8 @@ class Sanitizer:
         other = [] if self.settings.sanitize_foreign == "hide" else [f for f in found if not parse.owned(f, kernels)]
         if rc is None:
             why = f"the test ran past --gpuenv-sanitize-timeout ({limit:g} s) under {tool}; its child process was ended"
-            reports = [r for r in reports if r.when == "setup"] + [self._made(item, "failed", f"gpuenv sanitize: {why}\n"
-                                                                                   f"{output[-4000:]}", "call")]
+            ended = self._made(item, "failed", f"gpuenv sanitize: {why}\n{output[-4000:]}", "call")
+            reports = [r for r in reports if r.when == "setup"] + [ended]
         elif not reports:
             why = f"the child process under {tool} ended (exit status {rc}) before reporting"
             reports = [self._made(item, "failed", f"gpuenv sanitize: {why}\n{output[-4000:]}", "call")]
@@ -445,11 +376,11 @@ class Sanitizer:
         out = os.path.join(self.tmp, "plain.json")
         budget = 60.0 + sum(self.ran.values()) * 2
         with contextlib.suppress(OSError):
-            run_child(self.child_command(ids), self.child_env("plain", out, os.path.join(self.tmp, "plain.log")),
+            child.run(child.command(self.config, ids), self._env("plain", out, os.path.join(self.tmp, "plain.log")),
                       str(self.config.invocation_params.dir), budget)
         times: dict[str, float] = {}
         root = str(self.config.rootpath)
-        for d in (line.get("report") or {} for line in _load(out)):
+        for d in (line.get("report") or {} for line in child.results(out)):
             nodeid = str(d.get("nodeid", ""))
             nodeid = os.path.relpath(nodeid, root) if os.path.isabs(nodeid.split("::")[0]) else nodeid
             times[nodeid] = times.get(nodeid, 0.0) + float(d.get("duration") or 0.0)
@@ -460,61 +391,9 @@ def _secs(x: float) -> str:
     return f"{x:.2f} s" if x >= 1 else f"{x:.3f} s"
 
 
-def run_child(cmd: list[str], env: dict[str, str], cwd: str, limit: float) -> tuple[Optional[int], str]:
-    """Run ``cmd`` in its own process group: (exit status, output); (None, output) when it ran past ``limit``
-    seconds, and then the whole group (the tool, the Python under it, what that started) is ended."""
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return None, out
-
-
-def carried_args(args: Any) -> list[str]:
-    """The parent's plugin, ini-override, import-mode and warning arguments, for a child."""
-    out: list[str] = []
-    items = [str(a) for a in args]
-    i = 0
-    while i < len(items):
-        a = items[i]
-        flag = next((f for f in _CARRIED_FLAGS if a == f or a.startswith(f + "=") or (len(f) == 2 and a.startswith(f)
-                                                                                    and len(a) > 2)), None)
-        if flag is not None:
-            if a == flag and i + 1 < len(items):
-                out += [a, items[i + 1]]
-                i += 2
-                continue
-            out.append(a)
-        i += 1
-    return out
-
-
 def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read(4 << 20)
     except OSError:
         return ""
-
-
-def _load(path: str) -> list[dict[str, Any]]:
-    """The lines of a results file that are whole JSON objects (the last may have been cut by the child's end)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            item = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(item, dict):
-            out.append(item)
-    return out

@@ -86,10 +86,12 @@ def test_no_svm_support_means_no_xnack(mi300x):
     props = (mi300x / NODE_PROPS).read_text()
     cap = int(re.search(r"^capability (\d+)$", props, re.M).group(1))
     assert cap & HSA_CAP_SVMAPI_SUPPORTED  # the MI300X tree's driver has it
-    (mi300x / NODE_PROPS).write_text(props.replace(f"capability {cap}\n", f"capability {cap & ~HSA_CAP_SVMAPI_SUPPORTED}\n"))
+    without = cap & ~HSA_CAP_SVMAPI_SUPPORTED
+    (mi300x / NODE_PROPS).write_text(props.replace(f"capability {cap}\n", f"capability {without}\n"))
     found = _check(mi300x)
     assert found.missing == ["XNACK: the amdgpu kernel driver has no HMM/SVM support for this GPU (KFD node 1 "
-                             "capability lacks HSA_CAP_SVMAPI_SUPPORTED; a kernel built with CONFIG_HSA_AMD_SVM has it)"]
+                             "capability lacks HSA_CAP_SVMAPI_SUPPORTED; a kernel built with CONFIG_HSA_AMD_SVM has "
+                             "it)"]
 
 
 def test_user_turned_xnack_off(mi300x):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuenv.guards import findings
-from pytest_gpuenv.guards.sanitize import _load, carried_args, tools_for
+from pytest_gpuenv.guards.sanitize import tools_for
+from pytest_gpuenv.guards.sanitize_child import carried_args, results
 
 OOB = r'''
 import numpy as np
@@ -52,8 +53,8 @@ def cpu_run(pytester, monkeypatch):
 def test_cpu_runner_option_checks_every_build(cpu_run):
     result = cpu_run("--gpuenv-sanitize=memcheck")
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines(["gpuenv: sanitize memcheck: no GPU here: kernels run on the CPU executor's checked mode*"
-                                 "compile_kernel(check=False) included; no child process"])
+    result.stdout.fnmatch_lines(["gpuenv: sanitize memcheck: no GPU here: kernels run on the CPU executor's checked "
+                                 "mode*compile_kernel(check=False) included; no child process"])
     result.stdout.fnmatch_lines(["*KernelBoundsError: out-of-bounds access in kernel 'past_end'*thread (64,0,0)*"])
 
 
@@ -88,7 +89,8 @@ def test_bad_companion_values(pytester, option):
     result = pytester.runpytest_subprocess("-p", "gpuenv", option)
     assert result.ret == 4
     flag, value = option.split("=")
-    result.stderr.fnmatch_lines([f"*gpuenv: invalid {flag} value '{value}' from command line ({flag}); expected one of*"])
+    result.stderr.fnmatch_lines([f"*gpuenv: invalid {flag} value '{value}' from command line ({flag}); "
+                                 "expected one of*"])
 
 
 def test_bad_marker_argument_errors_that_test(pytester):
@@ -106,8 +108,8 @@ def test_bad_marker_argument_errors_that_test(pytester):
     result = pytester.runpytest_subprocess("-p", "gpuenv", "--strict-markers", "-rE")
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines_random([
-        "invalid marker gpuenv_sanitize('leakcheck'): takes tool names only, each one of memcheck, racecheck, synccheck, "
-        "initcheck",
+        "invalid marker gpuenv_sanitize('leakcheck'): takes tool names only, each one of memcheck, racecheck, "
+        "synccheck, initcheck",
         "invalid marker gpuenv_sanitize(tool='memcheck'): takes tool names only*"])
 
 
@@ -153,7 +155,8 @@ MEMCHECK = """\
 =========     Saved host backtrace up to driver entry point at kernel launch time
 =========         Host Frame: [0x2f1b0f] in libcuda.so.1
 =========
-========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to cuGetProcAddress_v2.
+========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" on CUDA API call to \
+cuGetProcAddress_v2.
 =========     Saved host backtrace up to driver entry point at error
 =========
 ========= Invalid __global__ read of size 4 bytes
@@ -227,8 +230,8 @@ def test_clean_log():
 
 def test_asan_report():
     (f,) = findings.asan(ASAN)
-    assert (f.what, f.kernel, f.file, f.line) == ("heap-buffer-overflow: WRITE of size 4", "write_past_end(float*, int)",
-                                                  "/src/kernels/planted.hip", 9)
+    assert (f.what, f.kernel, f.file, f.line) == ("heap-buffer-overflow: WRITE of size 4",
+                                                  "write_past_end(float*, int)", "/src/kernels/planted.hip", 9)
     assert f.where == "workgroup (3,0,0) on device 0"
     assert findings.owned(f, ["write_past_end"])
 
@@ -247,7 +250,7 @@ def test_unchecked_build():'''))
     result = pytester.runpytest_subprocess("-p", "gpuenv", "--gpuenv-backend=cpu", "-p", "no:cacheprovider",
                                            "test_child.py::test_flags", "test_child.py::test_unchecked_build")
     result.assert_outcomes(passed=2)  # (the child is not checked: only the CPU runner's option forces that)
-    lines = _load(str(out))
+    lines = results(str(out))
     assert [(d["report"]["nodeid"], d["report"]["when"], d["report"]["outcome"]) for d in lines] == [
         (f"test_child.py::{name}", when, "passed") for name in ("test_flags", "test_unchecked_build")
         for when in ("setup", "call", "teardown")]
@@ -277,8 +280,9 @@ def test_nvidia_machine_without_compute_sanitizer(pytester, monkeypatch):
     """)
     result = pytester.runpytest_subprocess("-p", "gpuenv", "-p", "no:cacheprovider", "--gpuenv-sanitize=memcheck")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["*gpuenv: --gpuenv-sanitize=memcheck: compute-sanitizer was not found on PATH nor in "
-                                 "$CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin (it comes with the CUDA toolkit)"])
+    result.stderr.fnmatch_lines(["*gpuenv: --gpuenv-sanitize=memcheck: compute-sanitizer was not found on PATH nor "
+                                 "in $CUDA_HOME/bin, $CUDA_PATH/bin or /usr/local/cuda/bin (it comes with the CUDA "
+                                 "toolkit)"])
     result = pytester.runpytest_subprocess("-p", "gpuenv", "-p", "no:cacheprovider", "-rs")
     result.assert_outcomes(passed=1, skipped=1)
     result.stdout.fnmatch_lines(["SKIPPED [[]1] test_nvidia_machine_without_compute_sanitizer.py:3: gpuenv_sanitize: "
