@@ -11,7 +11,8 @@ The subsystems behind a boundary are imported where a run needs them: ``dist`` (
 the tolerance profiles (``base.tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the
 capability table (``base.capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the leak
 check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the quarantine list
-(``session.quarantine``, by ``--gpuenv-quarantine`` or an ini ``gpuenv_quarantine``), the crash guard
+(``session.quarantine``, by ``--gpuenv-quarantine`` or an ini ``gpuenv_quarantine``), the sanitizer runs
+(``guards.sanitize``, by ``--gpuenv-sanitize``, a test's ``@gpuenv_sanitize`` or in a sanitizer's child), the crash guard
 (``guards.crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the run's files
 (``session.state.Outputs``, registered with ``--gpuenv-json`` or ``--junitxml``).
 
@@ -21,6 +22,7 @@ Loading and collecting never import torch and never start a GPU runtime: detecti
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import pytest
@@ -57,6 +59,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_gpuenv.guards import leak  # boundary: the leak check, only where it is on (or at collection)
 
         leak.configure(config, session.settings.leak_check, session.settings.leak_threshold)
+    if session.settings.sanitize != "off" or options.SANITIZE_CHILD_VAR in os.environ:
+        from pytest_gpuenv.guards import sanitize  # boundary: sanitizer runs, only where asked (or at collection)
+
+        sanitize.configure(config, session, session.settings.sanitize)
     if session.hip_on_gpu or state.xdist_controller(config):
         from pytest_gpuenv.guards import crash  # boundary: the crash guard, where a GPU fault can end a process
 
@@ -134,12 +140,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         from pytest_gpuenv.dist import plan
 
         run.plan_lines = plan.plan_lines(items, run.plan_profiles, len(run.settings.plan_profiles))
-    if runtest.modify_items(items, run):
+    asked = runtest.modify_items(items, run)
+    if markers.LEAK_CHECK in asked and run.settings.leak_check == "off":
         from pytest_gpuenv.guards import leak  # boundary: the leak check, entered where a test asks for it
 
         leak.configure(config, "off", run.settings.leak_threshold)
     for item, error in bad_dtypes:
         runtest.fail_at_setup(item, error)
+    if markers.SANITIZE in asked and run.settings.sanitize == "off":
+        from pytest_gpuenv.guards import sanitize  # boundary: sanitizer runs, entered where a test asks for them
+
+        sanitize.configure(config, run, "off")
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -2,7 +2,7 @@
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
 #   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist
-#   claims default)
+#   claims default sanitize)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples published fault perf bench hosts dist claims default}
+SECTIONS=${*:-info tests examples published fault perf bench hosts dist claims default sanitize}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -51,7 +51,7 @@ if want tests; then
     # the whole suite (slow end-to-end tests included: -m); GPU tests carry the plugin's markers and run here;
     # xdist spreads workers over the GPUs
     run "pytest tests -n 8 (GPU machine)" 300 $PY -m pytest tests -n 8 -q -rfEs -p no:randomly -m "slow or not slow" \
-        --ignore=tests/perf/test_perf_gpu.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
+        --ignore=tests/perf/test_perf_gpu.py --ignore=tests/plugin/test_gpu_sanitize.py --gpuenv-json "$OUT/tests.json" -o console_output_style=classic
     # the second pass the plugin recommends for tests that need more GPUs than one worker has
     run "pytest -m requires_devices -n 0" 120 $PY -m pytest tests -m requires_devices -n 0 -q -rfEs -s
     # the NVIDIA/xdist checks again, showing what they saw (UUIDs per worker, perf intervals per GPU)
@@ -266,6 +266,18 @@ assert d[\"devices\"] and all(x[\"arch\"] and x[\"memory_bytes\"] for x in d[\"d
             PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH} $PY -m pytest_gpuenv doctor; echo doctor exit \$?; \
             PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH} $PY -m pytest -p gpuenv -q -rs -p no:cacheprovider test_facts.py"
     done
+fi
+
+if want sanitize; then
+    # --gpuenv-sanitize under the real compute-sanitizer (tests/plugin/test_gpu_sanitize.py): a planted bug per
+    # tool fails its test with that tool and line; the fixed kernels and a torch test pass under each tool; -n 4.
+    # "figures:" lines: the time under each tool against plain, for the same five tests (their own durations)
+    CS=$(command -v compute-sanitizer || ls "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" 2>/dev/null)
+    echo "compute-sanitizer: ${CS:-not found} $([ -n "$CS" ] && "$CS" --version | tail -1)"
+    run "sanitize: planted bugs, clean kernels, -n 4" 480 bash -c "CUDA_VISIBLE_DEVICES=0 $PY -m pytest \
+        tests/plugin/test_gpu_sanitize.py -n 0 -s -q -rfEs -p no:randomly -p no:cacheprovider > $OUT/sanitize.log 2>&1; \
+        rc=\$?; grep -oE 'figures: .*|[0-9]+ (passed|failed).*|^(FAILED|ERROR|SKIPPED) .*' $OUT/sanitize.log; \
+        [ \$rc = 0 ] || tail -80 $OUT/sanitize.log; exit \$rc"
 fi
 
 echo; echo "=== summary ($(( $(date +%s) - t_all ))s)"

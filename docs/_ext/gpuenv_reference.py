@@ -98,6 +98,8 @@ def markers_page() -> list[str]:
 
     rows = [[f"`{m.signature}`", f"`{m.alias}`", m.help] for m in markers.MARKERS]
     rows.append([f"`{dtypes.SIGNATURE}`", "-", dtypes.HELP])  # parametrizes: no alias, no skip of its own
+    # the markers that exist only with the prefix (the leak check's, the sanitizer's, the tolerances'): "sig: help"
+    rows += [[f"`{line.split('): ', 1)[0]})`", "", line.split("): ", 1)[1]] for line in markers.PREFIXED_ONLY]
     return [
         "# Markers", "",
         "Generated from `pytest_gpuenv/marks/markers.py` at build time: what `pytest --markers` prints. Each",

@@ -189,12 +189,17 @@ BY_NAME = {m.name: m for m in MARKERS}
 MARKER_NAMES = tuple(BY_NAME)
 #: the marker of the leak check (``guards.leak``), which a test may carry without ``--gpuenv-leak-check``
 LEAK_CHECK = "gpuenv_leak_check"
+#: the marker of the sanitizer runs (``guards.sanitize``): the test always runs under those tools
+SANITIZE = "gpuenv_sanitize"
 #: the plugin's markers that exist only with the prefix (registered as they are, not evaluated as skips)
 PREFIXED_ONLY = [
     "gpuenv_tolerance(dtype='*', rtol=None, atol=None, arch=None): tolerances for the gpu_assert_close fixture "
     "in this test: for that dtype (glob), on that arch pattern or vendor (amd, nvidia, cpu) if given.",
     f"{LEAK_CHECK}(mode='fail', threshold=None): check this test for GPU memory leaks (mode fail, warn or off), "
     "even without --gpuenv-leak-check.",
+    f"{SANITIZE}(*tools): run this test in a child process under these compute-sanitizer tools (memcheck, "
+    "racecheck, synccheck, initcheck; none given: --gpuenv-sanitize's, else memcheck), even without "
+    "--gpuenv-sanitize.",
 ]
 #: markers that only a test needing a GPU carries
 GPU_MARKERS = tuple(m.name for m in MARKERS if m.needs_gpu)

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuenv.rtc import _cuda, compilers
+from pytest_gpuenv.rtc import _cuda, compilers, instrument
 from pytest_gpuenv.rtc import names as _names
 from pytest_gpuenv.rtc._deps import device_headers, merge
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
@@ -94,8 +94,11 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
     if len(targets) > 1 or not targets[0].simple:
         key_name += f"\n{_names.MARKER_VERSION}"  # the markers (and the CPU dispatch) are part of what is compiled
     name = ", ".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # in messages
+    inst = instrument.current()  # a sanitizer run's flags (off: nothing changes)
+    instrument.note([t.expr for t in targets])
     try:
         if arch == "cpu":
+            check = check or inst.cpu_checked
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
             csrc, cdirs = src, list(include_dirs)
@@ -106,6 +109,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = compilers.check_arch(_current_arch(device) if arch is None else arch)
+        arch, options, compiler = inst.apply(arch, options, compiler)
         if src.dialect == "cuda" and compilers.vendor_of(arch) == "amd":
             _cuda.check_mappable(src, arch, include_dirs)  # whichever compiler is installed
         comp = compilers.for_arch(arch, _cuda.compiler_for(src, arch, compiler))
@@ -138,6 +142,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
         exc = _names.explain(exc, targets)
         attribute(exc, src, name)
         raise exc from None
+    instrument.note([r.lowered for r in resolved])
     return [Kernel(name=r.expr if len(names) > 1 else names[0], arch=arch, compiler=comp.name, binary=binary,
                    params=r.params, compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit,
                    source=src.path, device=device, sync=sync, lowered_name=r.lowered) for r in resolved]

@@ -55,6 +55,16 @@ DEVICE_MODES = ("best", "all", "gpu", "cpu")
 PERF_MIN_TIME = 1e-3
 PROBE_MODES = ("auto", "always", "never")
 KERNEL_MODES = ("run", "compile", "off")
+#: ``--gpuenv-sanitize`` (``guards.sanitize``): off, or the compute-sanitizer tool selected tests run under
+SANITIZE_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+SANITIZE_MODES = ("off", *SANITIZE_TOOLS)
+#: what a finding in a kernel the test did not build (torch's, cuBLAS's) does
+SANITIZE_FOREIGN = ("fail", "show", "hide")
+#: which tests ``--gpuenv-sanitize`` runs under the tool (besides those marked ``gpuenv_sanitize``)
+SANITIZE_SELECT = ("kernels", "all")
+#: set in the child process a sanitizer run starts for a test (``guards.sanitize``): a JSON object
+#: ``{"out": results file, "tool": tool or "plain", "route": "cuda"|"rocm"}``
+SANITIZE_CHILD_VAR = "GPUENV_SANITIZE_CHILD"
 
 
 class Option(NamedTuple):
@@ -484,6 +494,22 @@ OPTIONS = (
     Option("gpuenv_quarantine_run",
            "run quarantined tests as non-strict xfails (skip entries too), to find the ones that pass again.",
            flag, False, ini=None, argparse={"action": "store_true"}),
+    Option("gpuenv_sanitize", (
+        "run the selected tests (see --gpuenv-sanitize-select; -k and -m narrow them) one by one in a child "
+        "process under this compute-sanitizer tool (NVIDIA), or with hip_kernel built with AddressSanitizer "
+        "(memcheck on gfx90a/gfx942/gfx950); a finding fails its test. On a CPU-only runner: the CPU executor's "
+        "checked mode, compile_kernel(check=False) included."),
+        choice(SANITIZE_MODES), "off", "GPUENV_SANITIZE", _modes(SANITIZE_MODES)),
+    Option("gpuenv_sanitize_select", (
+        "which tests --gpuenv-sanitize runs under the tool: kernels (those using hip_kernel) or all; tests "
+        "marked gpuenv_sanitize always are."),
+        choice(SANITIZE_SELECT), "kernels", "GPUENV_SANITIZE_SELECT", _modes(SANITIZE_SELECT)),
+    Option("gpuenv_sanitize_foreign", (
+        "what a finding in a kernel the test did not build with hip_kernel (torch's, cuBLAS's) does: fail the "
+        "test, show it (the test's verdict stays), or hide it."),
+        choice(SANITIZE_FOREIGN), "fail", "GPUENV_SANITIZE_FOREIGN", _modes(SANITIZE_FOREIGN)),
+    Option("gpuenv_sanitize_timeout", "seconds one test may take under the sanitizer before its child is ended "
+           "and the test fails.", seconds(24 * 3600), "600", "GPUENV_SANITIZE_TIMEOUT", "SECONDS"),
 )
 
 
@@ -519,6 +545,10 @@ class Settings(NamedTuple):
     leak_threshold: int
     quarantine: Any
     quarantine_run: bool
+    sanitize: str
+    sanitize_select: str
+    sanitize_foreign: str
+    sanitize_timeout: float
 
 
 def add_options(parser: pytest.Parser) -> None:

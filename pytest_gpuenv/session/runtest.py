@@ -83,11 +83,11 @@ class Reports:
             self.session.skips.append(skip)
 
 
-def modify_items(items: list[pytest.Item], session: GpuenvSession) -> bool:
-    """Mark and gate the collected tests; True when the leak check is off for the run but some test or node
-    above one asks for it (``@gpuenv_leak_check``)."""
+def modify_items(items: list[pytest.Item], session: GpuenvSession) -> set[str]:
+    """Mark and gate the collected tests; return the guards' markers (``@gpuenv_leak_check``,
+    ``@gpuenv_sanitize``) that some test or node above one carries."""
     if not items:
-        return False
+        return set()
     config = items[0].config
     run_names = markers.names(config)
     perf_off = session.settings.perf == "off"
@@ -118,9 +118,9 @@ def modify_items(items: list[pytest.Item], session: GpuenvSession) -> bool:
             item.add_marker(pytest.mark.skip(reason="performance test skipped by --gpuenv-perf=off"))
     if gated:
         ensure_gate(config)
-    settings = session.settings
     nodes: list[Any] = [*items, *parents]  # every item and every node above one (plugin_marks walked them all)
-    return settings.leak_check == "off" and any(m.name == markers.LEAK_CHECK for node in nodes for m in node.own_markers)
+    guards = (markers.LEAK_CHECK, markers.SANITIZE)
+    return {m.name for node in nodes for m in node.own_markers if m.name in guards}
 
 
 def ensure_gate(config: pytest.Config) -> None:
