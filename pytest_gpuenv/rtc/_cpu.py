@@ -190,7 +190,7 @@ def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
         t = " ".join(_ATTR.sub(" ", m.group("type")).split())
         names.append(m.group("name"))
         nl = m.group(0).count("\n")
-        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)gpuenv_state.dyn_shared;" + "\n" * nl
+        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)__gpuenv_state.dyn_shared;" + "\n" * nl
 
     text = _EXTERN_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
