@@ -13,6 +13,8 @@ import textwrap
 import pytest
 from _checkout import REPO, plugin_installed
 
+from pytest_gpuenv import requires_cuda
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None, reason="no C++ compiler"),
@@ -318,3 +320,32 @@ def test_a_kernel_over_the_limit_with_what_it_calls_is_named(tmp_path):
                        r"\(float\)::h' \(51200 bytes\), 'over::mine' \(16384 bytes\)\) exceed the 65536-byte "
                        r"\(64 KiB\) limit of a block"):
         compile_kernel(str(tmp_path / "over.hip"), "over", arch="cpu", cache_dir=str(tmp_path / "cache"))
+
+
+# ------------------------------------------------------------------ the same on an NVIDIA GPU (scripts/gpu-check.sh)
+GPU_TEST = """
+    import torch
+
+    def test_fill(hip_kernel, torch_device):
+        out = torch.zeros(300, dtype=torch.int32, device=torch_device)
+        hip_kernel("bench.hip", "fill")(2, 256, out, 300)
+        assert out.tolist() == list(range(300))
+
+    def test_mask(hip_kernel, torch_device):
+        m = hip_kernel("mask.hip", names=["apply<int16_t>"])
+        m.get_global("mask<int16_t>", dtype=torch.int16).copy_(torch.tensor([1, 2, 3, 4], dtype=torch.int16))
+        out = torch.zeros(4, dtype=torch.int16, device=torch_device)
+        m.kernel("apply<int16_t>")(1, 4, out)
+        assert out.tolist() == [1, 2, 3, 4]
+"""
+
+
+@requires_cuda
+def test_host_headers_and_typedef_globals_on_the_gpu(project, monkeypatch):
+    """NVRTC cannot take the host headers: nvcc builds the file and it runs; ``get_global`` by the typedef."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    _kernel(project, "bench.hip", HOST_HEADERS)
+    _kernel(project, "mask.hip", MASK)
+    project.makepyfile(test_gpu=GPU_TEST)
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "-rfEs")
+    result.assert_outcomes(passed=2)
