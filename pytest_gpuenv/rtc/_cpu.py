@@ -283,11 +283,11 @@ def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tu
     return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER), unique
 
 
-def check_shared_limit(shared: SharedVars, src: Source, display: str) -> dict[str, int]:
+def check_shared_limit(shared: SharedVars, src: Source, display: str, limit: int = SHARED_LIMIT) -> dict[str, int]:
     """Bytes of static ``__shared__`` memory of each kernel of the module (by unqualified name, the largest of its
     instances), as a GPU counts them: what the kernel declares, what the functions it may call declare, and the
     namespace-scope variables it or they name (``Source.function_uses``); KernelCompileError naming the kernel
-    when that exceeds a block's shared memory. The variables of the module's other kernels are not its own
+    when that exceeds ``limit``, a block's shared memory. The variables of the module's other kernels are not its own
     (HeCBench scan: 16 kernels, each within the limit, 80 KiB together). A variable the source scan cannot place
     (a function it does not see, through a macro) counts for every kernel."""
     uses = src.function_uses
@@ -334,11 +334,11 @@ def check_shared_limit(shared: SharedVars, src: Source, display: str) -> dict[st
             mine = [(f"{key}::{n}", s) for n, s in own[key]] if key else []
             used = sum(s for _, s in mine + extra)
             out[k] = max(out.get(k, 0), used)
-            if used > SHARED_LIMIT:
+            if used > limit:
                 names = ", ".join(f"{n!r} ({size} bytes)" for n, size in sorted(mine + extra, key=lambda v: -v[1]))
                 raise KernelCompileError(
                     f"{display}: kernel {key or k}: {used} bytes of static __shared__ memory ({names}) exceed the "
-                    f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
+                    f"{limit}-byte ({limit // 1024} KiB) limit of a block", arch="cpu")
     return out
 
 

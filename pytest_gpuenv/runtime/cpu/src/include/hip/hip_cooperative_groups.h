@@ -71,7 +71,7 @@ class thread_block_tile : public thread_group {
     static_assert(N && (N & (N - 1)) == 0 && N <= (unsigned)warpSize,
                   "thread_block_tile<N>: N must be a power of 2 of at most warpSize");
     unsigned base() const { return gpuenv_detail::lane() / N * N; }
-    template <class T> T op(int o, T v, int arg, const char* f, int w) const { return __gpuenv_shfl(o, v, arg, (int)N, f, w); }
+    template <class T> T op(int o, T v, int arg, const char* f, int w) const { return gpuenv_shfl(o, v, arg, (int)N, f, w); }
 
   public:
     thread_block_tile() : thread_group(gpuenv_detail::k_tile, N, __gpuenv_state.lin % N) {}
@@ -119,7 +119,7 @@ class coalesced_group : public thread_group {
     }
     template <class T> T from(T v, long rank, const char* f, int w) const {
         int l = rank < 0 ? -1 : lane_of((unsigned)rank);
-        return __gpuenv_shfl(GPUENV_OP_SHFL, v, l < 0 ? (int)gpuenv_detail::lane() : l, warpSize, f, w);
+        return gpuenv_shfl(GPUENV_OP_SHFL, v, l < 0 ? (int)gpuenv_detail::lane() : l, warpSize, f, w);
     }
 
   public:

@@ -137,7 +137,7 @@ inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull
 inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
 
 template <class T>
-inline __attribute__((always_inline)) T __gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
+inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
@@ -149,11 +149,11 @@ inline __attribute__((always_inline)) T __gpuenv_shfl(int op, T v, int arg, int 
 #define GPUENV_SHFL(name, op, argt)                                                                       \
     template <class T>                                                                                     \
     inline __attribute__((always_inline)) T name(T v, argt a, int width = warpSize, GPUENV_HERE) {          \
-        return __gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
+        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }                                                                                                      \
     template <class M, class T>                                                                            \
     inline __attribute__((always_inline)) T name##_sync(M, T v, argt a, int width = warpSize, GPUENV_HERE) { \
-        return __gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
+        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }
 GPUENV_SHFL(__shfl, GPUENV_OP_SHFL, int)
 GPUENV_SHFL(__shfl_up, GPUENV_OP_UP, unsigned)
