@@ -64,6 +64,9 @@ if want tests; then
         tests/plugin/test_expected.py tests/plugin/test_quarantine.py -n 0 -q -rfEs -v
     # name expressions, modules and globals, by-value vectors/structs launched with NVRTC and nvcc
     run "tests/kernels/test_gpu_names.py" 300 $PY -m pytest tests/kernels/test_gpu_names.py -n 0 -q -rfEs
+    # a kernel file with host headers (NVRTC cannot take them: nvcc builds it), get_global by a typedef
+    run "front door on the GPU" 240 $PY -m pytest tests/kernels/test_rtc_fixture_front_door.py -k on_the_gpu \
+        -m "slow or not slow" -n 0 -q -rfEs
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"

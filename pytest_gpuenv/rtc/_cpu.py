@@ -190,7 +190,7 @@ def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
         t = " ".join(_ATTR.sub(" ", m.group("type")).split())
         names.append(m.group("name"))
         nl = m.group(0).count("\n")
-        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)gpuenv_state.dyn_shared;" + "\n" * nl
+        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)__gpuenv_state.dyn_shared;" + "\n" * nl
 
     text = _EXTERN_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
@@ -216,6 +216,8 @@ class SharedVars(NamedTuple):
 
     vars: list[tuple[str, int, int]]  # (name, offset, size), sorted by offset
     red_zones: list[tuple[int, int]]  # (offset, size)
+    #: the scope each variable is declared in, by offset: ``scan<int, 512>(long, int*, int const*)::``, ``ns::``, ""
+    scopes: dict[int, str] = {}
 
 
 def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
@@ -239,7 +241,7 @@ def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
         m = _RED_ZONE.match(name)
         if m:
             zones.setdefault((m["scope"], m["n"]), {})[m["ab"]] = i
-    out, red = [], []
+    out, red, scopes = [], [], {}
     for (scope, _), z in zones.items():
         red += [(syms[i][0], syms[i][1]) for i in z.values()]
         if "a" not in z or "b" not in z:
@@ -252,12 +254,13 @@ def shared_symbols(nm_lines: Sequence[str]) -> SharedVars:
         rest = name[len(scope):]
         if size and name.startswith(scope) and "::" not in rest and not _RED_ZONE.match(name):
             out.append((rest, addr, size))
+            scopes[addr] = scope
             if ia < ib:  # declaration order: the variable's own red zones are before it; guard the padding after
                 end = addr + size
                 nxt = starts[bisect.bisect_left(starts, end)] if bisect.bisect_left(starts, end) < len(starts) else end + 64
                 if min(nxt, end + 64) > end:
                     red.append((end, min(nxt, end + 64) - end))
-    return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red))
+    return SharedVars(sorted(out, key=lambda v: v[1]), sorted(red), scopes)
 
 
 #: a line of ``nm -S`` for a GNU unique symbol: address, [size,] type ``u``
@@ -280,14 +283,83 @@ def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tu
     return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER), unique
 
 
-def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
-    """KernelCompileError when the static ``__shared__`` variables exceed a block's shared memory, as on a GPU."""
-    total = sum(size for _, _, size in shared)
-    if total > SHARED_LIMIT:
-        names = ", ".join(f"{n!r} ({size} bytes)" for n, _, size in sorted(shared, key=lambda v: -v[2]))
-        raise KernelCompileError(f"{display}: {total} bytes of static __shared__ memory ({names}) exceed the "
-                                 f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
+def check_shared_limit(shared: SharedVars, src: Source, display: str, limit: int = SHARED_LIMIT) -> dict[str, int]:
+    """Bytes of static ``__shared__`` memory of each kernel of the module (by unqualified name, the largest of its
+    instances), as a GPU counts them: what the kernel declares, what the functions it may call declare, and the
+    namespace-scope variables it or they name (``Source.function_uses``); KernelCompileError naming the kernel
+    when that exceeds ``limit``, a block's shared memory. The variables of the module's other kernels are not its own
+    (HeCBench scan: 16 kernels, each within the limit, 80 KiB together). A variable the source scan cannot place
+    (a function it does not see, through a macro) counts for every kernel."""
+    uses = src.function_uses
+    kernels = set(src.kernels)
+    known = set(uses) | kernels
+    own: dict[str, list[tuple[str, int]]] = {}  # owner (function instance) -> its variables
+    base_of: dict[str, str] = {}
+    loose: list[tuple[str, str, int]] = []  # (last name, name, size) of variables at namespace scope
+    for name, addr, size in shared.vars:
+        scope = shared.scopes.get(addr, "")
+        owner = _owner(scope, known)
+        if owner is None:
+            loose.append((name.rsplit("::", 1)[-1], scope + name, size))
+        else:
+            own.setdefault(owner[0], []).append((name, size))
+            base_of[owner[0]] = owner[1]
 
+    def total(key: str) -> int:
+        return sum(size for _, size in own[key])
+
+    def biggest(base: str) -> tuple[int, list[tuple[str, int]]]:
+        keys = [k for k in own if base_of[k] == base]
+        key = max(keys, key=total) if keys else None
+        return (total(key), [(f"{key}::{n}", s) for n, s in own[key]]) if key else (0, [])
+
+    unplaced = [k for k in own if base_of[k] not in uses and base_of[k] not in kernels]
+    out: dict[str, int] = {}
+    for k in sorted(kernels):
+        reach, todo = {k}, [k]
+        while todo:
+            for w in uses.get(todo.pop(), ()):
+                if w in uses and w not in reach:
+                    reach.add(w)
+                    todo.append(w)
+        words = set().union(*(uses.get(f, frozenset()) for f in reach))
+        seen = k in uses
+        extra = [v for base in sorted(reach - {k}) for v in biggest(base)[1]]
+        extra += [(f"{key}::{n}", s) for key in unplaced for n, s in own[key]]
+        extra += [(full, size) for last, full, size in loose if not seen or last in words]
+        if not seen:  # its body was not read: every variable of the other functions may be its
+            extra += [(f"{key}::{n}", s) for key in own if base_of[key] not in (k, *reach) and key not in unplaced
+                      for n, s in own[key]]
+        for key in [key for key in own if base_of[key] == k] or [""]:
+            mine = [(f"{key}::{n}", s) for n, s in own[key]] if key else []
+            used = sum(s for _, s in mine + extra)
+            out[k] = max(out.get(k, 0), used)
+            if used > limit:
+                names = ", ".join(f"{n!r} ({size} bytes)" for n, size in sorted(mine + extra, key=lambda v: -v[1]))
+                raise KernelCompileError(
+                    f"{display}: kernel {key or k}: {used} bytes of static __shared__ memory ({names}) exceed the "
+                    f"{limit}-byte ({limit // 1024} KiB) limit of a block", arch="cpu")
+    return out
+
+
+def _owner(scope: str, known: set[str]) -> Optional[tuple[str, str]]:
+    """(the function instance, its unqualified name) a static local's scope (``nm -C``) is in: the outermost
+    function of ``scan<int, 512>(long, int*, int const*)::`` or of ``k::{lambda(float)#1}::operator()(float)
+    const::`` (an ``extern "C"`` kernel is a bare name there); None at namespace scope."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(scope):
+        if ch in "<({[":
+            depth += 1
+        elif ch in ">)}]":
+            depth -= 1
+        elif depth == 0 and scope.startswith("::", i) and i >= start:
+            parts.append(scope[start:i])
+            start = i + 2
+    for i, part in enumerate(parts):
+        base = re.split(r"[<(]", part, maxsplit=1)[0].split()[-1:] or [""]
+        if "(" in part or base[0] in known:
+            return "::".join(parts[: i + 1]), base[0]
+    return None
 
 
 def _kernel_flags(warp_size: int, check: bool) -> list[str]:
@@ -357,9 +429,9 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         with open(so, "rb") as f:
             binary = f.read()
         shared, device_globals, unique = module_symbols(binutil(cxx, "nm"), so)
-    check_shared_limit(shared.vars, display)
+    kernel_shared = check_shared_limit(shared, src, display)
     meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
-            "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
+            "shared_vars": shared.vars, "kernel_shared": kernel_shared, "red_zones": shared.red_zones, "dyn_names": dyn_names,
             "globals": device_globals if red_zones else [],
             # blocks may run on several threads, each on its own copy of the module: not when kernels
             # could share __device__ variables across blocks, nor when the copies would share a symbol

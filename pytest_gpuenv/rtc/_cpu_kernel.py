@@ -151,11 +151,19 @@ class CpuLayout:
     #: blocks may run on several worker threads, each on its own copy of the library: no ``__device__``
     #: variables that blocks could share, no symbol the copies would share
     parallel: bool
+    #: bytes of static ``__shared__`` memory of each kernel, by unqualified name (``_cpu.check_shared_limit``)
+    kernel_shared: tuple[tuple[str, int], ...] = ()
 
     @property
     def static_shared(self) -> int:
-        """Bytes of static ``__shared__`` memory."""
+        """Bytes of static ``__shared__`` memory of the whole library."""
         return sum(size for _, _, size in self.shared_vars)
+
+    def static_shared_of(self, name: str) -> int:
+        """Bytes of static ``__shared__`` memory kernel ``name`` (a name expression) uses; the library's where the
+        build did not count it."""
+        base = name.split("<", 1)[0].rsplit("::", 1)[-1].strip()
+        return dict(self.kernel_shared).get(base, self.static_shared)
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> CpuLayout:
@@ -164,7 +172,8 @@ class CpuLayout:
         return cls(shared_vars=shared,
                    shared_checks=tuple(sorted([(o, s, i) for i, (_, o, s) in enumerate(shared)] + zones)),
                    device_globals=tuple((str(n), int(o), int(s)) for n, o, s in meta.get("globals", ())),
-                   dyn_names=tuple(str(n) for n in meta.get("dyn_names", ())), parallel=bool(meta.get("parallel")))
+                   dyn_names=tuple(str(n) for n in meta.get("dyn_names", ())), parallel=bool(meta.get("parallel")),
+                   kernel_shared=tuple((str(k), int(v)) for k, v in dict(meta.get("kernel_shared") or {}).items()))
 
 
 #: the most blocks one launch may have: the executor counts them in a signed 64-bit integer
@@ -246,9 +255,10 @@ class CpuKernel(Kernel):
         arguments = pack_host_args(self.name, self.params, args)
         rt, mod = self._runtime_and_module()
         layout = self._layout
-        if shared_mem and layout.static_shared + shared_mem > SHARED_LIMIT:  # (static alone: checked at the build)
+        static = layout.static_shared_of(self.name)
+        if shared_mem and static + shared_mem > SHARED_LIMIT:  # (static alone: checked at the build)
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in layout.shared_vars)
-            raise TypeError(f"kernel {self.name!r}: {layout.static_shared} bytes of static __shared__ memory ({names}) "
+            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory (of {names}) "
                             f"and shared_mem={shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
         mode, workers = self._launch_mode(cooperative)
         # the module's globals travel in the launch request, and come back in its reply

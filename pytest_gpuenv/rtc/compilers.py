@@ -372,6 +372,26 @@ def for_arch(arch: str, compiler: Optional[str] = None) -> Compiler:
     raise KernelCompileError(f"no compiler for {arch}: looked for {looked}", arch=arch)
 
 
+#: the runtime compilers and the driver that takes what they cannot: host headers (``<stdlib.h>``, ``<chrono>``)
+RTC_FALLBACK = {"hiprtc": "hipcc", "nvrtc": "nvcc"}
+
+
+def host_header_error(exc: KernelCompileError, src: Source, include_dirs: Sequence[str]) -> Optional[str]:
+    """The header a runtime compiler's error is in when that is no header of the kernel's own: a host header
+    (``stdint-intn.h``, libstdc++'s ``type_traits``) that hiprtc or NVRTC cannot take where the compiler
+    driver (``RTC_FALLBACK``) can; None when the error is in the kernel's file, its folder or ``include_dirs``,
+    or when the compiler is no runtime compiler."""
+    if exc.compiler not in RTC_FALLBACK or not exc.file:
+        return None
+    file = os.path.normpath(exc.file)
+    if src.path and file == os.path.normpath(src.path) or file == src.display or file.startswith("<"):
+        return None
+    own = [d for d in [src.dir, *include_dirs] if d]
+    if any(file.startswith(os.path.join(os.path.abspath(d), "")) for d in own):
+        return None
+    return exc.file
+
+
 def looked_for() -> str:
     return ", ".join(c.looked_for for c in _ALL.values())
 

@@ -44,7 +44,7 @@ class Module:
         self._text = text
         self._loaded: dict[int, Any] = {}  # device -> the loaded GPU module
         self._views: dict[str, Any] = {}  # variable -> the tensor / array handed out
-        self._mirrors: dict[str, tuple[str, Any]] = {}  # CPU: variable -> (symbol, numpy array)
+        self._mirrors: dict[str, tuple[str, Any]] = {}  # CPU: symbol -> (symbol, numpy array)
         for k in kernels:
             if self.backend == "cpu":
                 k.module = self  # type: ignore[attr-defined]
@@ -80,8 +80,9 @@ class Module:
         """(symbol, bytes) of global variable ``name`` (``coeffs``, ``ns::table``) from the symbol table."""
         objs = [s for s in _symbols.symbols(self.binary) if s.kind == _symbols.STT_OBJECT and not s.name.endswith(".kd")]
         names = _symbols.demangle([s.name for s in objs])
+        wanted = canonical_name(name)
         for s, d in zip(objs, names):
-            if name in (s.name, d) and _user_variable(s.name, d):
+            if (name == s.name or wanted == canonical_name(d)) and _user_variable(s.name, d):
                 return s.name, s.size
         have = sorted(d for s, d in zip(objs, names) if _user_variable(s.name, d) and not d.startswith("_"))
         raise KeyError(f"no __constant__ or __device__ variable {name!r} in this module (variables there: "
@@ -113,9 +114,10 @@ class Module:
         declaration names one (``__constant__ float c[16]`` -> float32; ``float4`` -> its floats), else
         bytes (uint8).
         """
-        view = self._views.get(name)
+        key = canonical_name(name)  # ``mask<int16_t>`` and ``mask<short>``: one variable, one view
+        view = self._views.get(key)
         if view is None:
-            view = self._views[name] = self._declared_view(name)
+            view = self._views[key] = self._declared_view(name)
         return view if dtype is None else self._as(name, view, dtype)
 
     def _declared_view(self, name: str) -> Any:
@@ -128,7 +130,7 @@ class Module:
             k = next(iter(self._kernels.values()))
             rt, mod = k._runtime_and_module()  # type: ignore[attr-defined]
             arr = np.frombuffer(bytearray(rt.read_symbol(mod, sym)), dtype=dt)
-            self._mirrors[name] = (sym, arr)
+            self._mirrors[sym] = (sym, arr)
             return arr
         import torch
 
@@ -152,16 +154,48 @@ class Module:
         return list(self._mirrors.values())
 
 
-#: the executor's own variables in a kernel module besides its ``__gpuenv`` ones (src/include/hip/hip_runtime.h)
-_EXECUTOR_VARIABLES = frozenset({"gpuenv_state"})
-
-
 def _user_variable(symbol: str, demangled: str) -> bool:
-    """Whether a symbol may be a variable of the kernel's source: not the executor's own (``__gpuenv_*``,
-    ``gpuenv_state``: writing its kernel index made a launch run nothing) nor a compiler's local one
-    (``completed.0``). A source's own ``gpuenv_hits`` is the source's."""
+    """Whether a symbol may be a variable of the kernel's source: not the executor's own (``__gpuenv_*``:
+    writing its kernel index made a launch run nothing) nor a compiler's local one (``completed.0``). A
+    source's own ``gpuenv_hits`` is the source's."""
     last = demangled.rsplit("::", 1)[-1]  # (its red zones sit in the variables' namespaces)
-    return not (last.startswith("__gpuenv") or last in _EXECUTOR_VARIABLES or "." in symbol)
+    return not (last.startswith("__gpuenv") or "." in symbol)
+
+
+#: the fixed-width and size typedefs a name may spell a template argument with, as the demangler spells the
+#: type on LP64 Linux (``<stdint.h>``, ``<stddef.h>``): ``mask<int16_t>`` is ``mask<short>``
+_TYPEDEFS = {
+    "int8_t": "signed char", "uint8_t": "unsigned char", "int16_t": "short", "uint16_t": "unsigned short",
+    "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long", "uint64_t": "unsigned long",
+    "size_t": "unsigned long", "ssize_t": "long", "ptrdiff_t": "long", "intptr_t": "long",
+    "uintptr_t": "unsigned long",
+}
+#: C++'s other spellings of a builtin type -> the demangler's
+_BUILTIN_SPELLINGS = (
+    (re.compile(r"\b(short|long(?: long)?) int\b"), r"\1"),
+    (re.compile(r"\bsigned (short|long|int)\b"), r"\1"),
+    (re.compile(r"\bsigned(?! char)\b"), "int"),
+    (re.compile(r"\bunsigned(?! (?:char|short|int|long))\b"), "unsigned int"),
+)
+_STD_TYPEDEF = re.compile(r"\bstd\s*::\s*(?=(?:{})\b)".format("|".join(_TYPEDEFS)))
+_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+[uUlL]*|::|\S")
+
+
+def canonical_name(name: str) -> str:
+    """A variable's name as the demangler spells it: one space between words alone, the typedefs of
+    ``_TYPEDEFS`` (``std::`` or not) as their types, ``short int`` as ``short``, no suffix on a number
+    (``tile<16u>``): ``mask< std::int16_t >`` and ``mask<short>`` are one name."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(_STD_TYPEDEF.sub("", name)):
+        t = _TYPEDEFS.get(tok, tok.rstrip("uUlL") if tok[0].isdigit() else tok)
+        word = t[0].isalnum() or t[0] == "_"
+        if word and out and (out[-1][-1].isalnum() or out[-1][-1] == "_"):
+            out.append(" ")
+        out.append(t)
+    text = "".join(out)
+    for rx, repl in _BUILTIN_SPELLINGS:
+        text = rx.sub(repl, text)
+    return text
 
 
 class _DeviceArray:

@@ -65,15 +65,15 @@ def cpu_entry(ts: Sequence[Target]) -> Optional[str]:
     code = marker_text(ts) + '#line 1000000 "<gpuenv>"\n'  # the entry's lines are never a marker's
     if len(ts) == 1:
         return code + f"GPUENV_ENTRY(({ts[0].expr}))\n"
-    # names looked up from the global namespace: inside gpuenv, a kernel namespace could meet one of the executor's
-    cases = "".join(f"    case {i}: call(({'' if t.expr.startswith('::') else '::'}{t.expr}), a); break;\n"
+    # names looked up from the global namespace: inside __gpuenv, a kernel namespace could meet one of the executor's
+    cases = "".join(f"    case {i}: call(({'' if t.expr.startswith('::') else '::'}{t.expr}), __gpuenv_a); break;\n"
                     for i, t in enumerate(ts))
     return code + (
         'extern "C" __attribute__((visibility("default"))) int __gpuenv_kernel_index;\n'
         "int __gpuenv_kernel_index = 0;\n"
         "struct __gpuenv_dispatch {};\n"
-        "namespace gpuenv {\n"
-        '__attribute__((no_sanitize("thread"))) inline void call(__gpuenv_dispatch, void** a) {\n'
+        "namespace __gpuenv {\n"
+        '__attribute__((no_sanitize("thread"))) inline void call(__gpuenv_dispatch, void** __gpuenv_a) {\n'
         f"  switch (__gpuenv_kernel_index) {{\n{cases}  }}\n}}\n}}\n"
         "GPUENV_ENTRY(__gpuenv_dispatch{})\n")
 

@@ -28,6 +28,8 @@ SHIPPED_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "incl
 HIPRTC_INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include_hiprtc")
 #: the largest kernel source or header read
 MAX_SOURCE = 64 * 2**20
+#: the most headers ``Source.quoted_headers`` reads
+MAX_QUOTED_HEADERS = 256
 #: file extensions that make a source CUDA-dialect (``rtc._cuda``)
 CUDA_EXTENSIONS = (".cu", ".cuh")
 DIALECTS = ("hip", "cuda")
@@ -92,8 +94,44 @@ class Source:
 
     @cached_property
     def kernels(self) -> dict[str, KernelDecl]:
-        """The ``__global__`` functions, by name, with their parameter lists."""
-        return _kernels_in(self.clean)
+        """The ``__global__`` functions, by name, with their parameter lists: the source's own, then those of the
+        headers it includes with quotes, as the preprocessor finds them beside the including file (HeCBench's
+        ``main.cu`` includes its ``kernels.h``); the first declaration of a name is kept."""
+        out = _kernels_in(self.clean)
+        for path, clean in self.quoted_headers:
+            for name, decl in _kernels_in(clean).items():
+                out.setdefault(name, replace(decl, file=path))
+        return out
+
+    @cached_property
+    def function_uses(self) -> dict[str, frozenset[str]]:
+        """Each function defined in the source and its quoted headers, by its unqualified name (overloads and
+        template instances together): the identifiers its bodies use (``function_uses``)."""
+        out = function_uses(self.clean)
+        for _, clean in self.quoted_headers:
+            for name, used in function_uses(clean).items():
+                out[name] = out.get(name, frozenset()) | used
+        return out
+
+    @cached_property
+    def quoted_headers(self) -> list[tuple[str, str]]:
+        """(path, text with comments blanked) of each header the source reaches through quoted includes found
+        beside the including file (the working directory's for an inline source), in the order first met; at
+        most ``MAX_QUOTED_HEADERS`` of them."""
+        seen: dict[str, str] = {}
+        stack = [(self.dir or os.getcwd(), [n for q, n in self.includes if q])]
+        while stack and len(seen) < MAX_QUOTED_HEADERS:
+            here, names = stack.pop()
+            for n in reversed(names):
+                p = os.path.abspath(os.path.join(here, n))
+                if p in seen or p == self.path:
+                    continue
+                got = _scan(p)
+                if got is None:
+                    continue
+                seen[p] = strip_comments(got[0].decode("utf-8", "replace"))
+                stack.append((os.path.dirname(p), [m for q, m in got[1] if q]))
+        return list(seen.items())
 
     def targets(self, exprs: Sequence[str]) -> list[Target]:
         """Each name expression's declaration and whether it is simple, found once per list of expressions
@@ -424,11 +462,15 @@ class KernelDecl:
     line: int
     #: the template parameter list of a kernel template ("int TILE"), None for a plain function
     template: Optional[str] = None
+    #: the header it is declared in, None for the source itself
+    file: Optional[str] = None
 
     def describe(self, always_line: bool = False) -> str:
-        """``vector_add`` or ``transpose<int TILE> declared at line 12``, for "kernels there" messages."""
+        """``vector_add`` or ``transpose<int TILE> declared at line 12`` (``... at kernels.h:12`` in a header),
+        for "kernels there" messages."""
         name = self.name if self.template is None else f"{self.name}<{self.template}>"
-        return f"{name} declared at line {self.line}" if self.template is not None or always_line else name
+        at = f"{os.path.basename(self.file)}:{self.line}" if self.file else f"line {self.line}"
+        return f"{name} declared at {at}" if self.template is not None or always_line else name
 
 
 def find_kernels(text: str) -> dict[str, KernelDecl]:
@@ -456,6 +498,59 @@ def _kernels_in(clean: str) -> dict[str, KernelDecl]:
         out.setdefault(m.group("name"), KernelDecl(m.group("name"), params, extern_c, line,
                                                    " ".join(tm.group(1).split()) if tm else None))
     return out
+
+
+#: what a function definition's head ends with before its body: ``name(params) const noexcept -> T {``
+_FUNCTION_HEAD = re.compile(
+    r"(?:^|[^\w:])(?P<name>~?[A-Za-z_]\w*)\s*(?:<[^;{}()]*>\s*)?\((?P<params>(?:[^;{}()]|\([^;{}()]*\))*)\)\s*"
+    r"(?:(?:const|volatile|noexcept|override|final|mutable|&&?)\s*|->[^;{}()]*|__attribute__\s*\(\([^;{}]*\)\)\s*)*$")
+#: what opens a block whose contents are declarations (a function is looked for inside it)
+_SCOPE_HEAD = re.compile(r'\b(?:namespace|struct|class|union)\b[^;{}()]*$|\bextern\s+"C"\s*$')
+_NOT_FUNCTIONS = frozenset({"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "alignas",
+                            "__attribute__", "__launch_bounds__", "__declspec"})
+_WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+_DIRECTIVE = re.compile(r"^[ \t]*(?:#|%:)(?:[^\n]*\\\n)*[^\n]*", re.M)
+
+
+def function_uses(clean: str) -> dict[str, frozenset[str]]:
+    """The functions a text (comments blanked) defines, by unqualified name, each with the identifiers its bodies
+    use: what it may call and which file-scope variables it may touch. Linear in the text; blocks that are
+    neither a function nor a namespace, class or ``extern "C"`` scope (an initialiser) are skipped."""
+    clean = _DIRECTIVE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), clean)  # a macro's braces are not blocks
+    out: dict[str, set[str]] = {}
+    # per open brace: ("", 0) a scope, (name, start) a function's body, (None, start) a block skipped; every block
+    # inside a body or a skipped block is one of its own (None)
+    stack: list[tuple[Optional[str], int]] = []
+    outside = 0  # how many of the open braces are scopes, from the bottom: all of them when outside any body
+    last = 0  # where the current declaration began (after the last ; { or } at scope level)
+    for m in re.finditer(r"[{};]", clean):
+        c, pos = m.group(), m.start()
+        at_scope = outside == len(stack)
+        if c == ";":
+            last = pos + 1 if at_scope else last
+        elif c == "{":
+            if not at_scope:
+                stack.append((None, pos))
+                continue
+            head = clean[max(last, pos - 2000):pos]
+            f = _FUNCTION_HEAD.search(head)
+            if _SCOPE_HEAD.search(head):
+                stack.append(("", pos))
+                outside += 1
+            elif f and f.group("name") not in _NOT_FUNCTIONS:
+                stack.append((f.group("name").lstrip("~"), pos + 1))
+            else:
+                stack.append((None, pos))  # an initialiser, an enum: skipped
+            last = pos + 1
+        elif stack:
+            kind, start = stack.pop()
+            if kind == "":
+                outside -= 1
+            elif kind is not None and outside == len(stack):
+                out.setdefault(kind, set()).update(_WORD.findall(clean, start, pos))
+            if outside == len(stack):
+                last = pos + 1
+    return {k: frozenset(v) for k, v in out.items()}
 
 
 def split_params(raw: str) -> list[str]:

@@ -159,7 +159,7 @@ def test_a_source_s_own_gpuenv_named_variable_is_found(cpu_cache):
     m.kernel("k")(1, 4)
     assert hits.tolist() == [1, 1, 1, 1]
     with pytest.raises(KeyError, match=r"variables there: gpuenv_hits\)"):
-        m.get_global("gpuenv_state")
+        m.get_global("__gpuenv_state")
 
 
 def test_get_global_again_with_another_dtype_reads_the_same_memory_as_it(path, cpu_cache):

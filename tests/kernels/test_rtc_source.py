@@ -145,3 +145,29 @@ def test_a_source_is_parsed_once_and_handed_on(monkeypatch, tmp_path):
     assert load_source("k.cu", [str(tmp_path)], "hip").dialect == "hip"
     with pytest.raises(ValueError, match="dialect must be 'hip' or 'cuda'"):
         load_source(text, dialect="fortran")
+
+
+def test_function_uses_reads_function_bodies_only():
+    """Bodies of functions at namespace, class and ``extern "C"`` scope, past macros with braces and initialisers;
+    what a body uses is what a shared-memory count follows (``_cpu.check_shared_limit``)."""
+    from pytest_gpuenv.rtc.source import function_uses
+
+    text = """#define K(n) __global__ void k##n() { hidden(); }
+K(0) K(1)
+__constant__ int table[] = {1, 2};
+namespace ns { template <class T, int N> __global__ void __launch_bounds__(256) scan(T* o) { step(o); } }
+extern "C" { __device__ float step(float (*f)(float)) noexcept { return g(1); } }
+struct S { __device__ int m(int a) const { if (a) { return w(a); } return 0; } };
+"""
+    assert function_uses(text) == {"scan": frozenset({"step", "o"}), "step": frozenset({"return", "g"}),
+                                   "m": frozenset({"if", "a", "return", "w"})}
+
+
+def test_kernels_in_quoted_headers_are_found_and_name_their_header(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "main.hip").write_text('#include <hip/hip_runtime.h>\n#include "inc/kernels.h"\n')
+    (tmp_path / "inc" / "kernels.h").write_text('#include "more.h"\n')
+    (tmp_path / "inc" / "more.h").write_text("template <int N>\n__global__ void fill(int* o) { o[0] = N; }\n")
+    src = load_source(str(tmp_path / "main.hip"))
+    assert src.kernels["fill"].file == str(tmp_path / "inc" / "more.h")
+    assert src.kernels["fill"].describe() == "fill<int N> declared at more.h:2"

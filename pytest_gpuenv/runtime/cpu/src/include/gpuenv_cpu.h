@@ -26,7 +26,7 @@ struct gpuenv_state_t {
     char* dyn_shared;
 };
 
-// A worker thread's copy of the kernel module: its entry and its gpuenv_state.
+// A worker thread's copy of the kernel module: its entry and its __gpuenv_state.
 struct gpuenv_worker_t {
     void (*entry)(void**);
     gpuenv_state_t* state;
@@ -101,7 +101,7 @@ static inline int gpuenv_site_flavour(int site) { return site & 3; }    // a bar
 int gpuenv_barrier(const char* file, int site, int value);
 void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_barrier(file, site, 0)
 // The module's entry runs the thread the executor started, then asks for the next one: the call returns when
-// this fiber is to run the kernel again, for the thread gpuenv_state names (when none is left to start, the
+// this fiber is to run the kernel again, for the thread __gpuenv_state names (when none is left to start, the
 // fiber waits inside the call until it starts a thread again; the entry never returns within a launch).
 void gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);

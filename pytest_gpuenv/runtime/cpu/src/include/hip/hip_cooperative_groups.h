@@ -11,8 +11,8 @@ namespace cooperative_groups {
 
 namespace gpuenv_detail {
 enum kind { k_block, k_tile, k_coalesced, k_grid };
-inline unsigned block_threads() { return gpuenv_state.bdim.x * gpuenv_state.bdim.y * gpuenv_state.bdim.z; }
-inline unsigned lane() { return gpuenv_state.lin % warpSize; }
+inline unsigned block_threads() { return __gpuenv_state.bdim.x * __gpuenv_state.bdim.y * __gpuenv_state.bdim.z; }
+inline unsigned lane() { return __gpuenv_state.lin % warpSize; }
 }  // namespace gpuenv_detail
 
 class thread_group {
@@ -33,7 +33,7 @@ class thread_group {
             gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN));
         else if (kind_ == gpuenv_detail::k_grid) {  // the block's threads, then (thread 0) every block, then the block's
             gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN));
-            if (gpuenv_state.lin == 0) gpuenv_grid_wait(GPUENV_AT);
+            if (__gpuenv_state.lin == 0) gpuenv_grid_wait(GPUENV_AT);
             gpuenv_sync(gpuenv_file, (gpuenv_where + 1) * 4 + GPUENV_BAR_PLAIN);
         }
         else
@@ -43,7 +43,7 @@ class thread_group {
 
 class thread_block : public thread_group {
     friend thread_block this_thread_block();
-    thread_block() : thread_group(gpuenv_detail::k_block, gpuenv_detail::block_threads(), gpuenv_state.lin) {}
+    thread_block() : thread_group(gpuenv_detail::k_block, gpuenv_detail::block_threads(), __gpuenv_state.lin) {}
 
   public:
     dim3 group_index() const { return dim3(blockIdx); }
@@ -58,7 +58,7 @@ class grid_group : public thread_group {
     grid_group()
         : thread_group(gpuenv_detail::k_grid,
                        gpuenv_detail::block_threads() * gridDim.x * gridDim.y * gridDim.z,
-                       gpuenv_state.lin + gpuenv_detail::block_threads() *
+                       __gpuenv_state.lin + gpuenv_detail::block_threads() *
                            (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z))) {}
 
   public:
@@ -74,8 +74,8 @@ class thread_block_tile : public thread_group {
     template <class T> T op(int o, T v, int arg, const char* f, int w) const { return gpuenv_shfl(o, v, arg, (int)N, f, w); }
 
   public:
-    thread_block_tile() : thread_group(gpuenv_detail::k_tile, N, gpuenv_state.lin % N) {}
-    unsigned meta_group_rank() const { return gpuenv_state.lin / N; }
+    thread_block_tile() : thread_group(gpuenv_detail::k_tile, N, __gpuenv_state.lin % N) {}
+    unsigned meta_group_rank() const { return __gpuenv_state.lin / N; }
     unsigned meta_group_size() const { return (gpuenv_detail::block_threads() + N - 1) / N; }
     template <class T> T shfl(T v, int src, GPUENV_HERE) const { return op(GPUENV_OP_SHFL, v, src, GPUENV_AT); }
     template <class T> T shfl_up(T v, unsigned d, GPUENV_HERE) const { return op(GPUENV_OP_UP, v, (int)d, GPUENV_AT); }
@@ -99,8 +99,8 @@ template <unsigned N, class Parent> thread_block_tile<N> tiled_partition(const P
 // a tile whose size is known at run time: size, thread_rank and sync
 class tiled_group : public thread_group {
   public:
-    explicit tiled_group(unsigned n) : thread_group(gpuenv_detail::k_tile, n, gpuenv_state.lin % n) {}
-    unsigned meta_group_rank() const { return gpuenv_state.lin / size_; }
+    explicit tiled_group(unsigned n) : thread_group(gpuenv_detail::k_tile, n, __gpuenv_state.lin % n) {}
+    unsigned meta_group_rank() const { return __gpuenv_state.lin / size_; }
     unsigned meta_group_size() const { return (gpuenv_detail::block_threads() + size_ - 1) / size_; }
 };
 inline tiled_group tiled_partition(const thread_group&, unsigned n) { return tiled_group(n); }

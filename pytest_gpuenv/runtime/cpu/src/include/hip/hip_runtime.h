@@ -71,15 +71,15 @@
     static __attribute__((aligned(16)))
 #define GPUENV_SHARED1(n) GPUENV_SHARED2(n)
 #define __shared__ GPUENV_SHARED1(__COUNTER__)
-extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state;  // this module's (GPUENV_ENTRY)
-#define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)gpuenv_state.dyn_shared;
+extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t __gpuenv_state;  // this module's (GPUENV_ENTRY)
+#define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)__gpuenv_state.dyn_shared;
 #define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
 // objects, not macros: a kernel parameter or local named blockIdx is fine
-static constexpr const gpuenv_u3& threadIdx = gpuenv_state.tid;
-static constexpr const gpuenv_u3& blockIdx = gpuenv_state.bid;
-static constexpr const gpuenv_u3& blockDim = gpuenv_state.bdim;
-static constexpr const gpuenv_u3& gridDim = gpuenv_state.gdim;
+static constexpr const gpuenv_u3& threadIdx = __gpuenv_state.tid;
+static constexpr const gpuenv_u3& blockIdx = __gpuenv_state.bid;
+static constexpr const gpuenv_u3& blockDim = __gpuenv_state.bdim;
+static constexpr const gpuenv_u3& gridDim = __gpuenv_state.gdim;
 #define hipThreadIdx_x (threadIdx.x)
 #define hipThreadIdx_y (threadIdx.y)
 #define hipThreadIdx_z (threadIdx.z)
@@ -134,7 +134,7 @@ inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
 inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull, GPUENV_HERE) {
     gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) unsigned __lane_id() { return gpuenv_state.lin % warpSize; }
+inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
 
 template <class T>
 inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
@@ -269,9 +269,9 @@ inline float __uint2float_rn(unsigned x) { return (float)x; }
 
 // ---------------------------------------------------------------- atomics (done in the uninstrumented
 // runtime: checked for bounds, exempt from race reports; compare-and-swap, as blocks may run on several OS threads)
-template <class T> struct gpuenv_id { using type = T; };
+template <class T> struct __gpuenv_id { using type = T; };
 #define GPUENV_ATOMIC_RMW(name, expr)                                                             \
-    template <class T> GPUENV_RT T name(T* p, typename gpuenv_id<T>::type v) {                     \
+    template <class T> GPUENV_RT T name(T* p, typename __gpuenv_id<T>::type v) {                     \
         GPUENV_ACHECK(p);                                                                          \
         T o, n;                                                                                    \
         __atomic_load(p, &o, __ATOMIC_RELAXED); /* not hoisted out of a spin loop */               \
@@ -279,7 +279,7 @@ template <class T> struct gpuenv_id { using type = T; };
         while (!__atomic_compare_exchange(p, &o, &n, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));   \
         return o;                                                                                  \
     }                                                                                              \
-    template <class T> GPUENV_RT T name##_system(T* p, typename gpuenv_id<T>::type v) { return name(p, v); }
+    template <class T> GPUENV_RT T name##_system(T* p, typename __gpuenv_id<T>::type v) { return name(p, v); }
 GPUENV_ATOMIC_RMW(atomicAdd, o + v)
 GPUENV_ATOMIC_RMW(atomicSub, o - v)
 GPUENV_ATOMIC_RMW(atomicExch, v)
@@ -291,14 +291,14 @@ GPUENV_ATOMIC_RMW(atomicXor, o ^ v)
 GPUENV_ATOMIC_RMW(atomicInc, o >= v ? 0 : o + 1)
 GPUENV_ATOMIC_RMW(atomicDec, (o == 0 || o > v) ? v : o - 1)
 template <class T>
-GPUENV_RT T atomicCAS(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
+GPUENV_RT T atomicCAS(T* p, typename __gpuenv_id<T>::type cmp, typename __gpuenv_id<T>::type v) {
     GPUENV_ACHECK(p);
     T o = cmp, n = v;
     __atomic_compare_exchange(p, &o, &n, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return o;
 }
 template <class T>
-GPUENV_RT T atomicCAS_system(T* p, typename gpuenv_id<T>::type cmp, typename gpuenv_id<T>::type v) {
+GPUENV_RT T atomicCAS_system(T* p, typename __gpuenv_id<T>::type cmp, typename __gpuenv_id<T>::type v) {
     return atomicCAS(p, cmp, v);
 }
 
@@ -312,7 +312,7 @@ extern "C" inline __attribute__((always_inline)) void __assert_fail(const char* 
     gpuenv_assert_fail(e, f, l, fn);
 }
 
-namespace gpuenv {
+namespace __gpuenv {
 template <class... A, size_t... I>
 __attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a, std::index_sequence<I...>) {
     f(*static_cast<typename std::remove_reference<A>::type*>(a[I])...);
@@ -347,14 +347,14 @@ __attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)
     call(f, v, std::index_sequence_for<A...>{});
 }
 // The thread after the current one starts on this fiber without a call into the executor when the current
-// one is the newest thread of the block and the executor allows it (gpuenv_state.end: unchecked launches).
+// one is the newest thread of the block and the executor allows it (__gpuenv_state.end: unchecked launches).
 // The executor counts the threads started here when it next needs its count of them (fibers.h:
 // catch_up).
 inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() {
 #if GPUENV_CHECK
     return false;
 #endif
-    gpuenv_state_t& s = gpuenv_state;
+    gpuenv_state_t& s = __gpuenv_state;
     unsigned n = s.lin + 1;
     if (n >= s.end) return false;
     s.lin = n;
@@ -367,21 +367,21 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
     }
     return true;
 }
-}  // namespace gpuenv
+}  // namespace __gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
-    extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** a) { \
-        /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */      \
-        auto v = gpuenv::args(name, a);                                                                      \
+    extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** __gpuenv_a) { \
+        /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */       \
+        auto __gpuenv_v = __gpuenv::args(name, __gpuenv_a);                                                  \
         for (;;) {                                                                                           \
-            gpuenv::call(name, v);                                                                           \
-            if (!gpuenv::next_inline()) gpuenv_next_thread();                                                \
+            __gpuenv::call(name, __gpuenv_v);                                                                \
+            if (!__gpuenv::next_inline()) gpuenv_next_thread();                                              \
         }                                                                                                    \
     }                                                                                                        \
-    extern "C" { __attribute__((visibility("hidden"))) gpuenv_state_t gpuenv_state = {}; }               \
-    extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {             \
-        return &gpuenv_state;                                                                             \
-    }                                                                                                    \
-    /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */ \
+    extern "C" { __attribute__((visibility("hidden"))) gpuenv_state_t __gpuenv_state = {}; }                 \
+    extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {                 \
+        return &__gpuenv_state;                                                                              \
+    }                                                                                                        \
+    /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */  \
     extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
         *lo = *hi = nullptr;                                                                                 \
     }
