@@ -414,15 +414,14 @@ def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
     return cpu_runtime.get(executor)
 
 
-def emit_output(text: str, messages: Sequence[str]) -> None:
-    """Device printf output to sys.stdout (pytest shows it with the test); warnings as KernelWarning."""
-    from pytest_gpuenv.runtime.cpu.errors import KernelWarning
-
+def emit_output(text: str, messages: Sequence[Warning]) -> None:
+    """Device printf output to sys.stdout (pytest shows it with the test); the launch's warnings
+    (``KernelWarning`` and its subclasses) warned."""
     if text:
         sys.stdout.write(text)
         sys.stdout.flush()
     for m in messages:
-        warnings.warn(KernelWarning(m), stacklevel=3)
+        warnings.warn(m, stacklevel=3)
 
 
 __all__ = ["KernelLaunchError", "build_kernel", "kernel_key", "runtime"]

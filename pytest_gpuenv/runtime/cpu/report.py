@@ -162,9 +162,20 @@ def to_error(ctx: Context, r: Report) -> Exception:
     return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
 
 
-def warnings_of(ctx: Context, r: Report) -> list[str]:
+#: the tag of a warning line that is a barrier which threads that returned never reached (executor_int.h)
+BARRIER_TAG = "[barrier] "
+
+
+def warnings_of(ctx: Context, r: Report) -> list[errors.KernelWarning]:
+    """The launch's warnings, each as the KernelWarning subclass it is."""
     text = r.warnings.decode("utf-8", "replace")
     if not text.strip():
         return []
     text = _subst(text, symbolize(ctx, [int(m.group(1), 16) for m in _PC.finditer(text)]))
-    return [f"kernel {ctx.kernel!r}: {ln}" for ln in text.splitlines() if ln.strip()]
+    out: list[errors.KernelWarning] = []
+    for ln in text.splitlines():
+        if not ln.strip():
+            continue
+        cls = errors.KernelBarrierWarning if ln.startswith(BARRIER_TAG) else errors.KernelWarning
+        out.append(cls(f"kernel {ctx.kernel!r}: {ln.removeprefix(BARRIER_TAG)}"))
+    return out

@@ -22,6 +22,9 @@ constexpr int kMaxVars = 1024;              // static __shared__ variables and r
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
 constexpr int32_t kRoRedzone = 2;           // gpuenv_region_t.readonly of the __device__ variables' section: red zones between them
+// the tag a warning line starts with when it is a barrier that threads which returned never reached
+// (runtime/cpu/report.py: warnings_of makes it a KernelBarrierWarning)
+constexpr const char* kBarrierWarning = "[barrier]";
 constexpr int32_t kArgsIndex = -(1 << 20);  // gpuenv_region_t.index of the argument values' own storage (request.cpp)
 
 // What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
