@@ -28,7 +28,7 @@ from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.logs import first_error
-from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers
+from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers, strip_comments
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
 from pytest_gpuenv.runtime.cpu import sources as cpu_sources
@@ -45,6 +45,10 @@ _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
     r"\s*\[\s*\]\s*;")
 _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_DYNAMIC_SHARED_ATTRIBUTE\b")
+_DYNAMIC_SHARED = re.compile(r"\bHIP_DYNAMIC_SHARED\s*\(\s*(?P<type>[^,()]+?)\s*,\s*(?P<name>[A-Za-z_]\w*)\s*\)")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)+\'')
+#: what opens a brace that is still namespace scope: a namespace, an ``extern "C"`` block (string blanked)
+_SCOPE_OPENER = re.compile(r'^(?:inline\s+)?namespace\b[^(){};=]*$|^extern\s*"\s*"$')
 # libc functions checked mode intercepts (src/include/gpuenv_libc.h): never expanded inline
 LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
                 "vsnprintf")
@@ -181,18 +185,52 @@ def check_preprocessed(cxx: str, flags: Sequence[str], cpp: str) -> None:
         line += 1
 
 
+def _file_scope(scan: str, pos: int) -> bool:
+    """Whether ``pos`` of ``scan`` (comments and string contents blanked) is at namespace scope: every brace
+    open there opens a namespace or an ``extern "C"`` block."""
+    opened: list[bool] = []
+    last = 0
+    for m in re.finditer(r"[{};]", scan[:pos]):
+        c = m.group(0)
+        if c == "{":
+            head = "\n".join(ln for ln in scan[last:m.start()].splitlines() if not ln.lstrip().startswith("#"))
+            opened.append(bool(_SCOPE_OPENER.match(" ".join(head.split()))))
+        elif c == "}" and opened:
+            opened.pop()
+        last = m.end()
+    return all(opened)
+
+
+def _dynamic_shared(t: str, name: str, file_scope: bool) -> str:
+    """An ``extern __shared__ t name[];`` made a pointer to the launch's dynamic shared memory, on one line. In
+    a function a copy of the launch's pointer; at namespace scope, where an initialiser runs once when the
+    module is loaded, a reference to the pointer the executor sets at each launch (through a may_alias type:
+    the pointer is stored as a ``char*``)."""
+    if not file_scope:
+        return f"{t}* const {name} __attribute__((unused)) = ({t}*)gpuenv_state.dyn_shared;"
+    alias = f"gpuenv_dyn_{name}_t"
+    return (f"typedef {t}* __attribute__((__may_alias__)) {alias}; static {alias} const& {name} "
+            f"__attribute__((unused)) = reinterpret_cast<{alias} const&>(gpuenv_state.dyn_shared);")
+
+
 def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
-    """The source with the two shared-memory rewrites and (``red_zones``) the globals one, line numbers
-    kept, and the extern array names."""
+    """The source with the two shared-memory rewrites (``HIP_DYNAMIC_SHARED`` too) and (``red_zones``) the
+    globals one, line numbers kept, and the dynamic shared arrays' names."""
     names: list[str] = []
+    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
 
     def ext(m: re.Match[str]) -> str:
         t = " ".join(_ATTR.sub(" ", m.group("type")).split())
-        names.append(m.group("name"))
+        if scan[m.start():m.start() + 6] not in ("extern", "HIP_DY"):  # in a comment or a string
+            return m.group(0)
+        if m.group("name") not in names:
+            names.append(m.group("name"))
         nl = m.group(0).count("\n")
-        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)gpuenv_state.dyn_shared;" + "\n" * nl
+        return _dynamic_shared(t, m.group("name"), _file_scope(scan, m.start())) + "\n" * nl
 
     text = _EXTERN_SHARED.sub(ext, text)
+    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
+    text = _DYNAMIC_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
     return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
@@ -391,6 +429,18 @@ def executor_key(cxx: str) -> str:
     return make_key(parts, b"", cpu_sources.executor_files())
 
 
+def _own_files() -> list[tuple[str, bytes]]:
+    """The modules whose rewrites of a source are part of what is compiled (a new version, a new build)."""
+    out = []
+    for mod in (sys.modules[__name__], _cpu_globals):
+        with open(str(mod.__file__), "rb") as f:
+            out.append((str(mod.__file__), f.read()))
+    return out
+
+
+_REWRITERS = _own_files()
+
+
 def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
                defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
     parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
@@ -402,7 +452,7 @@ def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, op
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
     headers = find_headers(src, dirs, options=options, irregular=junk)
     headers = merge(headers, [] if junk else cpu_headers(cxx, flags, src))  # (see rtc/_deps)
-    return make_key(parts, src.data, headers)
+    return make_key(parts, src.data, headers + _REWRITERS)
 
 
 def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
