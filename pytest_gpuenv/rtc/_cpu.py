@@ -29,13 +29,13 @@ from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.logs import first_error
 from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers, strip_comments
+from pytest_gpuenv.rtc.target import ROCM_INI, ROCM_KEYWORD, CpuTarget
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
 from pytest_gpuenv.runtime.cpu import sources as cpu_sources
 
 TIMEOUT = 300.0
 GLOBALS_FILE_LIMIT = 16 << 20  # bytes of kernel module above which globals are built without red zones
-SHARED_LIMIT = 64 * 1024  # bytes of shared memory per block (static and dynamic together), as on AMD and NVIDIA GPUs
 _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
@@ -235,12 +235,27 @@ def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
     return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
 
-def _run(cmd: list[str], display: str) -> None:
+#: what a compile log says where a kernel uses warpSize as a constant expression (ROCm 7 made it none)
+_WARPSIZE_CONSTANT = re.compile(r"warpSize|gpuenv_warp_size_t|__gpuenv_warp_size")
+
+
+def _older_rule(log: str, target: Optional[CpuTarget]) -> str:
+    """A hint when a kernel relies on warpSize being a constant expression, which it is not from ROCm 7."""
+    if target is None or target.rocm[0] < 7 or not _WARPSIZE_CONSTANT.search(log) or not re.search(
+            r"constant expression|not usable in a constant|static assertion|template argument|non-constant", log):
+        return ""
+    return (f" (this CPU run stands for ROCm {target.rocm_version}, where warpSize is no constant expression, as "
+            f"on the GPU: use __AMDGCN_WAVEFRONT_SIZE or a template parameter, or build for an older ROCm with "
+            f"{ROCM_KEYWORD}='6.4' (compile_kernel, hip_kernel) or the ini option {ROCM_INI})")
+
+
+def _run(cmd: list[str], display: str, target: Optional[CpuTarget] = None) -> None:
     res = run_tool(cmd, TIMEOUT, compiler=os.path.basename(cmd[0]))
     if res.returncode != 0:
         log = (res.stderr or res.stdout).strip()
         err = first_error(log)
         where = f"{err[0]}:{err[1]}: {err[2]}" if err else log.splitlines()[-1] if log else "failed"
+        where += _older_rule(log, target)
         raise KernelCompileError(f"CPU executor build of {display} failed: {where}", log=log, arch="cpu",
                                  compiler=os.path.basename(cmd[0]), file=err[0] if err else None,
                                  line=err[1] if err else None)
@@ -318,24 +333,24 @@ def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tu
     return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER), unique
 
 
-def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str) -> None:
-    """KernelCompileError when the static ``__shared__`` variables exceed a block's shared memory, as on a GPU."""
-    total = sum(size for _, _, size in shared)
-    if total > SHARED_LIMIT:
+def check_shared_limit(shared: Sequence[tuple[str, int, int]], display: str, target: CpuTarget) -> None:
+    """KernelCompileError when the static ``__shared__`` variables exceed a block's shared memory on the
+    target, as on a GPU."""
+    total, limit = sum(size for _, _, size in shared), target.shared_limit
+    if total > limit:
         names = ", ".join(f"{n!r} ({size} bytes)" for n, _, size in sorted(shared, key=lambda v: -v[2]))
         raise KernelCompileError(f"{display}: {total} bytes of static __shared__ memory ({names}) exceed the "
-                                 f"{SHARED_LIMIT}-byte ({SHARED_LIMIT // 1024} KiB) limit of a block", arch="cpu")
+                                 f"{limit}-byte ({limit // 1024} KiB) limit of a block on {target.arch}",
+                                 arch="cpu")
 
 
 
-def _kernel_flags(warp_size: int, check: bool) -> list[str]:
+def _kernel_flags(target: CpuTarget, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
-             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
-             # what hipcc defines for AMD device code: its own -D__HIP_PLATFORM_HCC__= -D__HIP_PLATFORM_AMD__=
-             # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
-             "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
-             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
+             f"-DGPUENV_CHECK={int(check)}",
+             # what hipcc and clang define for the target's device code, and the ROCm version's (rtc.target)
+             *target.defines()]
     if check:
         return flags + ["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
     # unchecked: the module binds its own symbols (-Wl,-Bsymbolic), so g++ may inline the kernel into the
@@ -344,7 +359,7 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     return flags + ["-fno-semantic-interposition", "-fno-plt"]
 
 
-def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: Sequence[str],
+def _compile_flags(cxx: str, src: Source, target: CpuTarget, check: bool, options: Sequence[str],
                    defines: Mapping[str, Any], include_dirs: Sequence[str]) -> list[str]:
     """A kernel's compile flags (the executor's header first on the include path); the cache key lists its
     headers with them too."""
@@ -353,10 +368,10 @@ def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: 
     # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic loader
     # binds process-wide: every kernel module would share the first one's __shared__ arrays
     own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
-    return [*_kernel_flags(warp_size, check), *own, *incs, *defs, *cpu_options(options)]
+    return [*_kernel_flags(target, check), *own, *incs, *defs, *cpu_options(options)]
 
 
-def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def build_kernel(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
                  lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
@@ -369,14 +384,14 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
     check_supported(src)
     refuse_irregular_headers(src, [*include_dirs, cpu_runtime.INCLUDE_DIR], options=options)
     t0 = time.perf_counter()
-    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, True, lockstep)
+    meta, binary = _build(cxx, src, name, target, check, options, defines, include_dirs, entry, True, lockstep)
     if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:
-        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, False, lockstep)
+        meta, binary = _build(cxx, src, name, target, check, options, defines, include_dirs, entry, False, lockstep)
     meta["compile_seconds"] = time.perf_counter() - t0
     return meta, binary
 
 
-def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def _build(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
            defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool,
            lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     text, dyn_names = rewrite(src.text, red_zones)
@@ -388,15 +403,16 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)
-        flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+        flags = _compile_flags(cxx, src, target, check or lockstep, options, defines, include_dirs)
         check_preprocessed(cxx, flags, cpp)
-        _run([cxx, *flags, "-c", cpp, "-o", obj], display)
+        _run([cxx, *flags, "-c", cpp, "-o", obj], display, target)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
         shared, device_globals, unique = module_symbols(binutil(cxx, "nm"), so)
-    check_shared_limit(shared.vars, display)
-    meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
+    check_shared_limit(shared.vars, display, target)
+    meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": target.warp_size,
+            "target": target.arch, "rocm": target.rocm_version, "check": check,
             "shared_vars": shared.vars, "red_zones": shared.red_zones, "dyn_names": dyn_names,
             "globals": device_globals if red_zones else [],
             # blocks may run on several threads, each on its own copy of the module: not when kernels
@@ -441,14 +457,15 @@ def _own_files() -> list[tuple[str, bytes]]:
 _REWRITERS = _own_files()
 
 
-def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def kernel_key(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
                defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
-    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
+    parts = {"name": name, "arch": "cpu", "target": list(target), "check": check or lockstep,
+             "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
-             "flags": _kernel_flags(warp_size, check), "include_path_env": include_path_env()}
+             "flags": _kernel_flags(target, check), "include_path_env": include_path_env()}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
-    flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+    flags = _compile_flags(cxx, src, target, check or lockstep, options, defines, include_dirs)
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
     headers = find_headers(src, dirs, options=options, irregular=junk)
     headers = merge(headers, [] if junk else cpu_headers(cxx, flags, src))  # (see rtc/_deps)

@@ -16,8 +16,8 @@ namespace gx __attribute__((visibility("hidden"))) {
 
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
-constexpr size_t kDynMax = 64 * 1024;
-constexpr size_t kShadowBytes = 64 * 1024;  // shadowed shared memory per kind (static, dynamic)
+constexpr size_t kDynMax = 160 * 1024;      // the largest shared memory of a block: gfx950's LDS (rtc/target.py)
+constexpr size_t kShadowBytes = 160 * 1024;  // shadowed shared memory per kind (static, dynamic)
 constexpr int kMaxVars = 1024;              // static __shared__ variables and red zones per module
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return

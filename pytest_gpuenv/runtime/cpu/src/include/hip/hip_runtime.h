@@ -1,6 +1,7 @@
 // <hip/hip_runtime.h> for the CPU executor (pytest-gpuenv): device code compiled by g++/clang++.
-// Each GPU thread is a fiber; threadIdx & co. read the executor's state; warpSize is the compile-time
-// constant GPUENV_WARP_SIZE (32 or 64); with GPUENV_CHECK every load and store is checked.
+// Each GPU thread is a fiber; threadIdx & co. read the executor's state; warpSize is GPUENV_WARP_SIZE (32 or
+// 64), under the rule of the ROCm version the run stands for (below); with GPUENV_CHECK every load and store
+// is checked. The target's macros (__gfx90a__, __GFX9__, __AMDGCN__, ...) come on the command line (rtc/target.py).
 #pragma once
 #ifndef GPUENV_WARP_SIZE
 #error "compile with -DGPUENV_WARP_SIZE=32 or 64 (pytest_gpuenv.rtc.compile_kernel(arch='cpu') does)"
@@ -92,7 +93,20 @@ static constexpr const gpuenv_u3& gridDim = gpuenv_state.gdim;
 #define hipGridDim_x (gridDim.x)
 #define hipGridDim_y (gridDim.y)
 #define hipGridDim_z (gridDim.z)
+// warpSize: a constant expression before ROCm 7 (clr amd_warp_functions.h: static constexpr int warpSize =
+// __AMDGCN_WAVEFRONT_SIZE); from ROCm 7 an object that converts to int and is no constant expression
+// (static_assert(warpSize == 64) fails to compile there, as here). GPUENV_ROCM: major * 100 + minor (rtc/target.py)
+#ifndef GPUENV_ROCM
+#define GPUENV_ROCM 700
+#endif
+#if GPUENV_ROCM >= 700
+inline const struct gpuenv_warp_size_t {
+    __attribute__((always_inline, const)) operator int() const noexcept { return gpuenv_wave(); }
+    static int gpuenv_wave() noexcept { return GPUENV_WARP_SIZE; }  // (not constexpr: as on ROCm 7)
+} warpSize{};
+#else
 static constexpr int warpSize = GPUENV_WARP_SIZE;
+#endif
 
 struct dim3 {
     unsigned x, y, z;
