@@ -153,3 +153,99 @@ def test_an_out_of_bounds_dynamic_shared_access_names_the_dynamic_shared_memory(
     assert line_of("DYN-OOB") in msg
     assert "dynamic shared memory (" in msg and "'tile'" in msg and f"element {element} " in msg
     assert "argument" not in msg
+
+
+# ------------------------------------------------------------------ *_sync masks (ROCm's amd_warp_sync_functions.h)
+MASKS = r"""
+#include <hip/hip_runtime.h>
+
+extern "C" __global__ void full_mask(int* out) {
+    int v = __shfl_sync(0xffffffffffffffffull, (int)threadIdx.x, 0);
+    unsigned long long b = __ballot_sync(__activemask(), threadIdx.x % 2);
+    out[threadIdx.x] = v + 1000 * __popcll(b) + 100000 * __all_sync(~0ull, 1) + 200000 * __any_sync(~0ull, 0);
+}
+
+// each half of the wave passes its own mask: disjoint masks that cover the active lanes are correct
+extern "C" __global__ void disjoint_masks(int* out) {
+    unsigned lane = threadIdx.x % warpSize, half = warpSize / 2;
+    unsigned long long m = ((1ull << half) - 1) << (lane < half ? 0 : half);
+    out[threadIdx.x] = __shfl_sync(m, (int)threadIdx.x, 0, half) + 1000 * __popcll(__ballot_sync(m, 1));
+}
+
+// a full mask under a condition that leaves lanes out: ROCm traps
+extern "C" __global__ void mask_names_inactive_lanes(int* out) {
+    if (threadIdx.x % warpSize < 16) out[threadIdx.x] = __shfl_sync(~0ull, (int)threadIdx.x, 3);  // MASK-INACTIVE
+}
+
+extern "C" __global__ void zero_mask(int* out) {
+    out[threadIdx.x] = __shfl_xor_sync(0ull, (int)threadIdx.x, 1);  // MASK-ZERO
+}
+"""
+
+MASK32 = r"""
+#include <hip/hip_runtime.h>
+extern "C" __global__ void mask32(int* out) { out[threadIdx.x] = __shfl_sync(0xffffffffu, (int)threadIdx.x, 0); }
+"""
+
+MASK32_CUDA = r"""
+extern "C" __global__ void mask32(int* out) {
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, (int)threadIdx.x, 0) + 1000 * __all_sync(0xffffffffu, 1);
+}
+"""
+
+
+def masked(warp: int, cache: str, name: str, **kw):
+    return rtc.compile_kernel(MASKS, name, arch="cpu", warp_size=warp, cache_dir=cache, rocm_version="7.0", **kw)
+
+
+def mask_line(tag: str) -> str:
+    return next(f":{i}" for i, line in enumerate(MASKS.splitlines(), 1) if f"// {tag}" in line)
+
+
+@CHECK
+def test_masks_that_name_the_active_lanes_run(cpu_cache, warp, check):
+    out = np.zeros(64, np.int32)
+    masked(warp, cpu_cache, "full_mask", check=check)((1,), (64,), out)
+    base = np.repeat(np.arange(0, 64, warp), warp)
+    np.testing.assert_array_equal(out, base + 1000 * (warp // 2) + 100000)
+    out = np.zeros(64, np.int32)
+    masked(warp, cpu_cache, "disjoint_masks", check=check)((1,), (64,), out)
+    np.testing.assert_array_equal(out, np.repeat(np.arange(0, 64, warp // 2), warp // 2) + 1000 * (warp // 2))
+
+
+@pytest.mark.parametrize("name, tag, what", [
+    ("mask_names_inactive_lanes", "MASK-INACTIVE", "but the lanes that pass it there are 0xffff"),
+    ("zero_mask", "MASK-ZERO", "passes mask 0 ("),
+])
+def test_checked_mode_reports_what_rocm_traps_on(cpu_cache, warp, name, tag, what):
+    with pytest.raises(rtc.KernelWarpError) as info:
+        masked(warp, cpu_cache, name)((1,), (64,), np.zeros(64, np.int32))
+    msg = str(info.value)
+    assert mask_line(tag) in msg and what in msg and "_sync" in msg
+
+
+@pytest.mark.parametrize("how", ["unchecked", "NDEBUG"])
+def test_no_report_unchecked_or_under_ndebug(cpu_cache, warp, how):
+    kw = {"check": False} if how == "unchecked" else {"options": ["-DNDEBUG"]}
+    out = np.full(64, -1, np.int32)
+    masked(warp, cpu_cache, "mask_names_inactive_lanes", **kw)((1,), (64,), out)
+    lanes = np.arange(64) % warp < 16
+    np.testing.assert_array_equal(out[lanes], np.repeat(np.arange(0, 64, warp), 16) + 3)
+
+
+def test_a_32_bit_mask_is_a_compile_error_in_hip_as_on_rocm(cpu_cache, warp):
+    with pytest.raises(rtc.KernelCompileError, match="The mask must be a 64-bit integer"):
+        rtc.compile_kernel(MASK32, "mask32", arch="cpu", warp_size=warp, rocm_version="6.4", cache_dir=cpu_cache)
+    if warp == 32:  # the newest clr takes a 32-bit mask on gfx1250
+        out = np.zeros(32, np.int32)
+        rtc.compile_kernel(MASK32, "mask32", arch="cpu", target="gfx1250", rocm_version="7.0",
+                           cache_dir=cpu_cache)((1,), (32,), out)
+        np.testing.assert_array_equal(out, 0)
+
+
+@CHECK
+def test_the_cuda_dialect_keeps_cudas_32_bit_mask(cpu_cache, warp, check):
+    out = np.zeros(64, np.int32)
+    rtc.compile_kernel(MASK32_CUDA, "mask32", arch="cpu", warp_size=warp, check=check, dialect="cuda",
+                       rocm_version="7.0", cache_dir=cpu_cache)((1,), (64,), out)
+    np.testing.assert_array_equal(out, np.repeat(np.arange(0, 64, warp), warp) + 1000)

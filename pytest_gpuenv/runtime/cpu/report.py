@@ -23,7 +23,8 @@ _KINDS = {1: (errors.KernelRaceError, "data race on shared memory"), 2: (errors.
           7: (errors.KernelWatchdogError, "watchdog"), 8: (errors.KernelWarpError, "inactive lane read"),
           9: (errors.KernelFaultError, "fault"), 10: (errors.KernelFaultError, "launch refused"),
           protocol.KIND_EXIT: (errors.KernelExitError, "process exit"), protocol.KIND_PROCESS: (errors.KernelProcessError, "fork or thread"),
-          13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier")}
+          13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier"),
+          15: (errors.KernelWarpError, "warp sync mask")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,

@@ -52,12 +52,14 @@ struct Fiber {
 struct Thread {
     uint8_t state;
     uint8_t op;        // warp operation (with arg and width, its operands)
+    uint8_t masked;    // a *_sync function's: mask is the lane's (gpuenv_warp_op_mask)
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column; a barrier's: its site, gpuenv_cpu.h): the site's identity
     int where;
     int arg, width;
     uint64_t val, res;   // the thread's value in, the result out
+    uint64_t mask;
 };
 
 // Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 12
