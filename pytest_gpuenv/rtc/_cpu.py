@@ -240,7 +240,12 @@ _WARPSIZE_CONSTANT = re.compile(r"warpSize|gpuenv_warp_size_t|__gpuenv_warp_size
 
 
 def _older_rule(log: str, target: Optional[CpuTarget]) -> str:
-    """A hint when a kernel relies on warpSize being a constant expression, which it is not from ROCm 7."""
+    """A hint when a kernel relies on an older ROCm's rule: warpSize a constant expression (not from ROCm 7),
+    a *_sync function's mask narrower than 64 bits (refused from ROCm 6.2)."""
+    if target is not None and "The mask must be a 64-bit integer" in log:
+        return (f" (this CPU run stands for ROCm {target.rocm_version}, whose *_sync functions take a 64-bit mask, "
+                f"as on the GPU: pass an unsigned long long such as ~0ull; {ROCM_KEYWORD}= (compile_kernel, "
+                f"hip_kernel) or the ini option {ROCM_INI} sets the ROCm version)")
     if target is None or target.rocm[0] < 7 or not _WARPSIZE_CONSTANT.search(log) or not re.search(
             r"constant expression|not usable in a constant|static assertion|template argument|non-constant", log):
         return ""

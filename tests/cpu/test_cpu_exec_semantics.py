@@ -234,8 +234,10 @@ def test_no_report_unchecked_or_under_ndebug(cpu_cache, warp, how):
 
 
 def test_a_32_bit_mask_is_a_compile_error_in_hip_as_on_rocm(cpu_cache, warp):
-    with pytest.raises(rtc.KernelCompileError, match="The mask must be a 64-bit integer"):
+    with pytest.raises(rtc.KernelCompileError, match="The mask must be a 64-bit integer") as info:
         rtc.compile_kernel(MASK32, "mask32", arch="cpu", warp_size=warp, rocm_version="6.4", cache_dir=cpu_cache)
+    assert "stands for ROCm 6.4.0, whose *_sync functions take a 64-bit mask" in str(info.value)
+    assert "gpuenv_cpu_rocm_version" in str(info.value)
     if warp == 32:  # the newest clr takes a 32-bit mask on gfx1250
         out = np.zeros(32, np.int32)
         rtc.compile_kernel(MASK32, "mask32", arch="cpu", target="gfx1250", rocm_version="7.0",
