@@ -324,7 +324,7 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
-_GFX_PAT = r"^gfx[0-9a-f*?\[\]]+$"
+_GFX_PAT = r"^gfx(?:[0-9a-f*?\[\]]+|\d{1,2}(?:-\d)?-generic)$"  # gfx90a, gfx94*, gfx9-4-generic
 _SM_PAT = r"^sm_(\d{2,3})([a-z]?)(\+?)$"
 _SM_GLOB = r"^sm_[0-9*?\[\]]+[a-z]?$"
 

@@ -14,6 +14,7 @@ from pytest_gpuenv.rtc.source import Param
 from pytest_gpuenv.runtime.cpu.errors import (
     KernelAssertError,
     KernelBarrierError,
+    KernelBarrierWarning,
     KernelBoundsError,
     KernelExitError,
     KernelFaultError,
@@ -35,6 +36,7 @@ __all__ = [
     "KernelLaunchError",
     "KernelAssertError",
     "KernelBarrierError",
+    "KernelBarrierWarning",
     "KernelBoundsError",
     "KernelExitError",
     "KernelFaultError",

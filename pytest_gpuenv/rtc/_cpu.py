@@ -28,14 +28,14 @@ from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.logs import first_error
-from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers
+from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers, strip_comments
+from pytest_gpuenv.rtc.target import ROCM_INI, ROCM_KEYWORD, CpuTarget
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
 from pytest_gpuenv.runtime.cpu import sources as cpu_sources
 
 TIMEOUT = 300.0
 GLOBALS_FILE_LIMIT = 16 << 20  # bytes of kernel module above which globals are built without red zones
-SHARED_LIMIT = 64 * 1024  # bytes of shared memory per block (static and dynamic together), as on AMD and NVIDIA GPUs
 _UNSUPPORTED = (
     (re.compile(r"\b(?:asm|__asm__|__asm)\b\s*(?:volatile|__volatile__)?\s*[({]"), "inline assembly"),
     (re.compile(r"\b__builtin_amdgcn_\w+"), "the AMD GPU builtin {0}"),
@@ -45,6 +45,10 @@ _EXTERN_SHARED = re.compile(
     r"\bextern\s+__shared__\s+(?P<type>[^;\[\]{}()]*(?:\([^)]*\)[^;\[\]{}()]*)*?)\s*\b(?P<name>[A-Za-z_]\w*)"
     r"\s*\[\s*\]\s*;")
 _ATTR = re.compile(r"__align__\s*\([^)]*\)|__attribute__\s*\(\([^)]*\)\)|\bHIP_DYNAMIC_SHARED_ATTRIBUTE\b")
+_DYNAMIC_SHARED = re.compile(r"\bHIP_DYNAMIC_SHARED\s*\(\s*(?P<type>[^,()]+?)\s*,\s*(?P<name>[A-Za-z_]\w*)\s*\)")
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)+\'')
+#: what opens a brace that is still namespace scope: a namespace, an ``extern "C"`` block (string blanked)
+_SCOPE_OPENER = re.compile(r'^(?:inline\s+)?namespace\b[^(){};=]*$|^extern\s*"\s*"$')
 # libc functions checked mode intercepts (src/include/gpuenv_libc.h): never expanded inline
 LIBC_CHECKED = ("memset", "memcpy", "memmove", "strcpy", "strncpy", "strlen", "sprintf", "snprintf", "vsprintf",
                 "vsnprintf")
@@ -181,28 +185,82 @@ def check_preprocessed(cxx: str, flags: Sequence[str], cpp: str) -> None:
         line += 1
 
 
+def _file_scope(scan: str, pos: int) -> bool:
+    """Whether ``pos`` of ``scan`` (comments and string contents blanked) is at namespace scope: every brace
+    open there opens a namespace or an ``extern "C"`` block."""
+    opened: list[bool] = []
+    last = 0
+    for m in re.finditer(r"[{};]", scan[:pos]):
+        c = m.group(0)
+        if c == "{":
+            head = "\n".join(ln for ln in scan[last:m.start()].splitlines() if not ln.lstrip().startswith("#"))
+            opened.append(bool(_SCOPE_OPENER.match(" ".join(head.split()))))
+        elif c == "}" and opened:
+            opened.pop()
+        last = m.end()
+    return all(opened)
+
+
+def _dynamic_shared(t: str, name: str, file_scope: bool) -> str:
+    """An ``extern __shared__ t name[];`` made a pointer to the launch's dynamic shared memory, on one line. In
+    a function a copy of the launch's pointer; at namespace scope, where an initialiser runs once when the
+    module is loaded, a reference to the pointer the executor sets at each launch (through a may_alias type:
+    the pointer is stored as a ``char*``)."""
+    if not file_scope:
+        return f"{t}* const {name} __attribute__((unused)) = ({t}*)__gpuenv_state.dyn_shared;"
+    alias = f"__gpuenv_dyn_{name}_t"
+    return (f"typedef {t}* __attribute__((__may_alias__)) {alias}; static {alias} const& {name} "
+            f"__attribute__((unused)) = reinterpret_cast<{alias} const&>(__gpuenv_state.dyn_shared);")
+
+
 def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
-    """The source with the two shared-memory rewrites and (``red_zones``) the globals one, line numbers
-    kept, and the extern array names."""
+    """The source with the two shared-memory rewrites (``HIP_DYNAMIC_SHARED`` too) and (``red_zones``) the
+    globals one, line numbers kept, and the dynamic shared arrays' names."""
     names: list[str] = []
+    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
 
     def ext(m: re.Match[str]) -> str:
         t = " ".join(_ATTR.sub(" ", m.group("type")).split())
-        names.append(m.group("name"))
+        if scan[m.start():m.start() + 6] not in ("extern", "HIP_DY"):  # in a comment or a string
+            return m.group(0)
+        if m.group("name") not in names:
+            names.append(m.group("name"))
         nl = m.group(0).count("\n")
-        return f"{t}* const {m.group('name')} __attribute__((unused)) = ({t}*)__gpuenv_state.dyn_shared;" + "\n" * nl
+        return _dynamic_shared(t, m.group("name"), _file_scope(scan, m.start())) + "\n" * nl
 
     text = _EXTERN_SHARED.sub(ext, text)
+    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
+    text = _DYNAMIC_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
     return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
 
-def _run(cmd: list[str], display: str) -> None:
+#: what a compile log says where a kernel uses warpSize as a constant expression (ROCm 7 made it none)
+_WARPSIZE_CONSTANT = re.compile(r"warpSize|gpuenv_warp_size_t|__gpuenv_warp_size")
+
+
+def _older_rule(log: str, target: Optional[CpuTarget]) -> str:
+    """A hint when a kernel relies on an older ROCm's rule: warpSize a constant expression (not from ROCm 7),
+    a *_sync function's mask narrower than 64 bits (refused from ROCm 6.2)."""
+    if target is not None and "The mask must be a 64-bit integer" in log:
+        return (f" (this CPU run stands for ROCm {target.rocm_version}, whose *_sync functions take a 64-bit mask, "
+                f"as on the GPU: pass an unsigned long long such as ~0ull; {ROCM_KEYWORD}= (compile_kernel, "
+                f"hip_kernel) or the ini option {ROCM_INI} sets the ROCm version)")
+    if target is None or target.rocm[0] < 7 or not _WARPSIZE_CONSTANT.search(log) or not re.search(
+            r"constant expression|not usable in a constant|static assertion|template argument|non-constant", log):
+        return ""
+    return (f" (this CPU run stands for ROCm {target.rocm_version}, where warpSize is no constant expression, as "
+            f"on the GPU: use __AMDGCN_WAVEFRONT_SIZE or a template parameter, or build for an older ROCm with "
+            f"{ROCM_KEYWORD}='6.4' (compile_kernel, hip_kernel) or the ini option {ROCM_INI})")
+
+
+def _run(cmd: list[str], display: str, target: Optional[CpuTarget] = None) -> None:
     res = run_tool(cmd, TIMEOUT, compiler=os.path.basename(cmd[0]))
     if res.returncode != 0:
         log = (res.stderr or res.stdout).strip()
         err = first_error(log)
         where = f"{err[0]}:{err[1]}: {err[2]}" if err else log.splitlines()[-1] if log else "failed"
+        where += _older_rule(log, target)
         raise KernelCompileError(f"CPU executor build of {display} failed: {where}", log=log, arch="cpu",
                                  compiler=os.path.basename(cmd[0]), file=err[0] if err else None,
                                  line=err[1] if err else None)
@@ -283,11 +341,11 @@ def module_symbols(nm: Optional[str], so_path: str) -> tuple[SharedVars, list[tu
     return shared_symbols(lines), section_symbols(lines, _cpu_globals.SECTION, _cpu_globals.RZ_MARKER), unique
 
 
-def check_shared_limit(shared: SharedVars, src: Source, display: str, limit: int = SHARED_LIMIT) -> dict[str, int]:
+def check_shared_limit(shared: SharedVars, src: Source, display: str, limit: int, arch: str) -> dict[str, int]:
     """Bytes of static ``__shared__`` memory of each kernel of the module (by unqualified name, the largest of its
     instances), as a GPU counts them: what the kernel declares, what the functions it may call declare, and the
     namespace-scope variables it or they name (``Source.function_uses``); KernelCompileError naming the kernel
-    when that exceeds ``limit``, a block's shared memory. The variables of the module's other kernels are not its own
+    when that exceeds ``limit``, a block's shared memory on the target ``arch``. The variables of the module's other kernels are not its own
     (HeCBench scan: 16 kernels, each within the limit, 80 KiB together). A variable the source scan cannot place
     (a function it does not see, through a macro) counts for every kernel."""
     uses = src.function_uses
@@ -338,7 +396,7 @@ def check_shared_limit(shared: SharedVars, src: Source, display: str, limit: int
                 names = ", ".join(f"{n!r} ({size} bytes)" for n, size in sorted(mine + extra, key=lambda v: -v[1]))
                 raise KernelCompileError(
                     f"{display}: kernel {key or k}: {used} bytes of static __shared__ memory ({names}) exceed the "
-                    f"{limit}-byte ({limit // 1024} KiB) limit of a block", arch="cpu")
+                    f"{limit}-byte ({limit // 1024} KiB) limit of a block on {arch}", arch="cpu")
     return out
 
 
@@ -362,14 +420,12 @@ def _owner(scope: str, known: set[str]) -> Optional[tuple[str, str]]:
     return None
 
 
-def _kernel_flags(warp_size: int, check: bool) -> list[str]:
+def _kernel_flags(target: CpuTarget, check: bool) -> list[str]:
     flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
              "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
-             f"-DGPUENV_WARP_SIZE={warp_size}", f"-DGPUENV_CHECK={int(check)}",
-             # what hipcc defines for AMD device code: its own -D__HIP_PLATFORM_HCC__= -D__HIP_PLATFORM_AMD__=
-             # (hipcc.pl; ROCm 5's hip_common.h the same), and clang's for -x hip
-             "-D__HIP_PLATFORM_AMD__=", "-D__HIP_PLATFORM_HCC__=", "-D__HIPCC__=1", "-D__HIP__=1",
-             f"-D__AMDGCN_WAVEFRONT_SIZE={warp_size}", f"-D__AMDGCN_WAVEFRONT_SIZE__={warp_size}"]
+             f"-DGPUENV_CHECK={int(check)}",
+             # what hipcc and clang define for the target's device code, and the ROCm version's (rtc.target)
+             *target.defines()]
     if check:
         return flags + ["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
     # unchecked: the module binds its own symbols (-Wl,-Bsymbolic), so g++ may inline the kernel into the
@@ -378,7 +434,7 @@ def _kernel_flags(warp_size: int, check: bool) -> list[str]:
     return flags + ["-fno-semantic-interposition", "-fno-plt"]
 
 
-def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: Sequence[str],
+def _compile_flags(cxx: str, src: Source, target: CpuTarget, check: bool, options: Sequence[str],
                    defines: Mapping[str, Any], include_dirs: Sequence[str]) -> list[str]:
     """A kernel's compile flags (the executor's header first on the include path); the cache key lists its
     headers with them too."""
@@ -387,10 +443,10 @@ def _compile_flags(cxx: str, src: Source, warp_size: int, check: bool, options: 
     # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic loader
     # binds process-wide: every kernel module would share the first one's __shared__ arrays
     own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
-    return [*_kernel_flags(warp_size, check), *own, *incs, *defs, *cpu_options(options)]
+    return [*_kernel_flags(target, check), *own, *incs, *defs, *cpu_options(options)]
 
 
-def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def build_kernel(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
                  defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str] = None,
                  lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     """(meta, shared library bytes) of kernel ``name``; KernelCompileError with the compiler's log.
@@ -403,14 +459,14 @@ def build_kernel(cxx: str, src: Source, name: str, warp_size: int, check: bool, 
     check_supported(src)
     refuse_irregular_headers(src, [*include_dirs, cpu_runtime.INCLUDE_DIR], options=options)
     t0 = time.perf_counter()
-    meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, True, lockstep)
+    meta, binary = _build(cxx, src, name, target, check, options, defines, include_dirs, entry, True, lockstep)
     if meta["globals"] and len(binary) > GLOBALS_FILE_LIMIT:
-        meta, binary = _build(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, False, lockstep)
+        meta, binary = _build(cxx, src, name, target, check, options, defines, include_dirs, entry, False, lockstep)
     meta["compile_seconds"] = time.perf_counter() - t0
     return meta, binary
 
 
-def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def _build(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
            defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool,
            lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
     text, dyn_names = rewrite(src.text, red_zones)
@@ -422,15 +478,16 @@ def _build(cxx: str, src: Source, name: str, warp_size: int, check: bool, option
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)
-        flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+        flags = _compile_flags(cxx, src, target, check or lockstep, options, defines, include_dirs)
         check_preprocessed(cxx, flags, cpp)
-        _run([cxx, *flags, "-c", cpp, "-o", obj], display)
+        _run([cxx, *flags, "-c", cpp, "-o", obj], display, target)
         _run([cxx, "-shared", "-Wl,-Bsymbolic", "-o", so, obj], display)
         with open(so, "rb") as f:
             binary = f.read()
         shared, device_globals, unique = module_symbols(binutil(cxx, "nm"), so)
-    kernel_shared = check_shared_limit(shared, src, display)
-    meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": warp_size, "check": check,
+    kernel_shared = check_shared_limit(shared, src, display, target.shared_limit, target.arch)
+    meta = {"name": name, "arch": "cpu", "compiler": os.path.basename(cxx), "warp_size": target.warp_size,
+            "target": target.arch, "rocm": target.rocm_version, "check": check,
             "shared_vars": shared.vars, "kernel_shared": kernel_shared, "red_zones": shared.red_zones, "dyn_names": dyn_names,
             "globals": device_globals if red_zones else [],
             # blocks may run on several threads, each on its own copy of the module: not when kernels
@@ -463,18 +520,31 @@ def executor_key(cxx: str) -> str:
     return make_key(parts, b"", cpu_sources.executor_files())
 
 
-def kernel_key(cxx: str, src: Source, name: str, warp_size: int, check: bool, options: Sequence[str],
+def _own_files() -> list[tuple[str, bytes]]:
+    """The modules whose rewrites of a source are part of what is compiled (a new version, a new build)."""
+    out = []
+    for mod in (sys.modules[__name__], _cpu_globals):
+        with open(str(mod.__file__), "rb") as f:
+            out.append((str(mod.__file__), f.read()))
+    return out
+
+
+_REWRITERS = _own_files()
+
+
+def kernel_key(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
                defines: Mapping[str, Any], include_dirs: Sequence[str], lockstep: bool = False) -> str:
-    parts = {"name": name, "arch": "cpu", "warp_size": warp_size, "check": check or lockstep, "options": list(options),
+    parts = {"name": name, "arch": "cpu", "target": list(target), "check": check or lockstep,
+             "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
-             "flags": _kernel_flags(warp_size, check), "include_path_env": include_path_env()}
+             "flags": _kernel_flags(target, check), "include_path_env": include_path_env()}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
-    flags = _compile_flags(cxx, src, warp_size, check or lockstep, options, defines, include_dirs)
+    flags = _compile_flags(cxx, src, target, check or lockstep, options, defines, include_dirs)
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it
     headers = find_headers(src, dirs, options=options, irregular=junk)
     headers = merge(headers, [] if junk else cpu_headers(cxx, flags, src))  # (see rtc/_deps)
-    return make_key(parts, src.data, headers)
+    return make_key(parts, src.data, headers + _REWRITERS)
 
 
 def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
@@ -486,15 +556,14 @@ def runtime(cache: Any) -> cpu_runtime.CpuRuntime:
     return cpu_runtime.get(executor)
 
 
-def emit_output(text: str, messages: Sequence[str]) -> None:
-    """Device printf output to sys.stdout (pytest shows it with the test); warnings as KernelWarning."""
-    from pytest_gpuenv.runtime.cpu.errors import KernelWarning
-
+def emit_output(text: str, messages: Sequence[Warning]) -> None:
+    """Device printf output to sys.stdout (pytest shows it with the test); the launch's warnings
+    (``KernelWarning`` and its subclasses) warned."""
     if text:
         sys.stdout.write(text)
         sys.stdout.flush()
     for m in messages:
-        warnings.warn(KernelWarning(m), stacklevel=3)
+        warnings.warn(m, stacklevel=3)
 
 
 __all__ = ["KernelLaunchError", "build_kernel", "kernel_key", "runtime"]

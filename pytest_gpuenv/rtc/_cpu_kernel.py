@@ -20,6 +20,7 @@ from pytest_gpuenv.rtc import names as _names
 from pytest_gpuenv.rtc._gpu_kernel import Kernel
 from pytest_gpuenv.rtc.cache import shared as get_cache
 from pytest_gpuenv.rtc.source import Param, Source
+from pytest_gpuenv.rtc.target import CpuTarget
 from pytest_gpuenv.runtime.cpu import report as _cpu_report
 from pytest_gpuenv.runtime.cpu import watchdog_seconds, worker_limit
 from pytest_gpuenv.runtime.cpu.copies import mapped
@@ -34,8 +35,6 @@ from pytest_gpuenv.runtime.cpu.request import (
     ModuleState,
 )
 
-SHARED_LIMIT = _cpu.SHARED_LIMIT
-WARP_SIZES = (32, 64)
 _CONST = re.compile(r"\bconst\b[^*]*\*")
 
 
@@ -191,9 +190,14 @@ class CpuKernel(Kernel):
 
     __module__ = "pytest_gpuenv.rtc"
 
-    def __init__(self, *, warp_size: int, check: bool, layout: CpuLayout, cache_dir: Optional[str],
+    def __init__(self, *, target: CpuTarget, check: bool, layout: CpuLayout, cache_dir: Optional[str],
                  index: Optional[int] = None, lockstep: bool = False, **kw: Any) -> None:
         super().__init__(arch="cpu", **kw)
+        warp_size = target.warp_size
+        #: the AMD target this run stands for (``"gfx90a"``) and the ROCm version (``"7.0.0"``): rtc.target
+        self.target = target.arch
+        self.rocm_version = target.rocm_version
+        self.shared_limit = target.shared_limit
         #: this kernel's case in a module's dispatching entry point (None: the library's only kernel)
         self.index = index
         #: the Module this kernel came from: its globals are synced around each launch
@@ -217,7 +221,8 @@ class CpuKernel(Kernel):
     def __repr__(self) -> str:
         mode = ("checked" if self.check else "unchecked") + (", lockstep" if self.lockstep else "")
         sig = ", ".join(p.decl for p in self.params)
-        return f"<Kernel {self.name}({sig}) for cpu (wave{self.warp_size}, {mode}) via {self.compiler}>"
+        return (f"<Kernel {self.name}({sig}) for cpu ({self.target}, wave{self.warp_size}, ROCm {self.rocm_version}, "
+                f"{mode}) via {self.compiler}>")
 
     def load(self, device: Optional[int] = None) -> Any:
         return self._runtime_and_module()[1]
@@ -250,16 +255,18 @@ class CpuKernel(Kernel):
         if g[0] * g[1] * g[2] > MAX_BLOCKS:
             raise ValueError(f"grid {grid!r} has {g[0] * g[1] * g[2]} blocks; a launch counts at most {MAX_BLOCKS} "
                              "(2**63 - 1)")
-        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= SHARED_LIMIT:
-            raise TypeError(f"shared_mem must be an int of bytes in 0..{SHARED_LIMIT}, got {shared_mem!r}")
+        limit = self.shared_limit
+        if not isinstance(shared_mem, int) or isinstance(shared_mem, bool) or not 0 <= shared_mem <= limit:
+            raise TypeError(f"shared_mem must be an int of bytes in 0..{limit} (the shared memory of a block on "
+                            f"{self.target}), got {shared_mem!r}")
         arguments = pack_host_args(self.name, self.params, args)
         rt, mod = self._runtime_and_module()
         layout = self._layout
         static = layout.static_shared_of(self.name)
-        if shared_mem and static + shared_mem > SHARED_LIMIT:  # (static alone: checked at the build)
+        if shared_mem and static + shared_mem > limit:  # (static alone: checked at the build)
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in layout.shared_vars)
             raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory (of {names}) "
-                            f"and shared_mem={shared_mem} exceed the {SHARED_LIMIT}-byte limit of a block")
+                            f"and shared_mem={shared_mem} exceed the {limit}-byte limit of a block on {self.target}")
         mode, workers = self._launch_mode(cooperative)
         # the module's globals travel in the launch request, and come back in its reply
         mirrors = () if self.module is None else self.module._mirror_list()
@@ -283,29 +290,27 @@ class CpuKernel(Kernel):
             raise _cpu_report.to_error(ctx, res.report)
 
 
-def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, warp_size: int, check: bool,
+def compile_cpu(src: Source, targets: Sequence[_names.Target], name: str, *, target: CpuTarget, check: bool,
                 options: Sequence[str], defines: Mapping[str, Any], include_dirs: Sequence[str],
                 cache_dir: Optional[str], use_cache: bool, key_name: Optional[str] = None,
                 lockstep: bool = False) -> list[CpuKernel]:
     """Build (or take from the cache) the kernels ``targets`` of ``src`` in one library for the CPU executor
     (``name``: the one kernel's name as given, or the module's names; ``key_name``: its cache key's)."""
-    if warp_size not in WARP_SIZES:
-        raise ValueError(f"warp_size must be 32 or 64, got {warp_size!r}")
     cxx = _cpu.require_cxx()
     entry = _names.cpu_entry(targets)
 
     def build() -> tuple[dict[str, Any], bytes]:
-        return _cpu.build_kernel(cxx, src, name, warp_size, check, options, defines, include_dirs, entry, lockstep)
+        return _cpu.build_kernel(cxx, src, name, target, check, options, defines, include_dirs, entry, lockstep)
 
     if use_cache:
-        key = _cpu.kernel_key(cxx, src, key_name or name, warp_size, check, options, defines, include_dirs,
+        key = _cpu.kernel_key(cxx, src, key_name or name, target, check, options, defines, include_dirs,
                               lockstep)
         meta, binary, hit = get_cache(cache_dir).get_or_compile(key, build)
     else:
         (meta, binary), hit = build(), False
     resolved = _names.resolve(binary, targets, {}, False, "the CPU executor's kernel library")
     layout = CpuLayout.from_meta(meta)
-    return [CpuKernel(warp_size=warp_size, check=check, lockstep=lockstep, layout=layout, cache_dir=cache_dir,
+    return [CpuKernel(target=target, check=check, lockstep=lockstep, layout=layout, cache_dir=cache_dir,
                       index=i if len(targets) > 1 else None, name=r.expr if len(targets) > 1 else name,
                       compiler=str(meta.get("compiler", os.path.basename(cxx))), binary=binary, params=r.params,
                       compile_seconds=float(meta.get("compile_seconds", 0.0)), cache_hit=hit, source=src.path,

@@ -32,7 +32,8 @@ DEFAULT_ARCHS = ("gfx90a", "gfx942", "gfx1030", "gfx1100", "sm_80", "sm_90")
 #: seconds a compiler's ``--version`` or ``--list-gpu-code`` may take, and a whole compile
 TOOL_TIMEOUT = 60.0
 COMPILE_TIMEOUT = 600.0
-_ARCH = re.compile(r"^(gfx[0-9a-f]{3,4}(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
+#: gfx90a, gfx942:sramecc+:xnack-, the generic targets (gfx9-generic, gfx9-4-generic, gfx11-generic), sm_90a
+_ARCH = re.compile(r"^(gfx(?:[0-9a-f]{3,4}|\d{1,2}(?:-\d)?-generic)(?::[a-z]+[+-])*|sm_\d{2,3}[a-z]?)$")
 _PROBE_SOURCE = (
     '#include <hip/hip_runtime.h>\nextern "C" __global__ void gpuenv_probe(float* o) { o[threadIdx.x] = 1.0f; }\n'
 )
@@ -41,7 +42,7 @@ _PROBE_SOURCE = (
 def check_arch(arch: str) -> str:
     a = str(arch).strip().lower()
     if not _ARCH.match(a):
-        raise KernelCompileError(f"unknown arch {arch!r}: expected an AMD target such as gfx90a, gfx942, gfx1100 or "
+        raise KernelCompileError(f"unknown arch {arch!r}: expected an AMD target such as gfx90a, gfx942, gfx1100, gfx11-generic or "
                                  "an NVIDIA target such as sm_80, sm_90", arch=str(arch))
     return a
 

@@ -42,10 +42,12 @@ def compile_kernel(
     device: Optional[int] = None,
     sync: bool = False,
     use_cache: bool = True,
-    warp_size: int = 64,
+    warp_size: Optional[int] = None,
     check: bool = True,
     lockstep: bool = False,
     dialect: Optional[str] = None,
+    target: Optional[str] = None,
+    rocm_version: Optional[str] = None,
 ) -> Kernel:
     """Compile kernel ``name`` from a HIP source (text, a path looked up in ``kernel_dirs``, or a ``Source``
     that ``load_source`` made: it is not read or parsed again).
@@ -55,9 +57,13 @@ def compile_kernel(
     shipped HIP-on-CUDA header (nvcc where NVRTC is missing). The code object is cached (see
     ``rtc.cache``). Raises KernelCompileError with the compiler's log, file and line.
 
-    ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``):
-    ``warp_size`` (32 or 64) is ``warpSize``, ``check`` turns on the race/bounds/uninitialised checks,
-    ``lockstep`` runs each wavefront in lockstep as AMD hardware does (GPU builds ignore it).
+    ``arch="cpu"`` builds for the CPU executor with the host C++ compiler (``rtc._cpu_kernel``), standing
+    for the AMD ``target`` (``"gfx942"``, ``"gfx1100"``, ``"gfx11-generic"``: its macros, wave size and
+    shared-memory limit) under ROCm ``rocm_version`` (``"6.4"``: ``warpSize``'s rule, ``HIP_VERSION``;
+    default the installed ROCm's, else 7.0) (``rtc.target``): ``warp_size`` (32 or 64) is ``warpSize``
+    (default the target's; without a target, 64 stands for gfx90a and 32 for gfx1100), ``check`` turns on
+    the race/bounds/uninitialised checks, ``lockstep`` runs each wavefront in lockstep as AMD hardware does
+    (GPU builds ignore these).
     A compile log's error lines name the kernel whose source they are in (``rtc.logs``).
 
     ``dialect``: ``"cuda"`` for a CUDA source (the default for a ``.cu``/``.cuh`` file; ``"hip"`` for
@@ -67,7 +73,8 @@ def compile_kernel(
     src = given_source(source_or_path, kernel_dirs, dialect)
     return build_kernels(src, [name], arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                          cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                         warp_size=warp_size, check=check, lockstep=lockstep)[0]
+                         warp_size=warp_size, check=check, lockstep=lockstep, target=target,
+                         rocm_version=rocm_version)[0]
 
 
 def given_source(source_or_path: str | os.PathLike[str] | Source, kernel_dirs: Optional[Sequence[str]],
@@ -81,8 +88,9 @@ def given_source(source_or_path: str | os.PathLike[str] | Source, kernel_dirs: O
 
 def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], options: Sequence[str],
                   defines: Optional[Mapping[str, Any]], include_dirs: Sequence[str], cache_dir: Optional[str],
-                  compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool, warp_size: int,
-                  check: bool, lockstep: bool) -> list[Kernel]:
+                  compiler: Optional[str], device: Optional[int], sync: bool, use_cache: bool,
+                  warp_size: Optional[int], check: bool, lockstep: bool, target: Optional[str],
+                  rocm_version: Optional[str]) -> list[Kernel]:
     """Compile the name expressions ``names`` of ``src`` in one code object: one Kernel each, in order.
 
     The body of ``compile_kernel`` and ``compile_module``, which keep their keywords spelled out (they are
@@ -99,13 +107,15 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
     try:
         if arch == "cpu":
             check = check or inst.cpu_checked
+            from pytest_gpuenv.rtc import target as _target
             from pytest_gpuenv.rtc._cpu_kernel import compile_cpu
 
+            cpu_target = _target.resolve(target, warp_size, rocm_version)
             csrc, cdirs = src, list(include_dirs)
             if src.dialect == "cuda":
                 _cuda.check_mappable(src, "cpu", include_dirs)
                 csrc, cdirs = _cuda.for_amd(src, include_dirs, keep_path=True)
-            return list(compile_cpu(csrc, targets, name, warp_size=warp_size, check=check, options=options,
+            return list(compile_cpu(csrc, targets, name, target=cpu_target, check=check, options=options,
                                     defines=dict(defines or {}), include_dirs=cdirs, cache_dir=cache_dir,
                                     use_cache=use_cache, key_name=key_name, lockstep=lockstep))
         arch = compilers.check_arch(_current_arch(device) if arch is None else arch)

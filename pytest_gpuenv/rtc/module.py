@@ -220,10 +220,12 @@ def compile_module(
     device: Optional[int] = None,
     sync: bool = False,
     use_cache: bool = True,
-    warp_size: int = 64,
+    warp_size: Optional[int] = None,
     check: bool = True,
     lockstep: bool = False,
     dialect: Optional[str] = None,
+    target: Optional[str] = None,
+    rocm_version: Optional[str] = None,
 ) -> Module:
     """Compile the kernels ``names`` (name expressions: ``"vector_add"``, ``"transpose<16>"``,
     ``"ns::scale"``) of one HIP source once, into one code object; options as ``compile_kernel``."""
@@ -232,6 +234,7 @@ def compile_module(
     src = given_source(source_or_path, kernel_dirs, dialect)
     ks = build_kernels(src, list(names), arch=arch, options=options, defines=defines, include_dirs=include_dirs,
                        cache_dir=cache_dir, compiler=compiler, device=device, sync=sync, use_cache=use_cache,
-                       warp_size=warp_size, check=check, lockstep=lockstep)
+                       warp_size=warp_size, check=check, lockstep=lockstep, target=target,
+                       rocm_version=rocm_version)
     return Module(ks, src.text)
 

@@ -24,6 +24,7 @@ file holds another TOML type, pytest refuses it (``[tool.pytest]``: TypeError, 9
 import datetime
 import math
 import os
+import re
 import shlex
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
@@ -347,6 +348,16 @@ def warp_sizes(opt: Option, value: Any, where: str, config: pytest.Config) -> li
     return [int(p) for p in parts]
 
 
+def rocm_version(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[str]:
+    if value is None or value == "":
+        return None
+    text = str(value).strip()
+    if not re.match(r"^\d{1,2}(?:\.\d+){0,2}$", text):
+        raise pytest.UsageError(f"gpuenv: invalid {opt.name} {safe_repr(value)} from {where}; expected a ROCm "
+                                "version such as 6.4 or 7.0")
+    return text
+
+
 def skip_patterns(opt: Option, value: Any, where: str, config: pytest.Config) -> list[str]:
     return parse_extra(value, where) if value else []
 
@@ -443,6 +454,10 @@ OPTIONS = (
         choice(KERNEL_MODES), "run", "GPUENV_KERNELS", _modes(KERNEL_MODES)),
     Option("gpuenv_cpu_warp_sizes", "warp sizes hip_kernel tests run at on the CPU executor: 64, 32 or both.",
            warp_sizes, "64,32", "GPUENV_CPU_WARP_SIZES", ini="args", cli=False),
+    Option("gpuenv_cpu_rocm_version", (
+        "the ROCm version CPU-executed kernels stand for where no ROCm is installed (e.g. 6.4: warpSize is a "
+        "constant expression before 7.0); default: the installed ROCm's, else 7.0."),
+           rocm_version, None, "GPUENV_CPU_ROCM_VERSION", "VERSION", cli=False),
     Option("gpuenv_require", (
         "stop before any test, with exit code 4 and the reason, unless this backend is usable: gpu (any), cuda, "
         "rocm, devices>=N (at least N GPUs), or GPU capabilities (e.g. bf16,fp8; see requires_capability); off. "
@@ -531,6 +546,7 @@ class Settings(NamedTuple):
     worker_gpus: str
     kernels: str
     cpu_warp_sizes: list[int]
+    cpu_rocm_version: Optional[str]
     require: str
     plan: bool
     dist: bool

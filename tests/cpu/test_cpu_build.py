@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pytest_gpuenv.rtc import _cpu
+from pytest_gpuenv.rtc import _cpu, target
 from pytest_gpuenv.runtime.cpu import sources
 
 needs_make = pytest.mark.skipif(shutil.which("make") is None or shutil.which("g++") is None,
@@ -49,8 +49,9 @@ def test_makefile_kernel_flags_are_rtc_cpus() -> None:
     assert res.returncode == 0, res.stderr
     fast, checked = res.stdout.splitlines()
     own = ["-fno-gnu-unique", "-Iinclude"]
-    assert fast.split() == [*_cpu._kernel_flags(32, False), *own]
-    assert checked.split() == [*_cpu._kernel_flags(32, True), *own]
+    gfx1100 = target.resolve("gfx1100", 32, "7.0")
+    assert fast.split() == [*_cpu._kernel_flags(gfx1100, False), *own]
+    assert checked.split() == [*_cpu._kernel_flags(gfx1100, True), *own]
 
 
 @needs_make

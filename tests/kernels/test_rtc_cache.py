@@ -199,11 +199,12 @@ def _key_makers(tmp_path):
     from pytest_gpuenv.rtc import compilers
     from pytest_gpuenv.rtc._cpu import find_cxx, kernel_key
     from pytest_gpuenv.rtc.kernel import _cache_key
+    from pytest_gpuenv.rtc.target import resolve
 
     makers = {"host preprocessor (stub)": lambda src: stub_key(src, [], [], str(tmp_path / "own"))}
     cxx = find_cxx()
     if cxx is not None:
-        makers["cpu"] = lambda src: kernel_key(cxx, src, "k", 64, False, [], {}, [])
+        makers["cpu"] = lambda src: kernel_key(cxx, src, "k", resolve(None, 64, "7.0"), False, [], {}, [])
     for name, arch in (("nvrtc", "sm_90"), ("hiprtc", "gfx90a"), ("nvcc", "sm_90"), ("hipcc", "gfx90a")):
         comp = compilers.get(name)
         if comp.available():

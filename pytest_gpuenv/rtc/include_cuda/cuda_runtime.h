@@ -19,6 +19,8 @@
 #ifndef PYTEST_GPUENV_CUDA_RUNTIME_H
 #define PYTEST_GPUENV_CUDA_RUNTIME_H
 
+/* the CPU executor: the *_sync functions take CUDA's 32-bit mask, unchecked (HIP's take ROCm's 64-bit one) */
+#define GPUENV_CUDA_MASKS 1
 #include <hip/hip_runtime.h>
 
 #ifndef __GPUENV_CPU__

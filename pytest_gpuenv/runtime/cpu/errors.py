@@ -11,7 +11,7 @@ from typing import Any, Optional
 from pytest_gpuenv.runtime.errors import KernelLaunchError
 
 __all__ = [
-    "KernelAssertError", "KernelBarrierError", "KernelBoundsError", "KernelExitError", "KernelFaultError",
+    "KernelAssertError", "KernelBarrierError", "KernelBarrierWarning", "KernelBoundsError", "KernelExitError", "KernelFaultError",
     "KernelProcessError", "KernelRaceError",
     "KernelStackOverflowError", "KernelUninitializedError", "KernelWarning", "KernelWarpError",
     "KernelWarpSyncError", "KernelWatchdogError",
@@ -83,6 +83,17 @@ class KernelProcessError(_CpuLaunchError):
 
 class KernelWarning(UserWarning):
     """Something that is legal but probably a portability bug (a shuffle offset >= warpSize)."""
+
+    __module__ = "pytest_gpuenv.rtc"
+
+
+class KernelBarrierWarning(KernelWarning):
+    """Threads of a block returned before a ``__syncthreads`` that the others wait at (checked mode).
+
+    The executor releases the barrier without them, as GPUs do: AMD hardware does not wait for wavefronts
+    that have ended, and NVIDIA GPUs since Volta count exited threads as arrived. The HIP and CUDA
+    programming guides leave it undefined; ``-W error::pytest_gpuenv.rtc.KernelBarrierWarning`` makes it a
+    failure."""
 
     __module__ = "pytest_gpuenv.rtc"
 

@@ -23,7 +23,8 @@ _KINDS = {1: (errors.KernelRaceError, "data race on shared memory"), 2: (errors.
           7: (errors.KernelWatchdogError, "watchdog"), 8: (errors.KernelWarpError, "inactive lane read"),
           9: (errors.KernelFaultError, "fault"), 10: (errors.KernelFaultError, "launch refused"),
           protocol.KIND_EXIT: (errors.KernelExitError, "process exit"), protocol.KIND_PROCESS: (errors.KernelProcessError, "fork or thread"),
-          13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier")}
+          13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier"),
+          15: (errors.KernelWarpError, "warp sync mask")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
 _ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
               "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
@@ -162,9 +163,20 @@ def to_error(ctx: Context, r: Report) -> Exception:
     return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
 
 
-def warnings_of(ctx: Context, r: Report) -> list[str]:
+#: the tag of a warning line that is a barrier which threads that returned never reached (executor_int.h)
+BARRIER_TAG = "[barrier] "
+
+
+def warnings_of(ctx: Context, r: Report) -> list[errors.KernelWarning]:
+    """The launch's warnings, each as the KernelWarning subclass it is."""
     text = r.warnings.decode("utf-8", "replace")
     if not text.strip():
         return []
     text = _subst(text, symbolize(ctx, [int(m.group(1), 16) for m in _PC.finditer(text)]))
-    return [f"kernel {ctx.kernel!r}: {ln}" for ln in text.splitlines() if ln.strip()]
+    out: list[errors.KernelWarning] = []
+    for ln in text.splitlines():
+        if not ln.strip():
+            continue
+        cls = errors.KernelBarrierWarning if ln.startswith(BARRIER_TAG) else errors.KernelWarning
+        out.append(cls(f"kernel {ctx.kernel!r}: {ln.removeprefix(BARRIER_TAG)}"))
+    return out

@@ -1,12 +1,15 @@
 // __syncthreads() and its _count/_and/_or flavours: a thread's arrival, the round-robin fast path, and the
-// release once every thread of the block waits. A barrier releases only when every thread waits at the same
-// site: the source position, so a call the compiler duplicated (-O2 tail duplication) is still one barrier,
-// while two __syncthreads() in if/else are two; otherwise the launch stops with a report (divergent barrier,
-// threads that already returned).
+// release once every live thread of the block waits. A barrier releases only when every thread that has not
+// returned waits at the same site: the source position, so a call the compiler duplicated (-O2 tail
+// duplication) is still one barrier, while two __syncthreads() in if/else are two; otherwise the launch stops
+// with a report (divergent barrier). Threads that returned before it do not hold it: AMD GPUs do not wait for
+// wavefronts that have ended, NVIDIA GPUs since Volta count exited threads as arrived; checked mode warns,
+// as the HIP and CUDA programming guides leave it undefined (release_barrier).
 #include "executor_int.h"
 #include "fiber_switch.h"
 #include "fibers.h"
 
+#include <stdio.h>
 #include <string.h>
 
 namespace gx {
@@ -165,6 +168,42 @@ static void ranges(Launch& l, char* out, size_t cap, const uint8_t* sel) {
     }
 }
 
+// The barrier releases the threads that wait at it while others of the block have returned, as the hardware
+// does; they go on in order through the run queue (the round-robin fast path needs the whole block). Checked
+// mode warns once per barrier site and launch, naming the first block where it happened.
+static bool release_without_returned() {
+    Launch& l = current_launch();
+    int n = l.nthreads, first = -1;
+    uint8_t sel[kMaxThreads];  // (on the stack: workers may report at once)
+    for (int t = 0; t < n; t++) {
+        sel[t] = l.threads[t].state != T_BAR;
+        if (!sel[t] && first < 0) first = t;
+    }
+    if (l.check) {
+        char site[64], line[512] = "";
+        snprintf(site, sizeof site, "@pc:%lx:L%d@", (unsigned long)pc_rel(l.threads[first].site),
+                 gpuenv_site_line(l.threads[first].where));
+        if (!strstr(l.r->warnings, site)) {
+            textf(line, sizeof line, "%s threads ", kBarrierWarning);
+            ranges(l, line, sizeof line, sel);
+            textf(line, sizeof line, " of block (%u,%u,%u) returned before the __syncthreads() at %s, which released "
+                  "the other threads without them as GPUs do (AMD GPUs do not wait for wavefronts that ended; NVIDIA "
+                  "GPUs since Volta count exited threads as arrived); the HIP and CUDA programming guides leave a "
+                  "barrier that not every thread of the block reaches undefined", l.st->bid.x, l.st->bid.y,
+                  l.st->bid.z, site);
+            if (l.segs) textf(l.r->warnings, sizeof l.r->warnings, "#%llu ", (unsigned long long)l.block);
+            textf(l.r->warnings, sizeof l.r->warnings, "%s\n", line);
+        }
+    }
+    for (int t = 0; t < n; t++)
+        if (!sel[t]) {
+            l.threads[t].state = T_RUN;
+            enqueue(t);
+        }
+    l.seq_next = l.seq_end = 0;
+    return true;
+}
+
 // Releases the barrier every live thread waits at; false (with a report) when it cannot. The arrivals
 // were counted as they came (arrive): when every thread of the block waits at one site, the release is
 // O(1) (the threads run next in order); otherwise the scan below says why not.
@@ -172,16 +211,18 @@ bool release_barrier() {
     Launch& l = current_launch();
     int n = l.nthreads;
     if (l.rr_at >= 0) leave_rr();  // (a round-robin interval that did not complete: its last arrival releases it itself)
-    if (l.nbar == n && !l.bar_div && l.bar_fchk) {  // one site by line and kind: the file names must match too
+    bool all = l.nbar == l.nlive;  // every live thread waits (the others returned)
+    if (all && !l.bar_div && l.bar_fchk) {  // one site by line and kind: the file names must match too
         for (int t = 0; t < n; t++)
-            if (!same_site(l.threads[t], l.bar_file, l.bar_where)) l.bar_div = true;
+            if (l.threads[t].state == T_BAR && !same_site(l.threads[t], l.bar_file, l.bar_where)) l.bar_div = true;
         l.bar_fchk = false;
     }
-    if (l.nbar == n && !l.bar_div) {
-        l.bar_res = barrier_result(l.bar_op, l.bar_count, n);
+    if (all && !l.bar_div) {
+        l.bar_res = barrier_result(l.bar_op, l.bar_count, l.nbar);
         if (l.check) shadow_new_epoch();
         else l.epoch++;
         l.nbar = 0;
+        if (l.nlive < n) return release_without_returned();
         l.seq_next = 0;
         l.seq_end = n;
         if (l.rr_ok) {  // the next interval may go round robin: no recorded state above T_RUN
@@ -226,12 +267,11 @@ bool release_barrier() {
     }
     int nexit = 0;
     for (int t = 0; t < n; t++) nexit += (sel[t] = l.threads[t].state <= T_RUN);  // no longer waiting: returned
+    textf(r->text, sizeof r->text, " the threads wait at different barriers (a __syncthreads under a condition that differs within the block)");
     if (nexit) {
-        textf(r->text, sizeof r->text, " threads ");
+        textf(r->text, sizeof r->text, "; threads ");
         ranges(l, r->text, sizeof r->text, sel);
-        textf(r->text, sizeof r->text, " already returned and never reach it (every thread of a block must reach the same __syncthreads)");
-    } else {
-        textf(r->text, sizeof r->text, " the threads wait at different barriers (a __syncthreads under a condition that differs within the block)");
+        textf(r->text, sizeof r->text, " already returned");
     }
     return false;
 }

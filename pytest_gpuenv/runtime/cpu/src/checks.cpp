@@ -274,6 +274,10 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
             best = i;
         }
     }
+    // (or the dynamic shared memory, when it is nearer: a negative index, or one far past the end)
+    uintptr_t dyn = (uintptr_t)l.st->dyn_shared;
+    uint64_t ddyn = a < dyn ? dyn - a : a - (dyn + d->shared_bytes);
+    if (ddyn < dist && ddyn < (1ull << 30)) report(GPUENV_BOUNDS, GPUENV_R_DYN, 0, (int64_t)(a - dyn), a, size, write, pc, -1);
     if (best >= 0 && dist < (1ull << 30))
         report(GPUENV_BOUNDS, GPUENV_R_ARG, d->regions[best].index, (int64_t)(a - d->regions[best].base), a, size, write,
                pc, -1);

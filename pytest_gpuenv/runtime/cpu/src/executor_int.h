@@ -16,12 +16,15 @@ namespace gx __attribute__((visibility("hidden"))) {
 
 constexpr size_t kStack = 256 * 1024;
 constexpr int kMaxThreads = 1024;
-constexpr size_t kDynMax = 64 * 1024;
-constexpr size_t kShadowBytes = 64 * 1024;  // shadowed shared memory per kind (static, dynamic)
+constexpr size_t kDynMax = 160 * 1024;      // the largest shared memory of a block: gfx950's LDS (rtc/target.py)
+constexpr size_t kShadowBytes = 160 * 1024;  // shadowed shared memory per kind (static, dynamic)
 constexpr int kMaxVars = 1024;              // static __shared__ variables and red zones per module
 constexpr uint16_t kMany = 0xFFFF;
 constexpr int kExitSite = -2;  // Launch::bar_where of a round-robin interval whose threads return
 constexpr int32_t kRoRedzone = 2;           // gpuenv_region_t.readonly of the __device__ variables' section: red zones between them
+// the tag a warning line starts with when it is a barrier that threads which returned never reached
+// (runtime/cpu/report.py: warnings_of makes it a KernelBarrierWarning)
+constexpr const char* kBarrierWarning = "[barrier]";
 constexpr int32_t kArgsIndex = -(1 << 20);  // gpuenv_region_t.index of the argument values' own storage (request.cpp)
 
 // What a released barrier returns to each thread: __syncthreads_count/_and/_or of `count` predicates set
@@ -49,12 +52,14 @@ struct Fiber {
 struct Thread {
     uint8_t state;
     uint8_t op;        // warp operation (with arg and width, its operands)
+    uint8_t masked;    // a *_sync function's: mask is the lane's (gpuenv_warp_op_mask)
     Fiber* fiber;
     void* site;        // return address of the barrier / warp operation call (for file:line in reports)
     const char* file;  // with `where` (line * 1024 + column; a barrier's: its site, gpuenv_cpu.h): the site's identity
     int where;
     int arg, width;
     uint64_t val, res;   // the thread's value in, the result out
+    uint64_t mask;
 };
 
 // Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 12

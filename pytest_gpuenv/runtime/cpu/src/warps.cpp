@@ -50,10 +50,42 @@ static void warn_once(Launch& w, void* site, const char* fmt, int a, int b) {
         textf(w.r->warnings, sizeof w.r->warnings, "%s\n", line);
 }
 
+// Checked mode: what ROCm's *_sync functions trap on (amd_warp_sync_functions.h, __hip_check_mask): a zero
+// mask, or a mask value that is not exactly the lanes passing it among those active at the operation. Lanes
+// may pass disjoint masks that together cover the active ones. False, with a report, when one is wrong.
+static bool check_masks(Launch& w, int base, void* site, uint64_t active) {
+    Thread* th = w.threads + base;
+    int W = w.warp;
+    for (int l = 0; l < W; l++) {
+        if (!((active >> l) & 1) || !th[l].masked) continue;
+        uint64_t m = th[l].mask, same = 0;
+        for (int j = 0; j < W; j++)
+            if ((active >> j) & 1 && th[j].masked && th[j].mask == m) same |= 1ull << j;
+        if (m && same == m) continue;
+        gpuenv_report_t* r = w.r;
+        r->kind = GPUENV_WARPMASK;
+        set_thread(r, base + l);
+        r->pc = pc_rel(site);
+        if (!m)
+            textf(r->text, sizeof r->text, "%s_sync at @pc:%lx@: lane %d of warp %d passes mask 0 (ROCm traps: "
+                  "\"mask must be non-zero\")", op_name(th[l].op), (unsigned long)r->pc, l, base / W);
+        else
+            textf(r->text, sizeof r->text,
+                  "%s_sync at @pc:%lx@: lane %d of warp %d passes mask 0x%llx, but the lanes that pass it there are "
+                  "0x%llx (active lanes 0x%llx of warpSize %d): ROCm traps, as every lane a mask names must execute "
+                  "the same operation with the same mask (amd_warp_sync_functions.h; not with NDEBUG defined)",
+                  op_name(th[l].op), (unsigned long)r->pc, l, base / W, (unsigned long long)m,
+                  (unsigned long long)same, (unsigned long long)active, W);
+        return false;
+    }
+    return true;
+}
+
 // Resolves the lanes of warp `base` waiting at `site`; false when one reads an inactive lane.
 static bool resolve_group(Launch& w, int base, int nl, void* site, uint64_t mask) {
     Thread* th = w.threads + base;
     int W = w.warp;
+    if (w.check && !check_masks(w, base, site, mask)) return false;
     uint64_t ballot = 0;
     for (int l = 0; l < nl; l++)
         if ((mask >> l) & 1 && th[l].val) ballot |= 1ull << l;
@@ -144,12 +176,15 @@ using namespace gx;
 
 // A lane's warp operation: it waits until every thread of the block waits (resolve_warps), then returns
 // the operation's result.
-extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
+static inline __attribute__((always_inline)) uint64_t warp_op(int op, uint64_t value, int arg, int width, bool masked,
+                                                               uint64_t mask, const char* file, int where, void* site) {
     Launch& l = current_launch();
     if (l.rr_run) leave_rr();
     watchdog_poll();
     catch_up(l);
     Thread& th = l.threads[l.cur];
+    th.masked = masked;
+    th.mask = mask;
     th.op = op;
     th.val = value;
     th.arg = arg;
@@ -157,6 +192,16 @@ extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, c
     th.file = file;
     th.where = where;
     l.nwait++;
-    wait_here(T_WARP, __builtin_return_address(0), l.cur);
+    wait_here(T_WARP, site, l.cur);
     return l.threads[l.cur].res;
+}
+
+extern "C" uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where) {
+    return warp_op(op, value, arg, width, false, 0, file, where, __builtin_return_address(0));
+}
+
+// A *_sync function's operation: the lane's mask goes with it (check_masks)
+extern "C" uint64_t gpuenv_warp_op_mask(int op, uint64_t value, int arg, int width, uint64_t mask, const char* file,
+                                        int where) {
+    return warp_op(op, value, arg, width, true, mask, file, where, __builtin_return_address(0));
 }

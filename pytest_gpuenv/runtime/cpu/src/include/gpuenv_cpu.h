@@ -41,7 +41,8 @@ enum {
     GPUENV_OK = 0, GPUENV_RACE, GPUENV_BARRIER, GPUENV_BOUNDS, GPUENV_UNINIT, GPUENV_ASSERT,
     GPUENV_STACK, GPUENV_WATCHDOG, GPUENV_WARP, GPUENV_FAULT, GPUENV_USAGE,
     GPUENV_WARPSYNC = 13,  // 11 and 12 are the parent's (runtime/cpu/protocol.py: KIND_EXIT, KIND_PROCESS)
-    GPUENV_GRID            // grid.sync(): not a cooperative launch, or a block that never reaches it
+    GPUENV_GRID,           // grid.sync(): not a cooperative launch, or a block that never reaches it
+    GPUENV_WARPMASK        // a *_sync function's lanes passed masks that ROCm traps on (warps.cpp)
 };
 
 // gpuenv_launch_t.check: bit 0 checks loads and stores, bit 1 runs each wavefront in lockstep, bit 2 lets
@@ -105,6 +106,8 @@ void gpuenv_sync(const char* file, int site);  // a plain __syncthreads: gpuenv_
 // fiber waits inside the call until it starts a thread again; the entry never returns within a launch).
 void gpuenv_next_thread(void);
 uint64_t gpuenv_warp_op(int op, uint64_t value, int arg, int width, const char* file, int where);
+// a *_sync function's operation: as gpuenv_warp_op, the lane passing `mask` (checked mode checks the masks)
+uint64_t gpuenv_warp_op_mask(int op, uint64_t value, int arg, int width, uint64_t mask, const char* file, int where);
 // grid.sync() (hip_cooperative_groups.h): thread 0 of each block waits for every block (a cooperative
 // launch), else the launch stops with a report; gpuenv_grid_valid: whether this launch is cooperative
 void gpuenv_grid_wait(const char* file, int where);

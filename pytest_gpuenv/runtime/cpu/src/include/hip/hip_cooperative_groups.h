@@ -68,7 +68,7 @@ inline grid_group this_grid() { return grid_group(); }
 
 template <unsigned N>
 class thread_block_tile : public thread_group {
-    static_assert(N && (N & (N - 1)) == 0 && N <= (unsigned)warpSize,
+    static_assert(N && (N & (N - 1)) == 0 && N <= (unsigned)GPUENV_WARP_SIZE,
                   "thread_block_tile<N>: N must be a power of 2 of at most warpSize");
     unsigned base() const { return gpuenv_detail::lane() / N * N; }
     template <class T> T op(int o, T v, int arg, const char* f, int w) const { return gpuenv_shfl(o, v, arg, (int)N, f, w); }

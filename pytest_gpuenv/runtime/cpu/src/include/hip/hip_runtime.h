@@ -1,6 +1,7 @@
 // <hip/hip_runtime.h> for the CPU executor (pytest-gpuenv): device code compiled by g++/clang++.
-// Each GPU thread is a fiber; threadIdx & co. read the executor's state; warpSize is the compile-time
-// constant GPUENV_WARP_SIZE (32 or 64); with GPUENV_CHECK every load and store is checked.
+// Each GPU thread is a fiber; threadIdx & co. read the executor's state; warpSize is GPUENV_WARP_SIZE (32 or
+// 64), under the rule of the ROCm version the run stands for (below); with GPUENV_CHECK every load and store
+// is checked. The target's macros (__gfx90a__, __GFX9__, __AMDGCN__, ...) come on the command line (rtc/target.py).
 #pragma once
 #ifndef GPUENV_WARP_SIZE
 #error "compile with -DGPUENV_WARP_SIZE=32 or 64 (pytest_gpuenv.rtc.compile_kernel(arch='cpu') does)"
@@ -92,7 +93,20 @@ static constexpr const gpuenv_u3& gridDim = __gpuenv_state.gdim;
 #define hipGridDim_x (gridDim.x)
 #define hipGridDim_y (gridDim.y)
 #define hipGridDim_z (gridDim.z)
+// warpSize: a constant expression before ROCm 7 (clr amd_warp_functions.h: static constexpr int warpSize =
+// __AMDGCN_WAVEFRONT_SIZE); from ROCm 7 an object that converts to int and is no constant expression
+// (static_assert(warpSize == 64) fails to compile there, as here). GPUENV_ROCM: major * 100 + minor (rtc/target.py)
+#ifndef GPUENV_ROCM
+#define GPUENV_ROCM 700
+#endif
+#if GPUENV_ROCM >= 700
+inline const struct gpuenv_warp_size_t {
+    __attribute__((always_inline, const)) operator int() const noexcept { return gpuenv_wave(); }
+    static int gpuenv_wave() noexcept { return GPUENV_WARP_SIZE; }  // (not constexpr: as on ROCm 7)
+} warpSize{};
+#else
 static constexpr int warpSize = GPUENV_WARP_SIZE;
+#endif
 
 struct dim3 {
     unsigned x, y, z;
@@ -131,17 +145,60 @@ inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
+
+// The *_sync functions' mask, as ROCm's amd_warp_sync_functions.h takes it from ROCm 6.2: a 64-bit integer (a
+// static_assert; 32 or 64 bits on gfx1250), its upper half ignored at wave32, and, unless NDEBUG is defined, a
+// trap when the lanes that pass a mask value are not exactly that mask (lanes may pass disjoint masks that
+// together cover the active lanes): the executor checks that in checked mode (warps.cpp). Before ROCm 6.2, and
+// in the CUDA dialect (GPUENV_CUDA_MASKS: CUDA's rule, a 32-bit mask), the mask is not checked.
+#if GPUENV_ROCM >= 602 && !defined(GPUENV_CUDA_MASKS)
+#define GPUENV_ROCM_MASKS 1
+#if defined(__gfx1250__)
+#define GPUENV_MASK_TYPE_OK(M) (std::is_integral<M>::value && (sizeof(M) == 4 || sizeof(M) == 8))
+#else
+#define GPUENV_MASK_TYPE_OK(M) (std::is_integral<M>::value && sizeof(M) == 8)
+#endif
+#else
+#define GPUENV_ROCM_MASKS 0
+#define GPUENV_MASK_TYPE_OK(M) true
+#endif
+#if defined(NDEBUG) || !GPUENV_ROCM_MASKS
+#define GPUENV_MASK_TRAPS 0  // (ROCm's __hip_assert is empty under NDEBUG)
+#else
+#define GPUENV_MASK_TRAPS 1
+#endif
+template <class M> inline __attribute__((always_inline)) unsigned long long gpuenv_mask(M m) {
+    static_assert(GPUENV_MASK_TYPE_OK(M), "The mask must be a 64-bit integer. "
+                                          "Implicitly promoting a smaller integer is almost always an error.");
+    unsigned long long m64 = sizeof(M) == 4 ? (unsigned long long)(unsigned)m : (unsigned long long)m;
+    return GPUENV_WARP_SIZE == 32 ? m64 & 0xFFFFFFFFull : m64;
+}
+inline __attribute__((always_inline)) uint64_t gpuenv_sync_op(int op, uint64_t v, int arg, int width, unsigned long long m,
+                                                              const char* file, int where) {
+    return GPUENV_MASK_TRAPS ? gpuenv_warp_op_mask(op, v, arg, width, m, file, where)
+                             : gpuenv_warp_op(op, v, arg, width, file, where);
+}
+#if GPUENV_ROCM >= 700 && !defined(GPUENV_CUDA_MASKS)
+inline __attribute__((always_inline)) void __syncwarp(GPUENV_HERE) {
+    gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
+}
+template <class M> inline __attribute__((always_inline)) void __syncwarp(M m, GPUENV_HERE) {
+    gpuenv_sync_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, gpuenv_mask(m), GPUENV_AT);
+}
+#else
 inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull, GPUENV_HERE) {
     gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
+#endif
 
 template <class T>
-inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
+inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where,
+                                                    unsigned long long mask = 0, bool masked = false) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
-    bits = gpuenv_warp_op(op, bits, arg, width, file, where);
+    bits = masked ? gpuenv_sync_op(op, bits, arg, width, mask, file, where) : gpuenv_warp_op(op, bits, arg, width, file, where);
     T r;
     __builtin_memcpy(&r, &bits, sizeof(T));
     return r;
@@ -152,8 +209,8 @@ inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int wi
         return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }                                                                                                      \
     template <class M, class T>                                                                            \
-    inline __attribute__((always_inline)) T name##_sync(M, T v, argt a, int width = warpSize, GPUENV_HERE) { \
-        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
+    inline __attribute__((always_inline)) T name##_sync(M m, T v, argt a, int width = warpSize, GPUENV_HERE) { \
+        return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT, gpuenv_mask(m), true);                        \
     }
 GPUENV_SHFL(__shfl, GPUENV_OP_SHFL, int)
 GPUENV_SHFL(__shfl_up, GPUENV_OP_UP, unsigned)
@@ -171,11 +228,24 @@ inline __attribute__((always_inline)) int __all(int p, GPUENV_HERE) {
 inline __attribute__((always_inline)) unsigned long long __activemask(GPUENV_HERE) {
     return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize, GPUENV_AT);
 }
+#if GPUENV_ROCM_MASKS  // the lanes of the mask: __ballot(p) & mask, and __all/__any over it (amd_warp_sync_functions.h)
+template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M m, int p, GPUENV_HERE) {
+    unsigned long long m64 = gpuenv_mask(m);
+    return gpuenv_sync_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize, m64, GPUENV_AT) & m64;
+}
+template <class M> inline __attribute__((always_inline)) int __any_sync(M m, int p, GPUENV_HERE) {
+    return __ballot_sync(m, p, GPUENV_AT) != 0;
+}
+template <class M> inline __attribute__((always_inline)) int __all_sync(M m, int p, GPUENV_HERE) {
+    return __ballot_sync(m, p, GPUENV_AT) == gpuenv_mask(m);
+}
+#else  // the whole wavefront, as hipify maps CUDA's
 template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M, int p, GPUENV_HERE) {
     return __ballot(p, GPUENV_AT);
 }
 template <class M> inline __attribute__((always_inline)) int __any_sync(M, int p, GPUENV_HERE) { return __any(p, GPUENV_AT); }
 template <class M> inline __attribute__((always_inline)) int __all_sync(M, int p, GPUENV_HERE) { return __all(p, GPUENV_AT); }
+#endif
 
 // ---------------------------------------------------------------- integer intrinsics
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
