@@ -159,6 +159,13 @@ def _record(stmt: list[str], scope: list[str], found: dict[str, str]) -> None:
         if re.fullmatch(r"[A-Za-z_]\w*", name) and name not in _KEYWORDS:
             found.setdefault(prefix + name, kind)
 
+    if stmt[:2] == ["__MAKE_VECTOR_TYPE__", "("] and len(stmt) > 2:  # amd_hip_vector_types.h: NAME1..NAME4
+        for k in "1234":
+            add(stmt[2] + k, "type")
+        return
+    if stmt[0].startswith("DECLOP_MAKE_") and stmt[0].endswith("_COMPONENT") and ")" in stmt:  # make_NAME
+        add("make_" + stmt[stmt.index(")") - 1], "function")
+        return
     if stmt[0] == "typedef":
         # typedef ... NAME;   typedef R (*NAME)(...);
         m = [t for t in stmt if re.fullmatch(r"[A-Za-z_]\w*", t)]
@@ -174,16 +181,16 @@ def _record(stmt: list[str], scope: list[str], found: dict[str, str]) -> None:
     for k in ("struct", "class", "union", "enum"):
         if k in head:
             j = stmt.index(k) + 1
-            while j < len(stmt) and (stmt[j] in ("class", "struct") or stmt[j] in _NOT_NAMES or stmt[j].startswith("__attribute")):
-                j += 2 if stmt[j] in _NOT_NAMES else 1
-                if j < len(stmt) and stmt[j - 1] in _NOT_NAMES and stmt[j - 1] != "class":
-                    # skip a parenthesised attribute
-                    depth = 0
+            while j < len(stmt) and (stmt[j] in ("class", "struct") or stmt[j] in _NOT_NAMES):
+                if stmt[j] in _NOT_NAMES and j + 1 < len(stmt) and stmt[j + 1] == "(":  # skip (...)
+                    depth, j = 0, j + 1
                     while j < len(stmt):
                         depth += {"(": 1, ")": -1}.get(stmt[j], 0)
                         j += 1
                         if depth == 0:
                             break
+                else:
+                    j += 1
             if j < len(stmt) and stmt[j] not in ("{", ":"):
                 # template specialisations (struct X<...>) name the primary template
                 add(stmt[j], "type")
@@ -285,10 +292,10 @@ class Row(NamedTuple):
     reason: str  # why not provided; "" when provided
 
 
-def rows() -> tuple[list[Row], list[str]]:
+def rows(reasons_path: Path = REASONS) -> tuple[list[Row], list[str]]:
     """The table, and its problems: names neither provided nor given a reason, reasons for provided names."""
     data = _load_names()
-    reasons = tomllib.loads(REASONS.read_text(encoding="utf-8"))
+    reasons = tomllib.loads(reasons_path.read_text(encoding="utf-8"))
     exact: dict[str, str] = reasons.get("names", {})
     globs: dict[str, str] = reasons.get("patterns", {})
     have = provided(sorted({name for names in data["names"].values() for name in names}))
@@ -307,7 +314,7 @@ def rows() -> tuple[list[Row], list[str]]:
     for name in exact:
         if name not in every:
             problems.append(f"{name}: not_provided.toml names it, but no ROCm header declares it")
-    return out, problems
+    return out, list(dict.fromkeys(problems))  # a name in two headers is one problem
 
 
 def page() -> str:
