@@ -30,9 +30,10 @@ import fnmatch
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import NamedTuple
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "pytest_gpuenv" / "runtime" / "cpu" / "device_api"
@@ -53,15 +54,8 @@ MATH = "__clang_hip_math.h"
 BUILTINS = "__builtin_amdgcn_* called by these headers"
 
 #: names followed by ``(`` that are not what a statement declares
-_NOT_NAMES = frozenset("""
-__attribute__ __attribute __declspec alignas alignof decltype sizeof static_assert __launch_bounds__ noexcept
-operator return if while for switch __has_builtin __builtin_expect defined template throw requires
-""".split())
-_KEYWORDS = frozenset("""
-const constexpr volatile static inline extern unsigned signed int long short char bool float double void
-auto struct class union enum typename typedef using namespace public private protected friend virtual
-explicit mutable register thread_local new delete this true false nullptr
-""".split())
+_NOT_NAMES = frozenset(["__attribute__", "__attribute", "__declspec", "alignas", "alignof", "decltype", "sizeof", "static_assert", "__launch_bounds__", "noexcept", "operator", "return", "if", "while", "for", "switch", "__has_builtin", "__builtin_expect", "defined", "template", "throw", "requires"])
+_KEYWORDS = frozenset(["const", "constexpr", "volatile", "static", "inline", "extern", "unsigned", "signed", "int", "long", "short", "char", "bool", "float", "double", "void", "auto", "struct", "class", "union", "enum", "typename", "typedef", "using", "namespace", "public", "private", "protected", "friend", "virtual", "explicit", "mutable", "register", "thread_local", "new", "delete", "this", "true", "false", "nullptr"])
 _TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[A-Za-z_]\w*|\d[\w.]*|::|->|.', re.S)
 _DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\(", re.M)
 

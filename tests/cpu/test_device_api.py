@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from _checkout import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")

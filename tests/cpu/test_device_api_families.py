@@ -13,7 +13,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 
-from _device_api_cases import N, SOURCE, run  # noqa: E402
+from _device_api_cases import SOURCE, N, run  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                 reason="no C++ compiler")
@@ -177,7 +177,7 @@ def test_math(family):
     out = family("math")["out"]
     x = _inputs("math")["a"]
     f = x.astype(np.float32)
-    t, tf = torch.from_numpy(x), torch.from_numpy(f.astype(np.float64))
+    t = torch.from_numpy(x)
     t1 = torch.from_numpy((f + np.float32(1)).astype(np.float64))  # erfcinvf's argument, rounded to float
     sp = torch.special
     want = {
@@ -196,3 +196,21 @@ def test_math(family):
         assert out[12, i] == _round(Fraction(float(f[i])) + tiny, "ru", np.float32)
         assert out[13, i] == _round(Fraction(float(x[i])) * 3, "rz", np.float64)
         assert out[14, i] == _round(Fraction(float(x[i] / 3)), "ru", np.float32)
+
+
+def test_shfl_takes_what_rocm_overloads_and_refuses_a_float2(cpu_cache, warp):
+    """ROCm's __shfl has overloads for arithmetic types (amd_warp_functions.h) and __half/__half2
+    (amd_hip_fp16.h), none for float2: a compile error there, and so here."""
+    from pytest_gpuenv.rtc import KernelCompileError, compile_kernel
+
+    ok = ('#include <hip/hip_runtime.h>\n#include <hip/hip_bf16.h>\nextern "C" __global__ void k(float* o) {\n'
+          '    o[0] = __shfl(1.5f, 0) + __shfl(2, 0) + (float)__shfl(__half(1.0f), 0) + __shfl(3.0, 0)\n'
+          '         + (float)__shfl(__float2bfloat16(1.0f), 0) + __shfl((unsigned char)1, 0) + __shfl(4ll, 0);\n}\n')
+    k = compile_kernel(ok, "k", arch="cpu", warp_size=warp, cache_dir=cpu_cache)
+    out = np.zeros(1, np.float32)
+    k(1, 1, out)
+    assert out[0] == 1.5 + 2 + 1 + 3 + 1 + 1 + 4
+    bad = ('#include <hip/hip_runtime.h>\nextern "C" __global__ void k(float* o) {\n'
+           '    float2 v = make_float2(o[0], o[1]);\n    v = __shfl(v, 0);\n    o[0] = v.x;\n}\n')
+    with pytest.raises(KernelCompileError, match="ROCm has no overload for this type"):
+        compile_kernel(bad, "k", arch="cpu", warp_size=warp, cache_dir=cpu_cache)
