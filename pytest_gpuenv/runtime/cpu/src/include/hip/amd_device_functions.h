@@ -9,7 +9,7 @@
 // ---------------------------------------------------------------- bits
 // __fns32/__fns64: the position of the offset-th set bit of mask counting up from bit base (offset > 0),
 // down from it (offset < 0), or base itself when that bit is set (offset 0); -1 when there is none
-inline int32_t gpuenv_fns(uint64_t mask, unsigned bits, uint32_t base, int32_t offset) {
+inline int32_t __gpuenv_fns(uint64_t mask, unsigned bits, uint32_t base, int32_t offset) {
     int step = offset < 0 ? -1 : 1;
     int32_t want = offset == 0 ? 1 : (offset < 0 ? -offset : offset);
     for (int b = (int)base; b >= 0 && b < (int)bits; b += step) {
@@ -20,8 +20,8 @@ inline int32_t gpuenv_fns(uint64_t mask, unsigned bits, uint32_t base, int32_t o
     }
     return -1;
 }
-inline int32_t __fns64(uint64_t mask, uint32_t base, int32_t offset) { return gpuenv_fns(mask, 64, base, offset); }
-inline int32_t __fns32(uint32_t mask, uint32_t base, int32_t offset) { return gpuenv_fns(mask, 32, base, offset); }
+inline int32_t __fns64(uint64_t mask, uint32_t base, int32_t offset) { return __gpuenv_fns(mask, 64, base, offset); }
+inline int32_t __fns32(uint32_t mask, uint32_t base, int32_t offset) { return __gpuenv_fns(mask, 32, base, offset); }
 inline int32_t __fns(unsigned int mask, unsigned int base, int offset) { return __fns32(mask, base, offset); }
 inline unsigned long long int __brevll(unsigned long long int x) {
     return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
@@ -29,22 +29,22 @@ inline unsigned long long int __brevll(unsigned long long int x) {
 // ROCm: input == 0 ? -1 : count of trailing zeros
 inline unsigned int __lastbit_u32_u64(uint64_t x) { return x == 0 ? ~0u : (unsigned)__builtin_ctzll(x); }
 // v_alignbit_b32: the low 32 bits of ({hi, lo} >> (shift & 31))
-inline unsigned gpuenv_alignbit(unsigned hi, unsigned lo, unsigned shift) {
+inline unsigned __gpuenv_alignbit(unsigned hi, unsigned lo, unsigned shift) {
     return (unsigned)((((unsigned long long)hi << 32) | lo) >> (shift & 31));
 }
 inline unsigned int __funnelshift_l(unsigned int lo, unsigned int hi, unsigned int shift) {
     unsigned s = shift & 31;
-    return s == 0 ? hi : gpuenv_alignbit(hi, lo, 32 - s);
+    return s == 0 ? hi : __gpuenv_alignbit(hi, lo, 32 - s);
 }
 inline unsigned int __funnelshift_lc(unsigned int lo, unsigned int hi, unsigned int shift) {
     unsigned s = shift >= 32 ? 32 : shift;
-    return s == 0 ? hi : gpuenv_alignbit(hi, lo, 32 - s);
+    return s == 0 ? hi : __gpuenv_alignbit(hi, lo, 32 - s);
 }
 inline unsigned int __funnelshift_r(unsigned int lo, unsigned int hi, unsigned int shift) {
-    return gpuenv_alignbit(hi, lo, shift);
+    return __gpuenv_alignbit(hi, lo, shift);
 }
 inline unsigned int __funnelshift_rc(unsigned int lo, unsigned int hi, unsigned int shift) {
-    return shift >= 32 ? hi : gpuenv_alignbit(hi, lo, shift);
+    return shift >= 32 ? hi : __gpuenv_alignbit(hi, lo, shift);
 }
 // ROCm's __byte_perm takes selector nibbles & 7 from the bytes of {y, x} (CUDA's sign-replicate mode, bit 3
 // of a nibble, is not there)
@@ -92,18 +92,18 @@ inline uint64_t __lanemask_gt(GPUENV_HERE) {
 
 // ---------------------------------------------------------------- conversions
 // the directed roundings: the conversion under that rounding mode (ROCm: __ocml_cvtrt{n,p,z}_f32_f64)
-#define GPUENV_ROUNDED(T, mode, expr)                                        \
+#define __gpuenv_ROUNDED(T, mode, expr)                                        \
     ([&]() -> T {                                                              \
-        int gpuenv_old = fegetround();                                         \
+        int __gpuenv_old = fegetround();                                         \
         fesetround(mode);                                                      \
-        volatile T gpuenv_r = (expr);                                          \
-        fesetround(gpuenv_old);                                                \
-        return gpuenv_r;                                                       \
+        volatile T __gpuenv_r = (expr);                                          \
+        fesetround(__gpuenv_old);                                                \
+        return __gpuenv_r;                                                       \
     }())
 inline float __double2float_rn(double x) { return (float)x; }
-inline float __double2float_rd(double x) { volatile double v = x; return GPUENV_ROUNDED(float, FE_DOWNWARD, (float)v); }
-inline float __double2float_ru(double x) { volatile double v = x; return GPUENV_ROUNDED(float, FE_UPWARD, (float)v); }
-inline float __double2float_rz(double x) { volatile double v = x; return GPUENV_ROUNDED(float, FE_TOWARDZERO, (float)v); }
+inline float __double2float_rd(double x) { volatile double v = x; return __gpuenv_ROUNDED(float, FE_DOWNWARD, (float)v); }
+inline float __double2float_ru(double x) { volatile double v = x; return __gpuenv_ROUNDED(float, FE_UPWARD, (float)v); }
+inline float __double2float_rz(double x) { volatile double v = x; return __gpuenv_ROUNDED(float, FE_TOWARDZERO, (float)v); }
 inline int __double2hiint(double x) { int t[2]; __builtin_memcpy(t, &x, 8); return t[1]; }
 inline int __double2loint(double x) { int t[2]; __builtin_memcpy(t, &x, 8); return t[0]; }
 inline double __hiloint2double(int hi, int lo) {
@@ -112,55 +112,55 @@ inline double __hiloint2double(int hi, int lo) {
     __builtin_memcpy(&d, &b, 8);
     return d;
 }
-#define GPUENV_D2I(T, name)                                                     \
+#define __gpuenv_D2I(T, name)                                                     \
     inline T __double2##name##_rd(double x) { return (T)floor(x); }               \
     inline T __double2##name##_rn(double x) { return (T)rint(x); }                \
     inline T __double2##name##_ru(double x) { return (T)ceil(x); }                \
     inline T __double2##name##_rz(double x) { return (T)x; }
-#define GPUENV_F2I(T, name)                                                     \
+#define __gpuenv_F2I(T, name)                                                     \
     inline T __float2##name##_rd(float x) { return (T)floorf(x); }                \
     inline T __float2##name##_ru(float x) { return (T)ceilf(x); }                 \
     inline T __float2##name##_rz(float x) { return (T)x; }
-GPUENV_D2I(int, int)
-GPUENV_D2I(long long int, ll)
-GPUENV_D2I(unsigned int, uint)
-GPUENV_D2I(unsigned long long int, ull)
-GPUENV_F2I(long long int, ll)
-GPUENV_F2I(unsigned int, uint)
-GPUENV_F2I(unsigned long long int, ull)
-#undef GPUENV_D2I
-#undef GPUENV_F2I
+__gpuenv_D2I(int, int)
+__gpuenv_D2I(long long int, ll)
+__gpuenv_D2I(unsigned int, uint)
+__gpuenv_D2I(unsigned long long int, ull)
+__gpuenv_F2I(long long int, ll)
+__gpuenv_F2I(unsigned int, uint)
+__gpuenv_F2I(unsigned long long int, ull)
+#undef __gpuenv_D2I
+#undef __gpuenv_F2I
 inline long long int __float2ll_rn(float x) { return (long long)rintf(x); }
 inline unsigned long long int __float2ull_rn(float x) { return (unsigned long long)rintf(x); }
-#define GPUENV_I2F(T, name)                                                                                     \
+#define __gpuenv_I2F(T, name)                                                                                     \
     inline float __##name##2float_rn(T x) { return (float)x; }                                                   \
-    inline float __##name##2float_rd(T x) { volatile T v = x; return GPUENV_ROUNDED(float, FE_DOWNWARD, (float)v); } \
-    inline float __##name##2float_ru(T x) { volatile T v = x; return GPUENV_ROUNDED(float, FE_UPWARD, (float)v); }   \
-    inline float __##name##2float_rz(T x) { volatile T v = x; return GPUENV_ROUNDED(float, FE_TOWARDZERO, (float)v); }
-GPUENV_I2F(long long int, ll)
-GPUENV_I2F(unsigned long long int, ull)
-#undef GPUENV_I2F
+    inline float __##name##2float_rd(T x) { volatile T v = x; return __gpuenv_ROUNDED(float, FE_DOWNWARD, (float)v); } \
+    inline float __##name##2float_ru(T x) { volatile T v = x; return __gpuenv_ROUNDED(float, FE_UPWARD, (float)v); }   \
+    inline float __##name##2float_rz(T x) { volatile T v = x; return __gpuenv_ROUNDED(float, FE_TOWARDZERO, (float)v); }
+__gpuenv_I2F(long long int, ll)
+__gpuenv_I2F(unsigned long long int, ull)
+#undef __gpuenv_I2F
 // __int2float_rn and __uint2float_rn are in hip_runtime.h
-inline float __int2float_rd(int x) { volatile int v = x; return GPUENV_ROUNDED(float, FE_DOWNWARD, (float)v); }
-inline float __int2float_ru(int x) { volatile int v = x; return GPUENV_ROUNDED(float, FE_UPWARD, (float)v); }
-inline float __int2float_rz(int x) { volatile int v = x; return GPUENV_ROUNDED(float, FE_TOWARDZERO, (float)v); }
-inline float __uint2float_rd(unsigned x) { volatile unsigned v = x; return GPUENV_ROUNDED(float, FE_DOWNWARD, (float)v); }
-inline float __uint2float_ru(unsigned x) { volatile unsigned v = x; return GPUENV_ROUNDED(float, FE_UPWARD, (float)v); }
-inline float __uint2float_rz(unsigned x) { volatile unsigned v = x; return GPUENV_ROUNDED(float, FE_TOWARDZERO, (float)v); }
+inline float __int2float_rd(int x) { volatile int v = x; return __gpuenv_ROUNDED(float, FE_DOWNWARD, (float)v); }
+inline float __int2float_ru(int x) { volatile int v = x; return __gpuenv_ROUNDED(float, FE_UPWARD, (float)v); }
+inline float __int2float_rz(int x) { volatile int v = x; return __gpuenv_ROUNDED(float, FE_TOWARDZERO, (float)v); }
+inline float __uint2float_rd(unsigned x) { volatile unsigned v = x; return __gpuenv_ROUNDED(float, FE_DOWNWARD, (float)v); }
+inline float __uint2float_ru(unsigned x) { volatile unsigned v = x; return __gpuenv_ROUNDED(float, FE_UPWARD, (float)v); }
+inline float __uint2float_rz(unsigned x) { volatile unsigned v = x; return __gpuenv_ROUNDED(float, FE_TOWARDZERO, (float)v); }
 inline double __int2double_rn(int x) { return (double)x; }
 inline double __uint2double_rn(unsigned int x) { return (double)x; }
-#define GPUENV_L2D(T, name)                                                                                      \
+#define __gpuenv_L2D(T, name)                                                                                      \
     inline double __##name##2double_rn(T x) { return (double)x; }                                                 \
-    inline double __##name##2double_rd(T x) { volatile T v = x; return GPUENV_ROUNDED(double, FE_DOWNWARD, (double)v); } \
-    inline double __##name##2double_ru(T x) { volatile T v = x; return GPUENV_ROUNDED(double, FE_UPWARD, (double)v); }   \
-    inline double __##name##2double_rz(T x) { volatile T v = x; return GPUENV_ROUNDED(double, FE_TOWARDZERO, (double)v); }
-GPUENV_L2D(long long int, ll)
-GPUENV_L2D(unsigned long long int, ull)
-#undef GPUENV_L2D
+    inline double __##name##2double_rd(T x) { volatile T v = x; return __gpuenv_ROUNDED(double, FE_DOWNWARD, (double)v); } \
+    inline double __##name##2double_ru(T x) { volatile T v = x; return __gpuenv_ROUNDED(double, FE_UPWARD, (double)v); }   \
+    inline double __##name##2double_rz(T x) { volatile T v = x; return __gpuenv_ROUNDED(double, FE_TOWARDZERO, (double)v); }
+__gpuenv_L2D(long long int, ll)
+__gpuenv_L2D(unsigned long long int, ull)
+#undef __gpuenv_L2D
 
 // packed byte arithmetic of the old HC API: bytes 0 and 2, then 1 and 3, each pair in one 32-bit operation
 // (ROCm applies it to char4's .w, which is the fourth byte alone: the result keeps ROCm's behaviour)
-#define GPUENV_HC8(name, op)                                                              \
+#define __gpuenv_HC8(name, op)                                                              \
     inline char4 __hip_hc_##name##8pk(char4 a, char4 b) {                                  \
         char4 r;                                                                           \
         unsigned x = (unsigned char)a.w, y = (unsigned char)b.w;                           \
@@ -169,10 +169,10 @@ GPUENV_L2D(unsigned long long int, ull)
                      (((x & 0xff00ff00u) op (y & 0xff00ff00u)) & 0xff00ff00u));            \
         return r;                                                                          \
     }
-GPUENV_HC8(add, +)
-GPUENV_HC8(sub, -)
-GPUENV_HC8(mul, *)
-#undef GPUENV_HC8
+__gpuenv_HC8(add, +)
+__gpuenv_HC8(sub, -)
+__gpuenv_HC8(mul, *)
+#undef __gpuenv_HC8
 
 // ---------------------------------------------------------------- clocks
 // __clock64: a cycle counter (the time-stamp counter on x86-64); wall_clock64: a constant 100 MHz clock, the

@@ -6,40 +6,40 @@
 #pragma once
 
 // the body of a read-modify-write: *p becomes `expr` of its old value o (and v), the old value is returned
-#define GPUENV_RMW(T, p, expr)                                                                  \
+#define __gpuenv_RMW(T, p, expr)                                                                  \
     GPUENV_ACHECK(p);                                                                           \
     T o, n;                                                                                     \
     __atomic_load(p, &o, __ATOMIC_RELAXED);                                                     \
     do n = (expr);                                                                              \
     while (!__atomic_compare_exchange(p, &o, &n, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));    \
     return o;
-template <class T> inline bool gpuenv_is_neg_zero(T x) { return x == 0 && signbit(x); }
+template <class T> inline bool __gpuenv_is_neg_zero(T x) { return x == 0 && signbit(x); }
 // amd_hip_atomic.h atomicMin(float*): stores val while `value > val || (val is -0.0 && value == 0)`, so -0.0
 // is below +0.0 and a NaN on either side stores nothing; atomicMax: `value < val || (value is -0.0 && val == 0)`
-template <class T> inline T gpuenv_fmin_rocm(T o, T v) { return (o > v || (gpuenv_is_neg_zero(v) && o == 0)) ? v : o; }
-template <class T> inline T gpuenv_fmax_rocm(T o, T v) { return (o < v || (gpuenv_is_neg_zero(o) && v == 0)) ? v : o; }
-#define GPUENV_FP_ATOMICS(T, pre, op, expr) \
-    GPUENV_RT T pre##op(T* p, T v) { GPUENV_RMW(T, p, expr) }
-#define GPUENV_FP_MINMAX(T)                                           \
-    GPUENV_FP_ATOMICS(T, atomic, Min, gpuenv_fmin_rocm(o, v))         \
-    GPUENV_FP_ATOMICS(T, atomic, Max, gpuenv_fmax_rocm(o, v))         \
-    GPUENV_FP_ATOMICS(T, atomic, Min_system, gpuenv_fmin_rocm(o, v))  \
-    GPUENV_FP_ATOMICS(T, atomic, Max_system, gpuenv_fmax_rocm(o, v))  \
-    GPUENV_FP_ATOMICS(T, unsafeAtomic, Add, o + v)                    \
-    GPUENV_FP_ATOMICS(T, unsafeAtomic, Min, gpuenv_fmin_rocm(o, v))   \
-    GPUENV_FP_ATOMICS(T, unsafeAtomic, Max, gpuenv_fmax_rocm(o, v))   \
-    GPUENV_FP_ATOMICS(T, safeAtomic, Add, o + v)                      \
-    GPUENV_FP_ATOMICS(T, safeAtomic, Min, gpuenv_fmin_rocm(o, v))     \
-    GPUENV_FP_ATOMICS(T, safeAtomic, Max, gpuenv_fmax_rocm(o, v))
-GPUENV_FP_MINMAX(float)
-GPUENV_FP_MINMAX(double)
-#undef GPUENV_FP_MINMAX
-#undef GPUENV_FP_ATOMICS
+template <class T> inline T __gpuenv_fmin_rocm(T o, T v) { return (o > v || (__gpuenv_is_neg_zero(v) && o == 0)) ? v : o; }
+template <class T> inline T __gpuenv_fmax_rocm(T o, T v) { return (o < v || (__gpuenv_is_neg_zero(o) && v == 0)) ? v : o; }
+#define __gpuenv_FP_ATOMICS(T, pre, op, expr) \
+    GPUENV_RT T pre##op(T* p, T v) { __gpuenv_RMW(T, p, expr) }
+#define __gpuenv_FP_MINMAX(T)                                           \
+    __gpuenv_FP_ATOMICS(T, atomic, Min, __gpuenv_fmin_rocm(o, v))         \
+    __gpuenv_FP_ATOMICS(T, atomic, Max, __gpuenv_fmax_rocm(o, v))         \
+    __gpuenv_FP_ATOMICS(T, atomic, Min_system, __gpuenv_fmin_rocm(o, v))  \
+    __gpuenv_FP_ATOMICS(T, atomic, Max_system, __gpuenv_fmax_rocm(o, v))  \
+    __gpuenv_FP_ATOMICS(T, unsafeAtomic, Add, o + v)                    \
+    __gpuenv_FP_ATOMICS(T, unsafeAtomic, Min, __gpuenv_fmin_rocm(o, v))   \
+    __gpuenv_FP_ATOMICS(T, unsafeAtomic, Max, __gpuenv_fmax_rocm(o, v))   \
+    __gpuenv_FP_ATOMICS(T, safeAtomic, Add, o + v)                      \
+    __gpuenv_FP_ATOMICS(T, safeAtomic, Min, __gpuenv_fmin_rocm(o, v))     \
+    __gpuenv_FP_ATOMICS(T, safeAtomic, Max, __gpuenv_fmax_rocm(o, v))
+__gpuenv_FP_MINMAX(float)
+__gpuenv_FP_MINMAX(double)
+#undef __gpuenv_FP_MINMAX
+#undef __gpuenv_FP_ATOMICS
 
 // __half / __half2 (each half rounded on its own, as the packed add does)
-GPUENV_RT __half atomicAdd(__half* p, __half v) { GPUENV_RMW(__half, p, o + v) }
-GPUENV_RT __half2 atomicAdd(__half2* p, __half2 v) { GPUENV_RMW(__half2, p, (__half2{o.x + v.x, o.y + v.y})) }
-GPUENV_RT __half2 unsafeAtomicAdd(__half2* p, __half2 v) { GPUENV_RMW(__half2, p, (__half2{o.x + v.x, o.y + v.y})) }
+GPUENV_RT __half atomicAdd(__half* p, __half v) { __gpuenv_RMW(__half, p, o + v) }
+GPUENV_RT __half2 atomicAdd(__half2* p, __half2 v) { __gpuenv_RMW(__half2, p, (__half2{o.x + v.x, o.y + v.y})) }
+GPUENV_RT __half2 unsafeAtomicAdd(__half2* p, __half2 v) { __gpuenv_RMW(__half2, p, (__half2{o.x + v.x, o.y + v.y})) }
 
 // clang's HIP atomic builtins: __hip_atomic_<op>(ptr, value, order, scope); the scope changes nothing here
 #ifndef __HIP_MEMORY_SCOPE_SINGLETHREAD
@@ -60,19 +60,19 @@ template <class T> GPUENV_RT void __hip_atomic_store(T* p, typename gpuenv_id<T>
     GPUENV_ACHECK(p);
     __atomic_store(p, &v, __ATOMIC_SEQ_CST);
 }
-#define GPUENV_HIP_ATOMIC(name, expr)                                                                  \
+#define __gpuenv_HIP_ATOMIC(name, expr)                                                                  \
     template <class T> GPUENV_RT T __hip_atomic_##name(T* p, typename gpuenv_id<T>::type v, int, int) { \
-        GPUENV_RMW(T, p, expr)                                                                            \
+        __gpuenv_RMW(T, p, expr)                                                                            \
     }
-GPUENV_HIP_ATOMIC(fetch_add, o + v)
-GPUENV_HIP_ATOMIC(fetch_sub, o - v)
-GPUENV_HIP_ATOMIC(fetch_and, o & v)
-GPUENV_HIP_ATOMIC(fetch_or, o | v)
-GPUENV_HIP_ATOMIC(fetch_xor, o ^ v)
-GPUENV_HIP_ATOMIC(fetch_min, v < o ? v : o)
-GPUENV_HIP_ATOMIC(fetch_max, v > o ? v : o)
-GPUENV_HIP_ATOMIC(exchange, v)
-#undef GPUENV_HIP_ATOMIC
+__gpuenv_HIP_ATOMIC(fetch_add, o + v)
+__gpuenv_HIP_ATOMIC(fetch_sub, o - v)
+__gpuenv_HIP_ATOMIC(fetch_and, o & v)
+__gpuenv_HIP_ATOMIC(fetch_or, o | v)
+__gpuenv_HIP_ATOMIC(fetch_xor, o ^ v)
+__gpuenv_HIP_ATOMIC(fetch_min, v < o ? v : o)
+__gpuenv_HIP_ATOMIC(fetch_max, v > o ? v : o)
+__gpuenv_HIP_ATOMIC(exchange, v)
+#undef __gpuenv_HIP_ATOMIC
 template <class T>
 GPUENV_RT bool __hip_atomic_compare_exchange_strong(T* p, T* expected, typename gpuenv_id<T>::type v, int, int, int) {
     GPUENV_ACHECK(p);

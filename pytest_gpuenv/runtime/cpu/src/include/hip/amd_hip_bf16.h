@@ -32,7 +32,7 @@ inline __hip_bfloat16 __habs(__hip_bfloat16 a) { return __ushort_as_bfloat16((un
 inline __hip_bfloat162 __hadd2(__hip_bfloat162 a, __hip_bfloat162 b) { return {__hadd(a.x, b.x), __hadd(a.y, b.y)}; }
 inline __hip_bfloat162 __hmul2(__hip_bfloat162 a, __hip_bfloat162 b) { return {__hmul(a.x, b.x), __hmul(a.y, b.y)}; }
 
-GPUENV_HALF_API(__hip_bfloat16, __hip_bfloat162)
+__gpuenv_HALF_API(__hip_bfloat16, __hip_bfloat162)
 
 // bits and pairs
 inline short __bfloat16_as_short(__hip_bfloat16 b) { return (short)b.data; }
@@ -48,9 +48,9 @@ inline float __low2float(__hip_bfloat162 a) { return (float)a.x; }
 inline float __high2float(__hip_bfloat162 a) { return (float)a.y; }
 
 // atomics (a compare-and-swap of the whole value, as hip_runtime.h's)
-GPUENV_RT __hip_bfloat16 atomicAdd(__hip_bfloat16* p, __hip_bfloat16 v) { GPUENV_RMW(__hip_bfloat16, p, __hadd(o, v)) }
-GPUENV_RT __hip_bfloat162 atomicAdd(__hip_bfloat162* p, __hip_bfloat162 v) { GPUENV_RMW(__hip_bfloat162, p, __hadd2(o, v)) }
-GPUENV_RT __hip_bfloat162 unsafeAtomicAdd(__hip_bfloat162* p, __hip_bfloat162 v) { GPUENV_RMW(__hip_bfloat162, p, __hadd2(o, v)) }
+GPUENV_RT __hip_bfloat16 atomicAdd(__hip_bfloat16* p, __hip_bfloat16 v) { __gpuenv_RMW(__hip_bfloat16, p, __hadd(o, v)) }
+GPUENV_RT __hip_bfloat162 atomicAdd(__hip_bfloat162* p, __hip_bfloat162 v) { __gpuenv_RMW(__hip_bfloat162, p, __hadd2(o, v)) }
+GPUENV_RT __hip_bfloat162 unsafeAtomicAdd(__hip_bfloat162* p, __hip_bfloat162 v) { __gpuenv_RMW(__hip_bfloat162, p, __hadd2(o, v)) }
 
 // ROCm's __hip_bfloat16 converts to float, so __shfl takes it (as a float); here it keeps its type
-template <> struct gpuenv_shfl_ok<__hip_bfloat16> : std::true_type {};
+template <> struct __gpuenv_shfl_ok<__hip_bfloat16> : std::true_type {};

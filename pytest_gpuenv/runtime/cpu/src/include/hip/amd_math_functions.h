@@ -27,44 +27,44 @@ template <class T> inline void __builtin_nontemporal_store(T v, T* p) { *p = v; 
 
 // ---------------------------------------------------------------- directed rounding
 // `expr` evaluated under rounding mode `mode` (the operands are volatile: nothing is folded at compile time)
-#define GPUENV_IN_MODE(T, mode, expr)                   \
+#define __gpuenv_IN_MODE(T, mode, expr)                   \
     {                                                  \
-        int gpuenv_old = fegetround();                 \
+        int __gpuenv_old = fegetround();                 \
         fesetround(mode);                              \
-        volatile T gpuenv_r = (expr);                  \
-        fesetround(gpuenv_old);                        \
-        return gpuenv_r;                               \
+        volatile T __gpuenv_r = (expr);                  \
+        fesetround(__gpuenv_old);                        \
+        return __gpuenv_r;                               \
     }
-#define GPUENV_DIRECTED(T, name, expr)                                                                              \
-    inline T name##_rd(T x_, T y_) { volatile T x = x_, y = y_; GPUENV_IN_MODE(T, FE_DOWNWARD, expr) }                \
-    inline T name##_ru(T x_, T y_) { volatile T x = x_, y = y_; GPUENV_IN_MODE(T, FE_UPWARD, expr) }                  \
-    inline T name##_rz(T x_, T y_) { volatile T x = x_, y = y_; GPUENV_IN_MODE(T, FE_TOWARDZERO, expr) }
-GPUENV_DIRECTED(float, __fadd, x + y)
-GPUENV_DIRECTED(float, __fsub, x - y)
-GPUENV_DIRECTED(float, __fmul, x * y)
-GPUENV_DIRECTED(float, __fdiv, x / y)
-GPUENV_DIRECTED(double, __dadd, x + y)
-GPUENV_DIRECTED(double, __dsub, x - y)
-GPUENV_DIRECTED(double, __dmul, x * y)
-GPUENV_DIRECTED(double, __ddiv, x / y)
-#undef GPUENV_DIRECTED
-#define GPUENV_DIRECTED1(T, name, expr)                                                                   \
-    inline T name##_rd(T x_) { volatile T x = x_; GPUENV_IN_MODE(T, FE_DOWNWARD, expr) }                    \
-    inline T name##_ru(T x_) { volatile T x = x_; GPUENV_IN_MODE(T, FE_UPWARD, expr) }                      \
-    inline T name##_rz(T x_) { volatile T x = x_; GPUENV_IN_MODE(T, FE_TOWARDZERO, expr) }
-GPUENV_DIRECTED1(float, __fsqrt, sqrtf(x))
-GPUENV_DIRECTED1(float, __frcp, 1.0f / x)
-GPUENV_DIRECTED1(double, __dsqrt, sqrt(x))
-GPUENV_DIRECTED1(double, __drcp, 1.0 / x)
-#undef GPUENV_DIRECTED1
-#define GPUENV_DIRECTED3(T, name, f)                                                                              \
-    inline T name##_rd(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; GPUENV_IN_MODE(T, FE_DOWNWARD, f(a, b, c)) } \
-    inline T name##_ru(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; GPUENV_IN_MODE(T, FE_UPWARD, f(a, b, c)) }   \
-    inline T name##_rz(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; GPUENV_IN_MODE(T, FE_TOWARDZERO, f(a, b, c)) }
-GPUENV_DIRECTED3(float, __fmaf, fmaf)
-GPUENV_DIRECTED3(double, __fma, fma)
-#undef GPUENV_DIRECTED3
-#undef GPUENV_IN_MODE
+#define __gpuenv_DIRECTED(T, name, expr)                                                                              \
+    inline T name##_rd(T x_, T y_) { volatile T x = x_, y = y_; __gpuenv_IN_MODE(T, FE_DOWNWARD, expr) }                \
+    inline T name##_ru(T x_, T y_) { volatile T x = x_, y = y_; __gpuenv_IN_MODE(T, FE_UPWARD, expr) }                  \
+    inline T name##_rz(T x_, T y_) { volatile T x = x_, y = y_; __gpuenv_IN_MODE(T, FE_TOWARDZERO, expr) }
+__gpuenv_DIRECTED(float, __fadd, x + y)
+__gpuenv_DIRECTED(float, __fsub, x - y)
+__gpuenv_DIRECTED(float, __fmul, x * y)
+__gpuenv_DIRECTED(float, __fdiv, x / y)
+__gpuenv_DIRECTED(double, __dadd, x + y)
+__gpuenv_DIRECTED(double, __dsub, x - y)
+__gpuenv_DIRECTED(double, __dmul, x * y)
+__gpuenv_DIRECTED(double, __ddiv, x / y)
+#undef __gpuenv_DIRECTED
+#define __gpuenv_DIRECTED1(T, name, expr)                                                                   \
+    inline T name##_rd(T x_) { volatile T x = x_; __gpuenv_IN_MODE(T, FE_DOWNWARD, expr) }                    \
+    inline T name##_ru(T x_) { volatile T x = x_; __gpuenv_IN_MODE(T, FE_UPWARD, expr) }                      \
+    inline T name##_rz(T x_) { volatile T x = x_; __gpuenv_IN_MODE(T, FE_TOWARDZERO, expr) }
+__gpuenv_DIRECTED1(float, __fsqrt, sqrtf(x))
+__gpuenv_DIRECTED1(float, __frcp, 1.0f / x)
+__gpuenv_DIRECTED1(double, __dsqrt, sqrt(x))
+__gpuenv_DIRECTED1(double, __drcp, 1.0 / x)
+#undef __gpuenv_DIRECTED1
+#define __gpuenv_DIRECTED3(T, name, f)                                                                              \
+    inline T name##_rd(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; __gpuenv_IN_MODE(T, FE_DOWNWARD, f(a, b, c)) } \
+    inline T name##_ru(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; __gpuenv_IN_MODE(T, FE_UPWARD, f(a, b, c)) }   \
+    inline T name##_rz(T a_, T b_, T c_) { volatile T a = a_, b = b_, c = c_; __gpuenv_IN_MODE(T, FE_TOWARDZERO, f(a, b, c)) }
+__gpuenv_DIRECTED3(float, __fmaf, fmaf)
+__gpuenv_DIRECTED3(double, __fma, fma)
+#undef __gpuenv_DIRECTED3
+#undef __gpuenv_IN_MODE
 inline double __dsub_rn(double x, double y) { return x - y; }
 inline double __ddiv_rn(double x, double y) { return x / y; }
 inline double __dsqrt_rn(double x) { return sqrt(x); }
@@ -170,7 +170,7 @@ inline float cyl_bessel_i1f(float x) { return (float)cyl_bessel_i1(x); }
 // ---------------------------------------------------------------- dot products (amd_math_functions.h,
 // amd_hip_fp16.h: __ockl_{s,u,f}dot{2,4,8}): c plus the products of the pairs; with saturate, an integer
 // result is clamped to its type's range, a float one is not changed
-template <class R> inline R gpuenv_dot_sat(long long s, bool saturate) {
+template <class R> inline R __gpuenv_dot_sat(long long s, bool saturate) {
     if (saturate) {
         if (s > (long long)std::numeric_limits<R>::max()) return std::numeric_limits<R>::max();
         if (s < (long long)std::numeric_limits<R>::min()) return std::numeric_limits<R>::min();
@@ -178,29 +178,29 @@ template <class R> inline R gpuenv_dot_sat(long long s, bool saturate) {
     return (R)s;
 }
 inline int amd_mixed_dot(short2 a, short2 b, int c, bool saturate) {
-    return gpuenv_dot_sat<int>((long long)a.x * b.x + (long long)a.y * b.y + c, saturate);
+    return __gpuenv_dot_sat<int>((long long)a.x * b.x + (long long)a.y * b.y + c, saturate);
 }
 inline unsigned amd_mixed_dot(ushort2 a, ushort2 b, unsigned c, bool saturate) {
-    return gpuenv_dot_sat<unsigned>((long long)a.x * b.x + (long long)a.y * b.y + c, saturate);
+    return __gpuenv_dot_sat<unsigned>((long long)a.x * b.x + (long long)a.y * b.y + c, saturate);
 }
 inline int amd_mixed_dot(char4 a, char4 b, int c, bool saturate) {
     long long s = c;
     for (int i = 0; i < 4; i++) s += (long long)(signed char)a.data[i] * (signed char)b.data[i];
-    return gpuenv_dot_sat<int>(s, saturate);
+    return __gpuenv_dot_sat<int>(s, saturate);
 }
 inline unsigned amd_mixed_dot(uchar4 a, uchar4 b, unsigned c, bool saturate) {
     long long s = c;
     for (int i = 0; i < 4; i++) s += (long long)a.data[i] * b.data[i];
-    return gpuenv_dot_sat<unsigned>(s, saturate);
+    return __gpuenv_dot_sat<unsigned>(s, saturate);
 }
 // eight 4-bit lanes of a and b (signed for int, unsigned for uint)
 inline int amd_mixed_dot(int a, int b, int c, bool saturate) {
     long long s = c;
     for (int i = 0; i < 8; i++) s += (long long)((int)((unsigned)a << (28 - 4 * i)) >> 28) * ((int)((unsigned)b << (28 - 4 * i)) >> 28);
-    return gpuenv_dot_sat<int>(s, saturate);
+    return __gpuenv_dot_sat<int>(s, saturate);
 }
 inline unsigned amd_mixed_dot(unsigned a, unsigned b, unsigned c, bool saturate) {
     long long s = c;
     for (int i = 0; i < 8; i++) s += (long long)((a >> (4 * i)) & 15) * ((b >> (4 * i)) & 15);
-    return gpuenv_dot_sat<unsigned>(s, saturate);
+    return __gpuenv_dot_sat<unsigned>(s, saturate);
 }

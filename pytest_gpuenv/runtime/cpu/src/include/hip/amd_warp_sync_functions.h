@@ -8,32 +8,32 @@ template <class T> inline __attribute__((always_inline)) T __hip_readfirstlane(T
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__hip_readfirstlane: at most 8 bytes");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
-    uint64_t active = gpuenv_active(GPUENV_AT);
+    uint64_t active = __gpuenv_active(GPUENV_AT);
     bits = gpuenv_warp_op(GPUENV_OP_SHFL, bits, __builtin_ctzll(active), warpSize, GPUENV_AT);
     T r;
     __builtin_memcpy(&r, &bits, sizeof(T));
     return r;
 }
-template <class T> struct gpuenv_match_ok
+template <class T> struct __gpuenv_match_ok
     : std::integral_constant<bool, (std::is_integral<T>::value || std::is_floating_point<T>::value) &&
                                        (sizeof(T) == 4 || sizeof(T) == 8)> {};
 // the active lanes whose value equals this lane's
 template <class T> inline __attribute__((always_inline)) unsigned long long __match_any(T value, GPUENV_HERE) {
-    static_assert(gpuenv_match_ok<T>::value,
+    static_assert(__gpuenv_match_ok<T>::value,
                   "T can be int, unsigned int, long, unsigned long, long long, unsigned long long, float or double.");
-    uint64_t active = gpuenv_active(GPUENV_AT), r = 0;
+    uint64_t active = __gpuenv_active(GPUENV_AT), r = 0;
     for (int j = 0; j < warpSize; j++)
-        if ((active >> j) & 1 && gpuenv_lane_value(value, j, GPUENV_AT) == value) r |= 1ull << j;
+        if ((active >> j) & 1 && __gpuenv_lane_value(value, j, GPUENV_AT) == value) r |= 1ull << j;
     return r;
 }
 // the active lanes when every one holds the same value (*pred = 1), else 0 (*pred = 0)
 template <class T> inline __attribute__((always_inline)) unsigned long long __match_all(T value, int* pred, GPUENV_HERE) {
-    static_assert(gpuenv_match_ok<T>::value,
+    static_assert(__gpuenv_match_ok<T>::value,
                   "T can be int, unsigned int, long, unsigned long, long long, unsigned long long, float or double.");
     T first = __hip_readfirstlane(value, GPUENV_AT);
     if (__all(first == value, GPUENV_AT)) {
         *pred = 1;
-        return gpuenv_active(GPUENV_AT);
+        return __gpuenv_active(GPUENV_AT);
     }
     *pred = 0;
     return 0;

@@ -5,38 +5,38 @@
 #pragma once
 
 inline __attribute__((always_inline)) int __builtin_amdgcn_readfirstlane(int v, GPUENV_HERE) {
-    uint64_t active = gpuenv_active(GPUENV_AT);
-    return gpuenv_lane_value(v, __builtin_ctzll(active), GPUENV_AT);
+    uint64_t active = __gpuenv_active(GPUENV_AT);
+    return __gpuenv_lane_value(v, __builtin_ctzll(active), GPUENV_AT);
 }
 inline __attribute__((always_inline)) int __builtin_amdgcn_readlane(int v, int lane, GPUENV_HERE) {
-    return gpuenv_lane_value(v, lane & (warpSize - 1), GPUENV_AT);
+    return __gpuenv_lane_value(v, lane & (warpSize - 1), GPUENV_AT);
 }
 inline unsigned int __builtin_amdgcn_mbcnt_lo(unsigned int mask, unsigned int acc) { return __mbcnt_lo(mask, acc); }
 inline unsigned int __builtin_amdgcn_mbcnt_hi(unsigned int mask, unsigned int acc) { return __mbcnt_hi(mask, acc); }
 inline __attribute__((always_inline)) int __builtin_amdgcn_ds_bpermute(int index, int src, GPUENV_HERE) {
-    return gpuenv_ds_bpermute(index, src, GPUENV_AT);
+    return __gpuenv_ds_bpermute(index, src, GPUENV_AT);
 }
 inline __attribute__((always_inline)) int __builtin_amdgcn_ds_permute(int index, int src, GPUENV_HERE) {
-    return gpuenv_ds_permute(index, src, GPUENV_AT);
+    return __gpuenv_ds_permute(index, src, GPUENV_AT);
 }
 inline __attribute__((always_inline)) int __builtin_amdgcn_ds_swizzle(int src, int pattern, GPUENV_HERE) {
-    return gpuenv_ds_swizzle(src, pattern, GPUENV_AT);
+    return __gpuenv_ds_swizzle(src, pattern, GPUENV_AT);
 }
 inline __attribute__((always_inline)) int __builtin_amdgcn_update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask,
                                                                       bool bound_ctrl, GPUENV_HERE) {
-    return gpuenv_update_dpp(old, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
+    return __gpuenv_update_dpp(old, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
 }
 inline __attribute__((always_inline)) int __builtin_amdgcn_mov_dpp(int src, int ctrl, int row_mask, int bank_mask,
                                                                    bool bound_ctrl, GPUENV_HERE) {
-    return gpuenv_update_dpp(src, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
+    return __gpuenv_update_dpp(src, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
 }
 // the active lanes (the exec mask)
-inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_read_exec(GPUENV_HERE) { return gpuenv_active(GPUENV_AT); }
+inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_read_exec(GPUENV_HERE) { return __gpuenv_active(GPUENV_AT); }
 inline __attribute__((always_inline)) unsigned __builtin_amdgcn_read_exec_lo(GPUENV_HERE) {
-    return (unsigned)gpuenv_active(GPUENV_AT);
+    return (unsigned)__gpuenv_active(GPUENV_AT);
 }
 inline __attribute__((always_inline)) unsigned __builtin_amdgcn_read_exec_hi(GPUENV_HERE) {
-    return (unsigned)(gpuenv_active(GPUENV_AT) >> 32);
+    return (unsigned)(__gpuenv_active(GPUENV_AT) >> 32);
 }
 inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_ballot_w64(bool p, GPUENV_HERE) { return __ballot(p, GPUENV_AT); }
 inline __attribute__((always_inline)) unsigned __builtin_amdgcn_ballot_w32(bool p, GPUENV_HERE) {
@@ -45,7 +45,7 @@ inline __attribute__((always_inline)) unsigned __builtin_amdgcn_ballot_w32(bool 
 // the ballot of an integer comparison; cmp is LLVM's ICmp predicate (32 eq, 33 ne, 34 ugt, 35 uge, 36 ult,
 // 37 ule, 38 sgt, 39 sge, 40 slt, 41 sle), as amd_warp_functions.h passes it (__ballot: ICMP_NE)
 template <class U, class S>
-inline bool gpuenv_icmp(U a, U b, int cmp) {
+inline bool __gpuenv_icmp(U a, U b, int cmp) {
     switch (cmp) {
         case 32: return a == b;
         case 33: return a != b;
@@ -61,10 +61,10 @@ inline bool gpuenv_icmp(U a, U b, int cmp) {
     return false;
 }
 inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_uicmp(unsigned a, unsigned b, int cmp, GPUENV_HERE) {
-    return __ballot(gpuenv_icmp<unsigned, int>(a, b, cmp), GPUENV_AT);
+    return __ballot(__gpuenv_icmp<unsigned, int>(a, b, cmp), GPUENV_AT);
 }
 inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_uicmpl(uint64_t a, uint64_t b, int cmp, GPUENV_HERE) {
-    return __ballot(gpuenv_icmp<uint64_t, int64_t>(a, b, cmp), GPUENV_AT);
+    return __ballot(__gpuenv_icmp<uint64_t, int64_t>(a, b, cmp), GPUENV_AT);
 }
 inline __attribute__((always_inline)) void __builtin_amdgcn_s_barrier(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
 // a wave's lanes meet (the executor's __syncwarp)
@@ -85,9 +85,9 @@ inline unsigned __builtin_amdgcn_workgroup_id_x() { return blockIdx.x; }
 inline unsigned __builtin_amdgcn_workgroup_id_y() { return blockIdx.y; }
 inline unsigned __builtin_amdgcn_workgroup_id_z() { return blockIdx.z; }
 inline int __builtin_amdgcn_wavefrontsize() { return warpSize; }
-inline unsigned __builtin_amdgcn_alignbit(unsigned hi, unsigned lo, unsigned shift) { return gpuenv_alignbit(hi, lo, shift); }
+inline unsigned __builtin_amdgcn_alignbit(unsigned hi, unsigned lo, unsigned shift) { return __gpuenv_alignbit(hi, lo, shift); }
 inline unsigned __builtin_amdgcn_alignbyte(unsigned hi, unsigned lo, unsigned shift) {
-    return gpuenv_alignbit(hi, lo, (shift & 3) * 8);
+    return __gpuenv_alignbit(hi, lo, (shift & 3) * 8);
 }
 inline unsigned __builtin_amdgcn_ubfe(unsigned x, unsigned offset, unsigned width) { return __bitextract_u32(x, offset, width); }
 inline int __builtin_amdgcn_sbfe(int x, unsigned offset, unsigned width) {

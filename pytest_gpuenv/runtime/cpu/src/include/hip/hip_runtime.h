@@ -138,11 +138,11 @@ inline __attribute__((always_inline)) unsigned __lane_id() { return gpuenv_state
 
 // the types ROCm's __shfl* take: its overloads (amd_warp_functions.h) are for arithmetic types, and what
 // converts to them; amd_hip_fp16.h adds __half and __half2. Others (float2, a pointer) are a compile error there.
-template <class T> struct gpuenv_shfl_ok : std::integral_constant<bool, std::is_arithmetic<T>::value || std::is_enum<T>::value> {};
+template <class T> struct __gpuenv_shfl_ok : std::integral_constant<bool, std::is_arithmetic<T>::value || std::is_enum<T>::value> {};
 template <class T>
 inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
-    static_assert(gpuenv_shfl_ok<T>::value, "__shfl: ROCm has no overload for this type");
+    static_assert(__gpuenv_shfl_ok<T>::value, "__shfl: ROCm has no overload for this type");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
     bits = gpuenv_warp_op(op, bits, arg, width, file, where);
