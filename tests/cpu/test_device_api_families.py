@@ -214,3 +214,27 @@ def test_shfl_takes_what_rocm_overloads_and_refuses_a_float2(cpu_cache, warp):
            '    float2 v = make_float2(o[0], o[1]);\n    v = __shfl(v, 0);\n    o[0] = v.x;\n}\n')
     with pytest.raises(KernelCompileError, match="ROCm has no overload for this type"):
         compile_kernel(bad, "k", arch="cpu", warp_size=warp, cache_dir=cpu_cache)
+
+
+def test_clocks_and_compiler_builtins(cpu_cache, warp):
+    """clock64 / __clock64 / wall_clock64 / s_memtime count up (wall_clock64 at 100 MHz, the rate ROCm reports
+    for CDNA); clang's __builtin_nontemporal_load/store and __builtin_assume compile under g++ too."""
+    from pytest_gpuenv.rtc import compile_kernel
+
+    src = r'''#include <hip/hip_runtime.h>
+extern "C" __global__ void k(long long* t, float* x) {
+    long long c0 = clock64(), w0 = wall_clock64(), m0 = (long long)__builtin_amdgcn_s_memtime();
+    __builtin_assume(threadIdx.x < 1024);
+    float v = __builtin_nontemporal_load(&x[threadIdx.x]);
+    __builtin_nontemporal_store(v * 2, &x[threadIdx.x]);
+    __builtin_amdgcn_s_sleep(1);
+    for (volatile int i = 0; i < 200000; i++) {}
+    t[0] = clock64() - c0; t[1] = wall_clock64() - w0; t[2] = __clock64() - c0;
+    t[3] = (long long)__builtin_amdgcn_s_memtime() - m0;
+}
+'''
+    k = compile_kernel(src, "k", arch="cpu", warp_size=warp, cache_dir=cpu_cache)
+    t, x = np.zeros(4, np.int64), np.arange(4, dtype=np.float32)
+    k(1, 4, t, x)
+    assert (t > 0).all() and t[1] < 10**9, t  # under 10 s of 100 MHz ticks
+    np.testing.assert_array_equal(x, np.arange(4, dtype=np.float32) * 2)
