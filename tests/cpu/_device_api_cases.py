@@ -53,10 +53,10 @@ def run(k: Callable[..., Any], family: str, to_device: Callable[[np.ndarray], An
         k(grid, block, d, to_device(x["a"]), to_device(x["b"]), N)
         return {"out": to_host(d).reshape(16, N)}
     if family == "warp":
-        out = np.full(13 * N, FILL, np.uint64)
+        out = np.full(16 * N, FILL, np.uint64)
         d = to_device(out)
         k(grid, block, d, to_device(x["v"]), N)
-        return {"out": to_host(d).reshape(13, N)}
+        return {"out": to_host(d).reshape(16, N)}
     if family == "atomic":
         cells = N // 16
         h2 = to_device(np.zeros(cells, np.uint32))

@@ -5,7 +5,9 @@ tests/kernels/test_gpu_device_api.py runs the same kernels on an NVIDIA GPU agai
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import shutil
 from fractions import Fraction
 
@@ -140,6 +142,9 @@ def test_warp_functions(family, warp):
             (1 << lane) - 1,
             w[(lane - 1) % warp],
             0 if lane % 16 == 0 else w[lane - 1],
+            sum(t - 2000 for t in w) & 0xFFFFFFFF,
+            functools.reduce(operator.or_, w),
+            max(w),
         ]
         assert [int(t) for t in out[:, i]] == want, (i, lane)
 

@@ -77,6 +77,9 @@ extern "C" __global__ void warp_family(unsigned long long* out, const int* v, in
     OUT(1) = __match_all_sync(~0ull, x / 1000, &pred);
     OUT(2) = (unsigned)pred;
     OUT(3) = __ballot(x & 1);
+    OUT(13) = (unsigned)__reduce_add_sync(~0ull, x - 2000);
+    OUT(14) = __reduce_or_sync(~0ull, (unsigned)x);
+    OUT(15) = __reduce_max_sync(~0ull, (unsigned)x);
 #ifdef __HIP_PLATFORM_AMD__
     OUT(4) = __ballot64(x & 2);
     OUT(5) = __mbcnt_hi(~0u, __mbcnt_lo(~0u, 0));

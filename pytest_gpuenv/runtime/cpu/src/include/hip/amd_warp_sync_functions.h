@@ -45,3 +45,48 @@ template <class M, class T>
 inline __attribute__((always_inline)) unsigned long long __match_all_sync(M mask, T value, int* pred, GPUENV_HERE) {
     return __match_all(value, pred, GPUENV_AT) & (unsigned long long)mask;
 }
+
+// __reduce_<op>_sync (ROCm 7's amd_warp_sync_functions.h, CUDA's sm_80 functions): op over the values of the
+// lanes in mask, every lane of the mask gets the result. and/or/xor are bitwise, as ROCm's wave-reduce path
+// (__ockl_wfred_*) and CUDA compute them; add/min/max in lane order. long long, unsigned long long, float and
+// double take HIP_ENABLE_EXTRA_WARP_SYNC_TYPES, as on ROCm.
+template <class M, class T, class Op>
+inline __attribute__((always_inline)) T __gpuenv_reduce(M mask, T v, Op op, const char* file, int where) {
+    uint64_t lanes = __gpuenv_active(file, where) & (uint64_t)mask;
+    bool first = true;
+    T r = v;
+    for (int j = 0; j < warpSize; j++) {
+        if (!((lanes >> j) & 1)) continue;
+        T x = __gpuenv_lane_value(v, j, file, where);
+        r = first ? x : op(r, x);
+        first = false;
+    }
+    return r;
+}
+#define __gpuenv_REDUCE(name, T, expr)                                                                  \
+    template <class M> inline __attribute__((always_inline)) T name(M mask, T v, GPUENV_HERE) {          \
+        return __gpuenv_reduce(mask, v, [](T a, T b) -> T { return (expr); }, GPUENV_AT);                 \
+    }
+#define __gpuenv_REDUCE_ARITH(T)                                    \
+    __gpuenv_REDUCE(__reduce_add_sync, T, a + b)                    \
+    __gpuenv_REDUCE(__reduce_min_sync, T, b < a ? b : a)            \
+    __gpuenv_REDUCE(__reduce_max_sync, T, a < b ? b : a)
+#define __gpuenv_REDUCE_BITS(T)                                     \
+    __gpuenv_REDUCE(__reduce_and_sync, T, a & b)                    \
+    __gpuenv_REDUCE(__reduce_or_sync, T, a | b)                     \
+    __gpuenv_REDUCE(__reduce_xor_sync, T, a ^ b)
+__gpuenv_REDUCE_ARITH(int)
+__gpuenv_REDUCE_ARITH(unsigned int)
+__gpuenv_REDUCE_BITS(unsigned int)
+#ifdef HIP_ENABLE_EXTRA_WARP_SYNC_TYPES
+__gpuenv_REDUCE_ARITH(long long)
+__gpuenv_REDUCE_ARITH(unsigned long long)
+__gpuenv_REDUCE_ARITH(float)
+__gpuenv_REDUCE_ARITH(double)
+__gpuenv_REDUCE_BITS(int)
+__gpuenv_REDUCE_BITS(long long)
+__gpuenv_REDUCE_BITS(unsigned long long)
+#endif
+#undef __gpuenv_REDUCE
+#undef __gpuenv_REDUCE_ARITH
+#undef __gpuenv_REDUCE_BITS
