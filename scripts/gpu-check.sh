@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs the GPU machine, in one call: install, environment report, the GPU suite,
 # the examples, the faulting-kernel check and the benchmarks. Prints a summary table last.
-#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published fault perf bench hosts dist
+#   bash scripts/gpu-check.sh [sections...]   (default: all; sections: info tests examples published device_api fault perf bench hosts dist
 #   claims default sanitize)
 # Logs go to $OUT (default /tmp/gpuenv-check). Run from the repository root on a machine with a GPU.
 set -uo pipefail
@@ -10,7 +10,7 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-/tmp/gpuenv-check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=
-SECTIONS=${*:-info tests examples published fault perf bench hosts dist claims default sanitize}
+SECTIONS=${*:-info tests examples published device_api fault perf bench hosts dist claims default sanitize}
 declare -a SUMMARY=()
 t_all=$(date +%s)
 
@@ -70,6 +70,11 @@ if want tests; then
 fi
 if want examples; then
     run "examples (1 GPU)" 180 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest examples -v -rs --gpuenv-json "$OUT/examples.json"
+fi
+if want device_api; then
+    # ROCm's device API, one kernel per family, on the GPU against the CPU executor (tests/kernels/test_gpu_device_api.py)
+    run "device API: GPU vs CPU executor" 300 env CUDA_VISIBLE_DEVICES=0 $PY -m pytest tests/kernels/test_gpu_device_api.py \
+        -n 0 -q -rfEs -s
 fi
 if want published; then
     # the published kernels of tests/data/published (HIP) and tests/data/cuda_samples (CUDA, built as CUDA

@@ -144,11 +144,18 @@ def binutil(cxx: str, name: str) -> Optional[str]:
     return None
 
 
+def _provided_builtins() -> frozenset[str]:
+    """The ``__builtin_amdgcn_*`` that the executor's headers define (src/include/hip/amdgcn_builtins.h)."""
+    with open(os.path.join(cpu_runtime.INCLUDE_DIR, "hip", "amdgcn_builtins.h"), encoding="utf-8") as f:
+        return frozenset(re.findall(r"\b(__builtin_amdgcn_\w+)\(", f.read()))
+
+
 def check_supported(src: Source) -> None:
     """KernelCompileError naming the first construct the executor cannot run, with file and line."""
     clean = src.clean
+    provided = _provided_builtins()
     for rx, what in _UNSUPPORTED:
-        m = rx.search(clean)
+        m = next((m for m in rx.finditer(clean) if m.group(0) not in provided), None)
         if m:
             line = clean.count("\n", 0, m.start()) + 1
             where = f"{src.path or src.display}:{line}"

@@ -167,7 +167,7 @@ def test_inter_block_spin_wait_hits_the_watchdog(cpu_kernel, check, monkeypatch)
 
 @pytest.mark.parametrize("code, what", [
     ('asm volatile("s_nop 0");', "inline assembly"),
-    ("int v = __builtin_amdgcn_workitem_id_x();", "__builtin_amdgcn_workitem_id_x"),
+    ("int v = __builtin_amdgcn_s_getreg(0);", "__builtin_amdgcn_s_getreg"),
     ("float v = tex1Dfetch<float>(0, 0);", "textures"),
 ])
 def test_unsupported_constructs_are_compile_errors(cpu_cache, code, what):

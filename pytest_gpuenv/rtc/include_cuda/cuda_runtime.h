@@ -11,7 +11,6 @@
  *    wavefront takes part, as hipify maps them (an AMD wavefront runs its active lanes together). A CUDA
  *    mask of 0xffffffff names 32 lanes: code that assumes warpSize == 32 (a 32-bit ballot, a lane mask
  *    built from 32) is not portable to wave64 GPUs; the CPU executor at wave64 shows it.
- *  - __ldg on the CPU executor (HIP has it).
  * Not defined: __CUDA_ARCH__ and __CUDACC__ (HIP does not define them either): code under
  * #ifdef __CUDA_ARCH__ is NVIDIA-only and left out. Host APIs (cudaMalloc, cudaMemcpy, <<<...>>>) are
  * absent: pytest-gpuenv loads and launches kernels itself.
@@ -41,12 +40,7 @@ static __device__ inline void pytest_gpuenv_syncwarp(void) {
     __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
 }
 #define __syncwarp(...) pytest_gpuenv_syncwarp()
-#else
-/* the CPU executor has the *_sync forms, __activemask and __syncwarp (checked per lane); __ldg is a load */
-template <class T>
-inline T __ldg(const T* p) {
-    return *p;
-}
 #endif
+/* the CPU executor has the *_sync forms, __activemask, __syncwarp (checked per lane) and __ldg (a load) */
 
 #endif /* PYTEST_GPUENV_CUDA_RUNTIME_H */

@@ -14,6 +14,23 @@
 #endif
 #endif
 
+/* hiprtc before ROCm 7 declares int32_t, uint32_t, int64_t and uint64_t at global scope and in std
+ * (clr hipamd/include/hip/amd_detail/amd_hip_runtime.h, under __HIPCC_RTC__); ROCm 7 keeps them in namespace
+ * __hip_internal only, and published kernels use them. Repeating a typedef of the same type is allowed, so
+ * these are ROCm 6's own declarations, the same types __hip_internal holds (host_defines.h). */
+#if defined(__HIPCC_RTC__)
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef signed int int32_t;
+typedef signed long long int64_t;
+namespace std {
+using ::uint32_t;
+using ::uint64_t;
+using ::int32_t;
+using ::int64_t;
+}
+#endif
+
 #ifndef HIP_DYNAMIC_SHARED
 #define HIP_DYNAMIC_SHARED(type, var) extern __shared__ type var[];
 #endif

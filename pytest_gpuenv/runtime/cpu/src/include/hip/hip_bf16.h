@@ -54,3 +54,5 @@ inline __hip_bfloat16 __hmul(__hip_bfloat16 a, __hip_bfloat16 b) { return (float
 inline __hip_bfloat16 __hdiv(__hip_bfloat16 a, __hip_bfloat16 b) { return (float)a / (float)b; }
 inline __hip_bfloat16 __hfma(__hip_bfloat16 a, __hip_bfloat16 b, __hip_bfloat16 c) { return (float)a * (float)b + (float)c; }
 inline __hip_bfloat16 __hneg(__hip_bfloat16 a) { return -(float)a; }
+
+#include "amd_hip_bf16.h"  // the rest of amd_hip_bf16.h

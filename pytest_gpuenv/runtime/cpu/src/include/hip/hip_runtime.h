@@ -192,10 +192,14 @@ inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull
 }
 #endif
 
+// the types ROCm's __shfl* take: its overloads (amd_warp_functions.h) are for arithmetic types, and what
+// converts to them; amd_hip_fp16.h adds __half and __half2. Others (float2, a pointer) are a compile error there.
+template <class T> struct __gpuenv_shfl_ok : std::integral_constant<bool, std::is_arithmetic<T>::value || std::is_enum<T>::value> {};
 template <class T>
 inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where,
                                                     unsigned long long mask = 0, bool masked = false) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
+    static_assert(__gpuenv_shfl_ok<T>::value, "__shfl: ROCm has no overload for this type");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
     bits = masked ? gpuenv_sync_op(op, bits, arg, width, mask, file, where) : gpuenv_warp_op(op, bits, arg, width, file, where);
@@ -455,3 +459,12 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
     extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
         *lo = *hi = nullptr;                                                                                 \
     }
+
+// the rest of ROCm's device API, each file after the amd_detail header it mirrors
+#include "amd_device_functions.h"
+#include "amd_warp_functions.h"
+#include "amd_warp_sync_functions.h"
+#include "amd_hip_atomic.h"
+#include "amdgcn_builtins.h"
+#include "amd_math_functions.h"
+#include "amd_hip_fp16.h"
