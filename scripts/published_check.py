@@ -2,7 +2,8 @@
 
     python3 scripts/published_check.py [case ...]
 
-The CUDA samples of tests/data/cuda_samples (``.cu``, tests/_cuda_samples.py) run too, after the HIP files:
+HeCBench's HIP benchmarks (whole ``main.cu`` files, tests/_corpus.py) run after AMD's files where a copy of
+HeCBench's ``src/`` is at hand (tests/corpus/README.md: ``.corpus/hecbench`` or ``GPUENV_HECBENCH``). The CUDA samples of tests/data/cuda_samples (``.cu``, tests/_cuda_samples.py) run too, after the HIP files:
 on NVIDIA as CUDA, as written; on AMD through the shipped CUDA-to-HIP headers.
 
 Each case (inputs and launches from tests/_published.py, the same seed on both sides) runs once on the CPU
@@ -27,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
+from _corpus import CASES as CORPUS_CASES  # noqa: E402
+from _corpus import HECBENCH  # noqa: E402
 from _cuda_samples import CASES as CUDA_CASES  # noqa: E402
 from _published import CASES, Case, CpuRun, Run  # noqa: E402
 
@@ -41,8 +44,9 @@ class GpuRun(Run):
 
     def __init__(self, case: Case, arch: str, warp: int, compiler: Any = None) -> None:
         options = list(case.options) + (list(NVCC_OPTIONS) if compiler == "nvcc" else [])
+        dialect = {"dialect": case.extra["dialect"]} if "dialect" in case.extra else {}  # HeCBench's HIP .cu files
         super().__init__(case, warp, arch=arch, compiler=compiler, options=options,
-                         include_dirs=list(case.include_dirs), sync=True)
+                         include_dirs=list(case.include_dirs), sync=True, **dialect)
 
     def compile_all(self) -> None:
         for name in self.case.names(self.warp):
@@ -143,7 +147,10 @@ def run_case(case: Case, arch: str, warp: int, cache: str) -> tuple[str, bool]:
 def main(argv: list[str]) -> int:
     arch, warp = gpu_arch_and_warp()
     print(f"published kernels: GPU {arch} (wave{warp}) against the CPU executor at wave{warp}, checked")
-    cases = [c for c in CASES + CUDA_CASES if not argv or c.name in argv]
+    corpus = CORPUS_CASES if os.path.isdir(HECBENCH) else []
+    if not corpus:
+        print(f"HeCBench's benchmarks: no copy at {HECBENCH} (tests/corpus/README.md), not run")
+    cases = [c for c in CASES + corpus + CUDA_CASES if not argv or c.name in argv]
     cache = tempfile.mkdtemp(prefix="gpuenv-published-")
     failed = 0
     for case in cases:
