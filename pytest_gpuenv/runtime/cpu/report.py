@@ -116,6 +116,17 @@ def _where(ctx: Context, r: Report) -> str:
     return f"address 0x{r.addr:x}, which is in no argument buffer, shared variable or the thread's stack"
 
 
+def _other(ctx: Context, r: Report) -> str:
+    """A race's other access: 'the write of thread (3,0,0) (linear id 3) at k.hip:12' and the like."""
+    at = f" at @pc:{r.other_pc:x}@" if r.other_pc else ""
+    if r.other_thread < 0:  # several readers: the site is the last one's
+        return f"reads by several other threads (the last{at})" if at else "several other threads"
+    bx, by, _ = ctx.block_dims
+    t = r.other_thread
+    coords = f"({t % bx},{t // bx % by},{t // (bx * by)})"
+    return f"the {'write' if r.other_is_write else 'read'} of thread {coords} (linear id {t}){at}"
+
+
 def _detail(ctx: Context, r: Report) -> str:
     rw = "write" if r.is_write else "read"
     if r.kind == 3 and r.other_thread == -3:
@@ -124,18 +135,17 @@ def _detail(ctx: Context, r: Report) -> str:
         return (f"{rw} of {r.size} bytes out of bounds: {_where(ctx, r)} (the launch stopped before the access; "
                 "memory is intact)")
     if r.kind == 1:
-        other = "several other threads" if r.other_thread == -2 else f"thread {r.other_thread} (linear id)"
-        return (f"{rw} of {_where(ctx, r)} conflicts with {other} in the same barrier interval "
+        return (f"{rw} of {_where(ctx, r)} conflicts with {_other(ctx, r)} in the same barrier interval "
                 "(no __syncthreads() between the two accesses)")
     if r.kind == 13:
-        other = "other threads" if r.other_thread < 0 else f"thread {r.other_thread} (linear id)"
         bx, by, _ = ctx.block_dims
         me = r.thread[0] + bx * (r.thread[1] + by * r.thread[2])
         wave = f" (wave {me // ctx.warp_size} of the block)"
-        return (f"{rw} of {_where(ctx, r)} conflicts with {other} of the same wavefront{wave} with no barrier or "
-                "warp operation between: the code relies on the wavefront's lanes running in lockstep, which AMD "
-                "GPUs give and NVIDIA GPUs since Volta do not (independent thread scheduling). Add __syncthreads() "
-                "or __syncwarp() between the accesses, or pass lockstep=True to run it as AMD hardware does")
+        return (f"{rw} of {_where(ctx, r)} conflicts with {_other(ctx, r)} of the same wavefront{wave} with no "
+                "barrier or warp operation between: the code relies on the wavefront's lanes running in lockstep, "
+                "which AMD GPUs give and NVIDIA GPUs since Volta do not (independent thread scheduling). Add "
+                "__syncthreads() or __syncwarp() between the accesses, or pass lockstep=True to run it as AMD "
+                "hardware does")
     if r.kind == 4:
         return (f"read of {_where(ctx, r)}, which no thread of this block has written (shared memory is "
                 "uninitialised at the start of every block)")

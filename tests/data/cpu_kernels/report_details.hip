@@ -1,0 +1,46 @@
+// Kernels whose reports must name the right things: both accesses of a race
+// (tests/cpu/test_cpu_exec_report_details.py).
+#include <hip/hip_runtime.h>
+
+// hip-tests' pattern: every thread writes the same value, then a barrier (no race: the same bytes whatever the order)
+extern "C" __global__ void same_value(int* out) {
+    __shared__ int count;
+    count = 0;
+    __syncthreads();
+    atomicAdd(&count, 1);
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) out[blockIdx.x] = count;
+}
+
+// the same, then one thread writes another value in the same interval: a race with the last writer
+extern "C" __global__ void same_then_other(int* out, int odd) {
+    __shared__ int flag;
+    flag = 7;  // SEVEN
+    if (threadIdx.x == odd) flag = 8;  // OTHER-VALUE
+    __syncthreads();
+    out[threadIdx.x] = flag;
+}
+
+extern "C" __global__ void thread_ids(int* out) {
+    __shared__ int flag;
+    flag = threadIdx.x;  // OWN-ID
+    __syncthreads();
+    out[threadIdx.x] = flag;
+}
+
+// a 16x8 block: thread (x, y) reads what thread (x, y - 1) wrote, with no barrier between
+extern "C" __global__ void read_after_write(float* out) {
+    __shared__ float s[8][16];
+    s[threadIdx.y][threadIdx.x] = threadIdx.x;  // RAW-WRITE
+    out[threadIdx.y * 16 + threadIdx.x] = s[(threadIdx.y + 7) % 8][threadIdx.x];  // RAW-READ
+}
+
+// thread t writes what thread t + 1 read before, with no barrier between
+extern "C" __global__ void write_after_read(float* out) {
+    __shared__ float s[256];
+    s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    float v = s[(threadIdx.x + 1) % blockDim.x];  // WAR-READ
+    s[threadIdx.x] = v + 1.0f;  // WAR-WRITE
+    out[threadIdx.x] = v;
+}
