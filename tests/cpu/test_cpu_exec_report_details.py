@@ -1,8 +1,10 @@
 """What the checked mode's reports say beyond their kind: a race names both accesses (thread and line, as
-compute-sanitizer's racecheck does) and is no race when a write after write leaves the same bytes."""
+compute-sanitizer's racecheck does) and is no race when a write after write leaves the same bytes; an
+out-of-bounds access counts the argument's elements in its declared type."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 
@@ -17,6 +19,10 @@ from pytest_gpuenv import rtc  # noqa: E402
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,
                                 reason="no C++ compiler")
 SOURCE = os.path.join(CPU_KERNELS, "report_details.hip")
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("a", ctypes.c_float), ("b", ctypes.c_float)]
 
 
 def _short(msg: str) -> str:
@@ -70,3 +76,13 @@ def test_a_write_after_read_names_the_read(cpu_kernel, warp):
     msg = _short(str(info.value))
     assert f"at {line_of('WAR-WRITE')}, block (0,0,0), thread ({warp},0,0)" in msg, msg
     assert f"conflicts with the read of thread ({warp - 1},0,0) (linear id {warp - 1}) at {line_of('WAR-READ')}" in msg
+
+
+def test_bounds_counted_in_the_declared_type(cpu_kernel):
+    """A float4 read split into 4-byte loads is counted in float4s: element 1000 of 1000, not 4000 of 4000."""
+    inp, out = np.ones(4000, np.float32), np.zeros(1024, np.float32)
+    with pytest.raises(rtc.KernelBoundsError) as info:
+        cpu_kernel("float4_helper")(4, 256, out, inp, Params(1, 2), 1.0)
+    msg = str(info.value)
+    assert "argument 'in' (const float4* in) element 1000; the buffer has 1000 elements of 16 bytes" in msg, msg
+    assert line_of("FLOAT4-READ") in msg and "block (3,0,0), thread (232,0,0)" in msg

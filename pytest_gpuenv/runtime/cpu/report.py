@@ -25,10 +25,6 @@ _KINDS = {1: (errors.KernelRaceError, "data race on shared memory"), 2: (errors.
           protocol.KIND_EXIT: (errors.KernelExitError, "process exit"), protocol.KIND_PROCESS: (errors.KernelProcessError, "fork or thread"),
           13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
-_ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
-              "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
-              "unsigned long long": 8, "size_t": 8, "short": 2, "int16_t": 2, "uint16_t": 2, "char": 1,
-              "int8_t": 1, "uint8_t": 1, "unsigned char": 1, "signed char": 1, "bool": 1}
 
 
 @dataclass
@@ -85,8 +81,14 @@ def _subst(text: str, names: dict[int, str]) -> str:
     return _PC.sub(one, text)
 
 
-def _elem(p: Any, size: int) -> int:
-    return _ELEM_SIZE.get(getattr(p, "type", ""), 0) or max(size, 1)
+def _in_elements(off: int, es: int, n: Optional[int]) -> str:
+    """'element 1000 (byte 4 of it); the buffer has 1000 elements of 16 bytes' for an offset in a buffer of n
+    bytes, in elements of es bytes; in bytes when es is 0 (a type whose size is unknown here)."""
+    if not es:
+        return f"byte {off}" + (f"; the buffer has {n} bytes" if n is not None else "")
+    part = f" (byte {off % es} of it)" if off % es else ""
+    has = f"; the buffer has {n // es} elements of {es} bytes" if n is not None else ""
+    return f"element {off // es}{part}{has}"
 
 
 def _where(ctx: Context, r: Report) -> str:
@@ -98,11 +100,8 @@ def _where(ctx: Context, r: Report) -> str:
         return (f"__device__ variable {name!r} element {off // es} (byte {off}; it has {vsize} bytes, and the access "
                 "lands in the red zone between it and its neighbouring globals)")
     if rk == 1 and 0 <= i < len(ctx.params):
-        p = ctx.params[i]
-        es = _elem(p, size)
-        n = ctx.regions.get(i)
-        has = f"; the buffer has {n // es} elements" if n is not None else ""
-        return f"argument {p.name!r} ({p.decl}) element {off // es}{has}"
+        p = ctx.params[i]  # counted in the declared type's elements, whatever the width of the access
+        return f"argument {p.name!r} ({p.decl}) {_in_elements(off, p.element_bytes, ctx.regions.get(i))}"
     if rk == 2 and 0 <= i < len(ctx.shared_vars):
         name, _, vsize = ctx.shared_vars[i]
         return (f"__shared__ variable {name!r} element {off // max(size, 1)} (byte {off}; it has {vsize} bytes, "

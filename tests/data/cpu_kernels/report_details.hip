@@ -1,5 +1,5 @@
-// Kernels whose reports must name the right things: both accesses of a race
-// (tests/cpu/test_cpu_exec_report_details.py).
+// Kernels whose reports must name the right things: both accesses of a race, an argument's elements in its
+// declared type (tests/cpu/test_cpu_exec_report_details.py).
 #include <hip/hip_runtime.h>
 
 // hip-tests' pattern: every thread writes the same value, then a barrier (no race: the same bytes whatever the order)
@@ -43,4 +43,19 @@ extern "C" __global__ void write_after_read(float* out) {
     float v = s[(threadIdx.x + 1) % blockDim.x];  // WAR-READ
     s[threadIdx.x] = v + 1.0f;  // WAR-WRITE
     out[threadIdx.x] = v;
+}
+
+struct Params { float a, b; };
+
+__device__ inline float transform(Params p, float w, float4 v) {
+    return p.a * (v.x + v.y + v.z + v.w) * w + p.b;
+}
+
+// issue 41's kernel: a float4 argument read through an inlined helper, with no bounds check
+extern "C" __global__ void float4_helper(float* out, const float4* in, Params p, float w) {
+    __shared__ float tile[256];
+    int tid = threadIdx.x, i = blockIdx.x * blockDim.x + tid;
+    tile[tid] = transform(p, w, in[i]);  // FLOAT4-READ
+    __syncthreads();
+    out[i] = tile[(tid + 1) % blockDim.x];
 }
