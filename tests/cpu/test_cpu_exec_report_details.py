@@ -1,6 +1,7 @@
 """What the checked mode's reports say beyond their kind: a race names both accesses (thread and line, as
 compute-sanitizer's racecheck does) and is no race when a write after write leaves the same bytes; an
-out-of-bounds access counts the argument's elements in its declared type."""
+out-of-bounds access counts the argument's elements in its declared type; an access in a loop is reported at
+its own line."""
 
 from __future__ import annotations
 
@@ -86,3 +87,15 @@ def test_bounds_counted_in_the_declared_type(cpu_kernel):
     msg = str(info.value)
     assert "argument 'in' (const float4* in) element 1000; the buffer has 1000 elements of 16 bytes" in msg, msg
     assert line_of("FLOAT4-READ") in msg and "block (3,0,0), thread (232,0,0)" in msg
+
+
+def test_a_store_in_a_loop_is_reported_at_its_line(cpu_kernel):
+    """g++'s loop-invariant motion moved the store of an inlined helper's result to the loop's exit, where it
+    was checked once, at the helper's line; the next loop's store went to that loop's ``for`` line."""
+    inp, out = np.ones(16, np.float32), np.zeros(250, np.float32)
+    with pytest.raises(rtc.KernelBoundsError) as info:
+        cpu_kernel("helper_in_loop")(1, 256, out, inp, Params(1, 2), 1.0, 4)
+    msg = _short(str(info.value))
+    assert f"at {line_of('LOOP-STORE')}, block (0,0,0), thread (250,0,0): write of 4 bytes out of bounds: argument " \
+           "'out' (float* out) element 250" in msg, msg
+    assert info.value.line == int(line_of("LOOP-STORE").rsplit(":", 1)[1])

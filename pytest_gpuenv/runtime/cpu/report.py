@@ -45,8 +45,9 @@ class Context:
     block_dims: tuple[int, int, int] = (1, 1, 1)
 
 
-def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
-    """pc -> 'file:line' (the first frame outside the executor's headers), or '' when unknown."""
+def symbolize(ctx: Context, pcs: Sequence[int], inlined: bool = False) -> dict[int, str]:
+    """pc -> 'file:line' (the first frame outside the executor's headers), or '' when unknown; ``inlined``: an
+    access's, with the lines of the calls that inlined its function ('k.hip:6 (inlined into k.hip:30)')."""
     pcs = [p for p in dict.fromkeys(pcs) if p]
     if not pcs or not ctx.addr2line:
         return {}
@@ -65,7 +66,10 @@ def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
             frames = [re.sub(r" \(discriminator \d+\)$", "", f) for f in frames]
             frames = [re.sub(r"^.*/(<source>\.hip:)", r"\1", f) for f in frames]  # inline source
             mine = [f for f in frames if not f.startswith(INCLUDE_DIR) and not f.startswith("<gpuenv>")]
-            out[pc] = (mine or frames or [""])[0]
+            # g++ gives the store of an inlined helper's result the line of the helper's return: the line of
+            # its call is the access's
+            calls = [f for f in mine[1:] if "<gpuenv>" not in f] if inlined else []
+            out[pc] = (mine or frames or [""])[0] + (f" (inlined into {', '.join(calls)})" if calls else "")
     return out
 
 
@@ -158,7 +162,7 @@ def to_error(ctx: Context, r: Report) -> Exception:
     exact = r.kind in (6, 7, 9) and r.pc  # a fault's own pc, not a return address: symbolize() takes pc - 1
     main_pc = r.pc + 1 if exact else r.pc
     pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [main_pc]
-    names = symbolize(ctx, pcs)
+    names = symbolize(ctx, pcs, inlined=r.kind in (1, 3, 4, 13))
     text = _subst(text, names)
     first = _PC.search(r.text.decode("utf-8", "replace")) if r.kind == 2 else None
     loc = _subst(first.group(0), names) if first else names.get(main_pc, "")
@@ -167,7 +171,8 @@ def to_error(ctx: Context, r: Report) -> Exception:
     who = "" if r.other_thread == NO_THREAD else (f", block ({block[0]},{block[1]},{block[2]}), thread "
                                                   f"({thread[0]},{thread[1]},{thread[2]})")
     msg = f"{title} in kernel {ctx.kernel!r} at {loc}{who}: {text}"
-    file, line = (loc.rsplit(":", 1) + [""])[:2] if ":" in loc else (None, "")
+    site = loc.split(" (inlined into ", 1)[0]
+    file, line = (site.rsplit(":", 1) + [""])[:2] if ":" in site else (None, "")
     return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
 
 

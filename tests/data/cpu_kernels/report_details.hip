@@ -1,5 +1,5 @@
 // Kernels whose reports must name the right things: both accesses of a race, an argument's elements in its
-// declared type (tests/cpu/test_cpu_exec_report_details.py).
+// declared type, the line of an access in a loop (tests/cpu/test_cpu_exec_report_details.py).
 #include <hip/hip_runtime.h>
 
 // hip-tests' pattern: every thread writes the same value, then a barrier (no race: the same bytes whatever the order)
@@ -58,4 +58,19 @@ extern "C" __global__ void float4_helper(float* out, const float4* in, Params p,
     tile[tid] = transform(p, w, in[i]);  // FLOAT4-READ
     __syncthreads();
     out[i] = tile[(tid + 1) % blockDim.x];
+}
+
+// the helper inside a loop, its result stored at the same place on every pass (out of bounds past n), its
+// argument from shared memory (which the store cannot change: g++ may move the store out of the loop)
+extern "C" __global__ void helper_in_loop(float* out, const float4* in, Params p, float w, int m) {
+    __shared__ float4 row[4];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (threadIdx.x < 4) row[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < m; k++) {
+        out[i] = transform(p, w, row[k % 4]);  // LOOP-STORE
+    }
+    for (int k = 0; k < m; k++) {  // LOOP-NEXT
+        out[i] += 1.0f;
+    }
 }
