@@ -146,8 +146,9 @@ static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, 
 
 // Byte i of the access at a (by thread t at pc) conflicts with the write of thread `other` at `site` only as
 // a write after write: held until the store is done (HeldWrite); a race between waves outranks one within a wave.
-static void hold(int i, int kind, int rkind, int rindex, int64_t rel, uintptr_t a, size_t size, uint16_t t, void* pc,
-                 int other, uint16_t site) {
+// (out of line: the rare case, kept out of shared_access's loop)
+__attribute__((noinline, cold)) static void hold(int i, int kind, int rkind, int rindex, int64_t rel, uintptr_t a,
+                                                 size_t size, uint16_t t, void* pc, int other, uint16_t site) {
     HeldWrite& h = current_launch().held;
     if (!h.on) {
         h.on = true;
