@@ -89,13 +89,13 @@ def _check_dtype(p: Param, got: str, typestr: Optional[str], what: str) -> None:
     if want is None:
         return  # void*, structs: no check possible
     ok = got.replace("torch.", "") == want[0] if typestr is None else typestr[1:] == want[1][1:]
+    # HIP's name of the type (float4, not the demangled HIP_vector_type<float, 4u>), and a vector's scalars
+    elements = f"{vector_name(p.type)} elements" + (f" ({want[0]} scalars)" if p.vector is not None else "")
     if ok and typestr is not None and typestr[0] == ">" and typestr[2:] != "1":
-        raise TypeError(f"argument {p.name!r} ({p.decl}) expects {p.type} elements in the device's byte order "
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects {elements} in the device's byte order "
                         f"(little-endian), got {what}: pass arr.astype('<{typestr[1:]}')")
     if not ok:
-        raise TypeError(
-            f"argument {p.name!r} ({p.decl}) expects {p.type} elements, got {what}"
-        )
+        raise TypeError(f"argument {p.name!r} ({p.decl}) expects {elements}, got {what}")
 
 
 def pointer_arg(p: Param, value: Any, device: Optional[int], vendor: str) -> int:
@@ -209,13 +209,13 @@ def value_arg(p: Param, value: Any) -> Any:
         return out
     if isinstance(value, (ctypes.Structure, ctypes.Union, ctypes.Array)):
         if not p.size or ctypes.sizeof(value) != p.size:
-            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {p.type} of {p.size} bytes by value, got a ctypes "
-                            f"{type(value).__name__} of {ctypes.sizeof(value)} bytes")
+            raise TypeError(f"argument {p.name!r} ({p.decl}) is a {vector_name(p.type)} of {p.size} bytes by value, got "
+                            f"a ctypes {type(value).__name__} of {ctypes.sizeof(value)} bytes")
         out = aligned(type(value), p.align)
         ctypes.memmove(ctypes.addressof(out), ctypes.addressof(value), p.size)
         return out
-    raise TypeError(f"argument {p.name!r} ({p.decl}) is a {p.type} by value ({p.size} bytes): pass a ctypes.Structure "
-                    f"of that size, got {_describe(value)}")
+    raise TypeError(f"argument {p.name!r} ({p.decl}) is a {vector_name(p.type)} by value ({p.size} bytes): pass a "
+                    f"ctypes.Structure of that size, got {_describe(value)}")
 
 
 def by_value(p: Param, code: Optional[str], value: Any) -> Any:

@@ -441,16 +441,24 @@ def _kernel_flags(target: CpuTarget, check: bool) -> list[str]:
     return flags + ["-fno-semantic-interposition", "-fno-plt"]
 
 
+def gcc_flags(cxx: str, check: bool) -> list[str]:
+    """g++'s own flags for a kernel (none for clang): g++ makes a template's or inline function's static locals
+    STB_GNU_UNIQUE, which the dynamic loader binds process-wide (every kernel module would share the first one's
+    __shared__ arrays); and, checked, no loop-invariant motion: it moves a store to a loop-invariant address
+    (``tile[tid] = f(in[i])`` in a loop) to the loop's exit, so the store was checked once, after the loop,
+    and reported at the line of the code after it (or of the inlined helper that computed its value)."""
+    if "clang" in compiler_identity(cxx):
+        return []
+    return ["-fno-gnu-unique", "-fno-tree-loop-im"] if check else ["-fno-gnu-unique"]
+
+
 def _compile_flags(cxx: str, src: Source, target: CpuTarget, check: bool, options: Sequence[str],
                    defines: Mapping[str, Any], include_dirs: Sequence[str]) -> list[str]:
     """A kernel's compile flags (the executor's header first on the include path); the cache key lists its
     headers with them too."""
     incs = [f"-I{cpu_runtime.INCLUDE_DIR}"] + ([f"-I{src.dir}"] if src.dir else []) + [f"-I{i}" for i in include_dirs]
     defs = [f"-D{k}={v}" for k, v in defines.items()]
-    # g++ makes a template's or inline function's static locals STB_GNU_UNIQUE, which the dynamic loader
-    # binds process-wide: every kernel module would share the first one's __shared__ arrays
-    own = [] if "clang" in compiler_identity(cxx) else ["-fno-gnu-unique"]
-    return [*_kernel_flags(target, check), *own, *incs, *defs, *cpu_options(options)]
+    return [*_kernel_flags(target, check), *gcc_flags(cxx, check), *incs, *defs, *cpu_options(options)]
 
 
 def build_kernel(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
@@ -545,7 +553,8 @@ def kernel_key(cxx: str, src: Source, name: str, target: CpuTarget, check: bool,
              "options": list(options),
              "defines": {str(k): str(v) for k, v in defines.items()},
              "include_dirs": [os.path.abspath(i) for i in include_dirs], "compiler": compiler_identity(cxx),
-             "flags": _kernel_flags(target, check), "include_path_env": include_path_env()}
+             "flags": _kernel_flags(target, check) + gcc_flags(cxx, check or lockstep),
+             "include_path_env": include_path_env()}
     dirs = list(include_dirs) + [cpu_runtime.INCLUDE_DIR]
     flags = _compile_flags(cxx, src, target, check or lockstep, options, defines, include_dirs)
     junk: list[str] = []  # a FIFO on the path would block the preprocessor: the scan alone keys it

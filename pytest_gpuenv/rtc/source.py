@@ -14,6 +14,7 @@ import bisect
 import hashlib
 import os
 import re
+import struct
 import time
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -401,6 +402,15 @@ class Param:
     def vector(self) -> Optional[tuple[str, int]]:
         """(element struct code, count) when the type (pointed to) is a HIP vector type, else None."""
         return vector_type(self.type)
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes of one element of the type (pointed to): ``float4`` 16, ``float3`` 12; 0 when unknown (a struct)."""
+        code = SCALAR_TYPES.get(self.type)
+        vec = self.vector
+        if vec is not None:
+            return struct.calcsize(vec[0]) * vec[1]
+        return struct.calcsize(code) if code else 0
 
 
 # Linear in the text (issue 12): a launch-bounds argument list is at most 256 characters, and the

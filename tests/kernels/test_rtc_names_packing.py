@@ -87,5 +87,6 @@ def test_pointer_to_vector_takes_scalar_arrays_in_whole_vectors():
     with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) points to float4 \(4 scalars each\): an array of shape \(6,\) has 6 "
                        r"scalars, not a whole number of float4"):
         pack_host_args("k", [p], [np.zeros(6, np.float32)])
-    with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) expects .* elements, got an array of typestr '<f8'"):
+    with pytest.raises(TypeError, match=r"argument 'x' \(float4\* x\) expects float4 elements \(float32 scalars\), got an "
+                                        r"array of typestr '<f8'"):
         pack_host_args("k", [p], [np.zeros(8, np.float64)])

@@ -99,7 +99,8 @@ class Region(ctypes.Structure):
 class Report(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("is_write", ctypes.c_int32), ("size", ctypes.c_int32),
                 ("region_kind", ctypes.c_int32), ("region_index", ctypes.c_int32), ("other_thread", ctypes.c_int32),
-                ("offset", ctypes.c_int64), ("addr", ctypes.c_uint64), ("pc", ctypes.c_uint64),
+                ("other_is_write", ctypes.c_int32), ("pad", ctypes.c_int32), ("offset", ctypes.c_int64),
+                ("addr", ctypes.c_uint64), ("pc", ctypes.c_uint64), ("other_pc", ctypes.c_uint64),
                 ("block", c_u32x3), ("thread", c_u32x3), ("text", ctypes.c_char * 2048),
                 ("warnings", ctypes.c_char * 2048)]
 

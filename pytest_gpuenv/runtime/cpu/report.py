@@ -26,10 +26,6 @@ _KINDS = {1: (errors.KernelRaceError, "data race on shared memory"), 2: (errors.
           13: (errors.KernelWarpSyncError, "reliance on wavefront lockstep"), 14: (errors.KernelBarrierError, "grid barrier"),
           15: (errors.KernelWarpError, "warp sync mask")}
 _PC = re.compile(r"@pc:([0-9a-f]+)(?::L(\d+))?@")
-_ELEM_SIZE = {"float": 4, "double": 8, "__half": 2, "half": 2, "int": 4, "unsigned int": 4, "unsigned": 4,
-              "int32_t": 4, "uint32_t": 4, "long": 8, "long long": 8, "int64_t": 8, "uint64_t": 8,
-              "unsigned long long": 8, "size_t": 8, "short": 2, "int16_t": 2, "uint16_t": 2, "char": 1,
-              "int8_t": 1, "uint8_t": 1, "unsigned char": 1, "signed char": 1, "bool": 1}
 
 
 @dataclass
@@ -50,8 +46,9 @@ class Context:
     block_dims: tuple[int, int, int] = (1, 1, 1)
 
 
-def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
-    """pc -> 'file:line' (the first frame outside the executor's headers), or '' when unknown."""
+def symbolize(ctx: Context, pcs: Sequence[int], inlined: bool = False) -> dict[int, str]:
+    """pc -> 'file:line' (the first frame outside the executor's headers), or '' when unknown; ``inlined``: an
+    access's, with the lines of the calls that inlined its function ('k.hip:6 (inlined into k.hip:30)')."""
     pcs = [p for p in dict.fromkeys(pcs) if p]
     if not pcs or not ctx.addr2line:
         return {}
@@ -70,7 +67,10 @@ def symbolize(ctx: Context, pcs: Sequence[int]) -> dict[int, str]:
             frames = [re.sub(r" \(discriminator \d+\)$", "", f) for f in frames]
             frames = [re.sub(r"^.*/(<source>\.hip:)", r"\1", f) for f in frames]  # inline source
             mine = [f for f in frames if not f.startswith(INCLUDE_DIR) and not f.startswith("<gpuenv>")]
-            out[pc] = (mine or frames or [""])[0]
+            # g++ gives the store of an inlined helper's result the line of the helper's return: the line of
+            # its call is the access's
+            calls = [f for f in mine[1:] if "<gpuenv>" not in f] if inlined else []
+            out[pc] = (mine or frames or [""])[0] + (f" (inlined into {', '.join(calls)})" if calls else "")
     return out
 
 
@@ -86,8 +86,14 @@ def _subst(text: str, names: dict[int, str]) -> str:
     return _PC.sub(one, text)
 
 
-def _elem(p: Any, size: int) -> int:
-    return _ELEM_SIZE.get(getattr(p, "type", ""), 0) or max(size, 1)
+def _in_elements(off: int, es: int, n: Optional[int]) -> str:
+    """'element 1000 (byte 4 of it); the buffer has 1000 elements of 16 bytes' for an offset in a buffer of n
+    bytes, in elements of es bytes; in bytes when es is 0 (a type whose size is unknown here)."""
+    if not es:
+        return f"byte {off}" + (f"; the buffer has {n} bytes" if n is not None else "")
+    part = f" (byte {off % es} of it)" if off % es else ""
+    has = f"; the buffer has {n // es} elements of {es} bytes" if n is not None else ""
+    return f"element {off // es}{part}{has}"
 
 
 def _where(ctx: Context, r: Report) -> str:
@@ -99,11 +105,8 @@ def _where(ctx: Context, r: Report) -> str:
         return (f"__device__ variable {name!r} element {off // es} (byte {off}; it has {vsize} bytes, and the access "
                 "lands in the red zone between it and its neighbouring globals)")
     if rk == 1 and 0 <= i < len(ctx.params):
-        p = ctx.params[i]
-        es = _elem(p, size)
-        n = ctx.regions.get(i)
-        has = f"; the buffer has {n // es} elements" if n is not None else ""
-        return f"argument {p.name!r} ({p.decl}) element {off // es}{has}"
+        p = ctx.params[i]  # counted in the declared type's elements, whatever the width of the access
+        return f"argument {p.name!r} ({p.decl}) {_in_elements(off, p.element_bytes, ctx.regions.get(i))}"
     if rk == 2 and 0 <= i < len(ctx.shared_vars):
         name, _, vsize = ctx.shared_vars[i]
         return (f"__shared__ variable {name!r} element {off // max(size, 1)} (byte {off}; it has {vsize} bytes, "
@@ -117,6 +120,17 @@ def _where(ctx: Context, r: Report) -> str:
     return f"address 0x{r.addr:x}, which is in no argument buffer, shared variable or the thread's stack"
 
 
+def _other(ctx: Context, r: Report) -> str:
+    """A race's other access: 'the write of thread (3,0,0) (linear id 3) at k.hip:12' and the like."""
+    at = f" at @pc:{r.other_pc:x}@" if r.other_pc else ""
+    if r.other_thread < 0:  # several readers: the site is the last one's
+        return f"reads by several other threads (the last{at})" if at else "several other threads"
+    bx, by, _ = ctx.block_dims
+    t = r.other_thread
+    coords = f"({t % bx},{t // bx % by},{t // (bx * by)})"
+    return f"the {'write' if r.other_is_write else 'read'} of thread {coords} (linear id {t}){at}"
+
+
 def _detail(ctx: Context, r: Report) -> str:
     rw = "write" if r.is_write else "read"
     if r.kind == 3 and r.other_thread == -3:
@@ -125,18 +139,17 @@ def _detail(ctx: Context, r: Report) -> str:
         return (f"{rw} of {r.size} bytes out of bounds: {_where(ctx, r)} (the launch stopped before the access; "
                 "memory is intact)")
     if r.kind == 1:
-        other = "several other threads" if r.other_thread == -2 else f"thread {r.other_thread} (linear id)"
-        return (f"{rw} of {_where(ctx, r)} conflicts with {other} in the same barrier interval "
+        return (f"{rw} of {_where(ctx, r)} conflicts with {_other(ctx, r)} in the same barrier interval "
                 "(no __syncthreads() between the two accesses)")
     if r.kind == 13:
-        other = "other threads" if r.other_thread < 0 else f"thread {r.other_thread} (linear id)"
         bx, by, _ = ctx.block_dims
         me = r.thread[0] + bx * (r.thread[1] + by * r.thread[2])
         wave = f" (wave {me // ctx.warp_size} of the block)"
-        return (f"{rw} of {_where(ctx, r)} conflicts with {other} of the same wavefront{wave} with no barrier or "
-                "warp operation between: the code relies on the wavefront's lanes running in lockstep, which AMD "
-                "GPUs give and NVIDIA GPUs since Volta do not (independent thread scheduling). Add __syncthreads() "
-                "or __syncwarp() between the accesses, or pass lockstep=True to run it as AMD hardware does")
+        return (f"{rw} of {_where(ctx, r)} conflicts with {_other(ctx, r)} of the same wavefront{wave} with no "
+                "barrier or warp operation between: the code relies on the wavefront's lanes running in lockstep, "
+                "which AMD GPUs give and NVIDIA GPUs since Volta do not (independent thread scheduling). Add "
+                "__syncthreads() or __syncwarp() between the accesses, or pass lockstep=True to run it as AMD "
+                "hardware does")
     if r.kind == 4:
         return (f"read of {_where(ctx, r)}, which no thread of this block has written (shared memory is "
                 "uninitialised at the start of every block)")
@@ -150,7 +163,7 @@ def to_error(ctx: Context, r: Report) -> Exception:
     exact = r.kind in (6, 7, 9) and r.pc  # a fault's own pc, not a return address: symbolize() takes pc - 1
     main_pc = r.pc + 1 if exact else r.pc
     pcs = [int(m.group(1), 16) for m in _PC.finditer(text)] + [main_pc]
-    names = symbolize(ctx, pcs)
+    names = symbolize(ctx, pcs, inlined=r.kind in (1, 3, 4, 13))
     text = _subst(text, names)
     first = _PC.search(r.text.decode("utf-8", "replace")) if r.kind == 2 else None
     loc = _subst(first.group(0), names) if first else names.get(main_pc, "")
@@ -159,7 +172,8 @@ def to_error(ctx: Context, r: Report) -> Exception:
     who = "" if r.other_thread == NO_THREAD else (f", block ({block[0]},{block[1]},{block[2]}), thread "
                                                   f"({thread[0]},{thread[1]},{thread[2]})")
     msg = f"{title} in kernel {ctx.kernel!r} at {loc}{who}: {text}"
-    file, line = (loc.rsplit(":", 1) + [""])[:2] if ":" in loc else (None, "")
+    site = loc.split(" (inlined into ", 1)[0]
+    file, line = (site.rsplit(":", 1) + [""])[:2] if ":" in site else (None, "")
     return cls(msg, code=title, file=file, line=int(line) if line.isdigit() else None, block=block, thread=thread)
 
 

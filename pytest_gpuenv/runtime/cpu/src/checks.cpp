@@ -36,6 +36,8 @@ void setup_vars() {
         if (v.hi > l.sv_hi) l.sv_hi = v.hi;
     }
     shadow_static_used = shad < kShadowBytes ? shad : kShadowBytes;
+    if (l.nsites) memset(l.sites, 0, sizeof l.sites);  // (a launch's sites: this module's code)
+    l.nsites = 0;
 }
 
 void poison_vars() {
@@ -78,11 +80,13 @@ void reset_shadow() {
     size_t nd = l.d->shared_bytes < kShadowBytes ? l.d->shared_bytes : kShadowBytes;
     memset(shadow_static, 0, shadow_static_used * sizeof(Shadow));
     memset(shadow_dyn, 0, nd * sizeof(Shadow));
+    l.held.on = false;
 }
 
-// Fill `r` with one finding: what, where (region, offset, address, bytes), whose access, and the code line.
+// Fill `r` with one finding: what, where (region, offset, address, bytes), whose access, and the code line;
+// for a race, the other access: its thread, whether it wrote, and its code line (opc).
 static inline void fill(gpuenv_report_t* r, int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
-                        bool write, void* pc, int other) {
+                        bool write, void* pc, int other, uintptr_t opc = 0, bool owrite = false) {
     r->kind = kind;
     r->region_kind = rkind;
     r->region_index = rindex;
@@ -92,19 +96,41 @@ static inline void fill(gpuenv_report_t* r, int kind, int rkind, int rindex, int
     r->is_write = write;
     r->pc = pc_rel(pc);
     r->other_thread = other;
+    r->other_is_write = owrite;
+    r->other_pc = pc_rel((void*)opc);
     set_where(r);
 }
 
 __attribute__((noreturn)) static void report(int kind, int rkind, int rindex, int64_t off, uintptr_t a, size_t size,
-                                             bool write, void* pc, int other) {
-    fill(current_launch().r, kind, rkind, rindex, off, a, size, write, pc, other);
+                                             bool write, void* pc, int other, uintptr_t opc = 0, bool owrite = false) {
+    fill(current_launch().r, kind, rkind, rindex, off, a, size, write, pc, other, opc, owrite);
     fail_in_fiber();
 }
 
 static void pend(gpuenv_report_t* r, int kind, int rkind, int rindex, int64_t rel, uintptr_t a, size_t size,
-                 bool write, void* pc, int other) {
-    if (!r->kind) fill(r, kind, rkind, rindex, rel, a, size, write, pc, other);
+                 bool write, void* pc, int other, uintptr_t opc = 0, bool owrite = false) {
+    if (!r->kind) fill(r, kind, rkind, rindex, rel, a, size, write, pc, other, opc, owrite);
 }
+
+// The number of an access site (its code address), 1..kSiteSlots; 0 once the table is 3/4 full.
+static inline uint16_t site_of(void* pc) {
+    Launch& l = current_launch();
+    uintptr_t p = (uintptr_t)pc;
+    unsigned h = (unsigned)((p * 0x9E3779B97F4A7C15ull) >> 52);  // (kSiteSlots == 1 << 12)
+    for (;;) {
+        uintptr_t at = l.sites[h];
+        if (at == p) return (uint16_t)(h + 1);
+        if (!at) {
+            if (l.nsites >= kSiteSlots * 3 / 4) return 0;
+            l.nsites++;
+            l.sites[h] = p;
+            return (uint16_t)(h + 1);
+        }
+        h = (h + 1) & (kSiteSlots - 1);
+    }
+}
+
+static inline uintptr_t site_pc(uint16_t site) { return site ? current_launch().sites[site - 1] : 0; }
 
 enum { NO_CONFLICT, RACE, WAVE_ONLY };
 
@@ -118,6 +144,56 @@ static inline int conflict(uint16_t u, unsigned uwave, uint8_t uws, uint16_t t, 
     return current_launch().lockstep ? NO_CONFLICT : WAVE_ONLY;
 }
 
+// Byte i of the access at a (by thread t at pc) conflicts with the write of thread `other` at `site` only as
+// a write after write: held until the store is done (HeldWrite); a race between waves outranks one within a wave.
+// (out of line: the rare case, kept out of shared_access's loop)
+__attribute__((noinline, cold)) static void hold(int i, int kind, int rkind, int rindex, int64_t rel, uintptr_t a,
+                                                 size_t size, uint16_t t, void* pc, int other, uint16_t site) {
+    HeldWrite& h = current_launch().held;
+    if (!h.on) {
+        h.on = true;
+        h.kind = NO_CONFLICT;
+        h.mask = 0;
+        h.rkind = rkind;
+        h.rindex = rindex;
+        h.rel = rel;
+        h.a = a;
+        h.size = (int)size;
+        h.t = t;
+        h.pc = pc;
+    }
+    h.mask |= (uint16_t)(1u << i);
+    h.old[i] = ((const uint8_t*)a)[i];
+    if (h.kind == NO_CONFLICT || (kind == RACE && h.kind != RACE)) {
+        h.kind = kind;
+        h.other = other;
+        h.other_site = site;
+    }
+}
+
+// The held write is done: a race if it changed a conflicting byte. in_fiber: from an access of device code (a
+// race stops the launch there); else at the interval's end (false: the launch stops).
+static bool settle(bool in_fiber) {
+    Launch& l = current_launch();
+    HeldWrite& h = l.held;
+    h.on = false;
+    bool changed = false;
+    for (int i = 0; i < h.size; i++)
+        if ((h.mask >> i & 1) && ((const uint8_t*)h.a)[i] != h.old[i]) changed = true;
+    if (!changed) return true;
+    bool race = h.kind == RACE;
+    gpuenv_report_t* r = race ? l.r : &l.pend_ws;
+    if (!race && r->kind) return true;  // (the first lockstep reliance of the interval is the one reported)
+    fill(r, race ? GPUENV_RACE : GPUENV_WARPSYNC, h.rkind, h.rindex, h.rel, h.a, (size_t)h.size, true, h.pc, h.other,
+         site_pc(h.other_site), true);
+    set_thread(r, h.t);
+    if (!race) return true;
+    if (in_fiber) fail_in_fiber();
+    return false;
+}
+
+bool settle_held_write() { return !current_launch().held.on || settle(false); }
+
 // off: the access's offset in the shadow; vbase: where the named variable starts there
 static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
                           bool write, void* pc, bool atomic) {
@@ -128,25 +204,29 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
     uint16_t ep = (uint16_t)l.epoch;
     if (off + size > kShadowBytes) return;
     int64_t rel = (int64_t)(off - vbase);
+    uint16_t site = atomic ? 0 : site_of(pc);
     // Each entry is loaded and stored whole, as two integers, its fields taken apart in registers:
     // field stores followed by a whole load would stall store forwarding. Bytes with the first byte's
     // history (the usual case for a float) get its outcome without the work.
-    uint64_t before_lo = 0, after_lo = 0;
-    uint32_t before_hi = 0, after_hi = 0;
+    uint64_t before_lo = 0, after_lo = 0, before_hi = 0, after_hi = 0;
+    int waw = NO_CONFLICT, waw_other = 0;  // the last byte worked out: its write after write
+    uint16_t waw_site = 0;
     for (size_t b = off; b < off + size; b++) {
-        uint64_t lo;
-        uint32_t hi;
+        uint64_t lo, hi;
         memcpy(&lo, &sh[b], 8);
-        memcpy(&hi, (char*)&sh[b] + 8, 4);
+        memcpy(&hi, (char*)&sh[b] + 8, 8);
         if (b > off && lo == before_lo && hi == before_hi) {
             memcpy(&sh[b], &after_lo, 8);
-            memcpy((char*)&sh[b] + 8, &after_hi, 4);
+            memcpy((char*)&sh[b] + 8, &after_hi, 8);
+            if (waw) hold((int)(b - off), waw, rkind, rindex, rel, a, size, t, pc, waw_other, waw_site);
             continue;
         }
         before_lo = lo;
         before_hi = hi;
         uint16_t wep = (uint16_t)lo, rep = (uint16_t)(lo >> 16), wt = (uint16_t)(lo >> 32), rt = (uint16_t)(lo >> 48);
         uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
+        uint16_t wsite = (uint16_t)(hi >> 32), rsite = (uint16_t)(hi >> 48);
+        waw = NO_CONFLICT;
         if ((!write || atomic) && !init) {
             if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
             pend(&l.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
@@ -155,36 +235,49 @@ static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t 
             init = 1;
         } else {
             int c = wep == ep ? conflict(wt, (unsigned)wt >> l.warp_shift, wws, t, w, ws) : NO_CONFLICT;
-            if (write && rep == ep) {
-                int c2 = conflict(rt, rwave, rws, t, w, ws);
-                if (c2 == RACE || (c2 == WAVE_ONLY && c == NO_CONFLICT)) {
-                    c = c2;
-                    if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
-                    pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, rt == kMany ? -2 : rt);
-                }
-            }
-            if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, write, pc, wt);
-            if (c == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, write, pc, wt);
             if (write) {
+                int cr = rep == ep ? conflict(rt, rwave, rws, t, w, ws) : NO_CONFLICT;  // with this interval's reads
+                int other = rt == kMany ? -2 : rt;
+                if (cr == RACE)
+                    report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, other, site_pc(rsite), false);
+                if (cr == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, other,
+                                          site_pc(rsite), false);
+                if (c != NO_CONFLICT && size > sizeof(HeldWrite::old)) {  // (a range too long to hold)
+                    if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, wt, site_pc(wsite), true);
+                    pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, wt, site_pc(wsite), true);
+                } else if (c != NO_CONFLICT) {
+                    waw = c;
+                    waw_other = wt;
+                    waw_site = wsite;
+                    hold((int)(b - off), c, rkind, rindex, rel, a, size, t, pc, wt, wsite);
+                }
                 wep = ep;
                 wt = t;
                 wws = ws;
+                wsite = site;
                 init = 1;
-            } else if (rep != ep) {
-                rep = ep;
-                rt = t;
-                rwave = (uint8_t)w;
-                rws = ws;
             } else {
-                if (rt != t) rt = kMany;
-                if (rwave != w) rwave = kManyWaves;
-                if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
+                if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, false, pc, wt, site_pc(wsite), true);
+                if (c == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, false, pc, wt,
+                                         site_pc(wsite), true);
+                if (rep != ep) {
+                    rep = ep;
+                    rt = t;
+                    rwave = (uint8_t)w;
+                    rws = ws;
+                } else {
+                    if (rt != t) rt = kMany;
+                    if (rwave != w) rwave = kManyWaves;
+                    if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
+                }
+                rsite = site;
             }
         }
         after_lo = (uint64_t)wep | (uint64_t)rep << 16 | (uint64_t)wt << 32 | (uint64_t)rt << 48;
-        after_hi = (uint32_t)wws | (uint32_t)rws << 8 | (uint32_t)rwave << 16 | (uint32_t)init << 24;
+        after_hi = (uint64_t)wws | (uint64_t)rws << 8 | (uint64_t)rwave << 16 | (uint64_t)init << 24 |
+                   (uint64_t)wsite << 32 | (uint64_t)rsite << 48;
         memcpy(&sh[b], &after_lo, 8);
-        memcpy((char*)&sh[b] + 8, &after_hi, 4);
+        memcpy((char*)&sh[b] + 8, &after_hi, 8);
     }
 }
 
@@ -289,6 +382,7 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
     if (a - (uintptr_t)l.st < sizeof *l.st) return;
     if (!l.active) return;  // a static initialiser of the kernel module, outside any launch
     if (a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+    if (l.held.on) settle(true);
     if (l.wd_pending) {
         l.r->kind = GPUENV_WATCHDOG;
         set_where(l.r);
@@ -310,6 +404,7 @@ extern "C" void gpuenv_atomic_check(void* p, int size, void* pc) {
     if (!l.active) return;
     if (l.wd_pending) check_access(a, (size_t)size, true, pc);
     if (a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+    if (l.held.on) settle(true);
     if (a - l.sv_lo < l.sv_hi - l.sv_lo && check_static_shared(a, (size_t)size, true, pc, true)) return;
     check_other(a, (size_t)size, true, pc, true);
 }

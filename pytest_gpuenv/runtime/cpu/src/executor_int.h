@@ -62,9 +62,11 @@ struct Thread {
     uint64_t mask;
 };
 
-// Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 12
+// Shadow of one byte of shared memory (byte-granular: per-thread char/short elements are no race), 16
 // bytes so that a block's shadow stays in cache. Epochs count barrier intervals from 1 in each block
 // (0: never this block); they wrap at 0xFFFF, when every entry's epochs are cleared (shadow_new_epoch).
+// Sites are the accesses' code addresses as numbers (site_of: 0 when the table is full), so that a race's
+// report names the line of the earlier access too.
 struct Shadow {
     uint16_t wep;   // epoch of the last write
     uint16_t rep;   // epoch of the reads recorded in rt/rwave/rws
@@ -74,10 +76,29 @@ struct Shadow {
     uint8_t rws;    // the highest warp-sync count among the readers of epoch rep
     uint8_t rwave;  // the wave of every reader of epoch rep, kManyWaves when readers came from several
     uint8_t init;   // written since the block started
+    uint16_t wsite;  // the last write's site
+    uint16_t rsite;  // the site of the last read of epoch rep
 };
 constexpr uint8_t kManyWaves = 0xFF;
-// checks.cpp loads and stores an entry as a little-endian uint64_t (wep, rep, wt, rt) and uint32_t (the rest)
-static_assert(sizeof(Shadow) == 12 && offsetof(Shadow, wws) == 8, "the shadow's packed layout");
+// checks.cpp loads and stores an entry as two little-endian uint64_t: (wep, rep, wt, rt) and the rest
+static_assert(sizeof(Shadow) == 16 && offsetof(Shadow, wws) == 8, "the shadow's packed layout");
+constexpr int kSiteSlots = 4096;  // the access sites a checked launch numbers (open addressing, at most 3/4 full)
+
+// A write to shared memory whose only conflict is an earlier write of this interval by another thread: it is
+// a race only if it changes the bytes (a write of the same value is none, as compute-sanitizer's racecheck
+// and the hardware have it). The hook runs before the store, so the bytes are compared at the next checked
+// access or at the interval's end (checks.cpp: settle_held_write).
+struct HeldWrite {
+    bool on;
+    int kind;  // checks.cpp's RACE or WAVE_ONLY (between lanes of one wave)
+    int rkind, rindex, size, t, other;
+    uint16_t other_site;
+    uint16_t mask;  // the bytes of the access that conflict
+    int64_t rel;
+    uintptr_t a;
+    void* pc;
+    uint8_t old[16];  // those bytes before the store
+};
 
 // A static __shared__ variable or red zone, at its absolute address in this process.
 struct SVar {
@@ -175,6 +196,9 @@ struct Launch {
     double t0;
     gpuenv_report_t pend;     // the first uninitialised shared read of this barrier interval
     gpuenv_report_t pend_ws;  // the first conflict within one wave of this interval (lockstep reliance)
+    HeldWrite held;           // a write after write of this interval, until its bytes are known
+    uintptr_t sites[kSiteSlots];  // a checked launch's access sites by number - 1 (0: a free slot)
+    int nsites;
     sigjmp_buf jb;
 };
 
@@ -217,6 +241,9 @@ void shadow_new_epoch();  // after a barrier
 size_t shadow_bytes();                   // the checked mode's shadow of the running block, in bytes
 void shadow_keep(char* buf, bool save);  // that shadow into buf, or back from it
 void check_access(uintptr_t a, size_t size, bool write, void* pc);  // a load or store of device code
+// at an interval's end: a held write that changed its bytes is a race (false: the launch stops, Launch::r says
+// why) or a lockstep reliance (Launch::pend_ws)
+bool settle_held_write();
 
 // coop.cpp: cooperative launches (gpuenv_launch_t.check & GPUENV_COOPERATIVE), one worker per block
 void coop_start(int blocks);

@@ -90,6 +90,7 @@ bool run_block() {
         int n = l.nlive && l.nwait ? resolve_warps() : 0;
         if (n < 0) return false;
         if (n > 0) continue;
+        if (l.check && !settle_held_write()) return false;  // (a write after write that changed the bytes)
         if (l.pend_ws.kind) {  // a conflict within one wave, and no race between waves in the interval
             memcpy(l.pend_ws.warnings, l.r->warnings, sizeof l.pend_ws.warnings);
             memcpy(l.r, &l.pend_ws, sizeof l.pend_ws);

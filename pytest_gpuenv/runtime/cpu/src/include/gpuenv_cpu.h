@@ -63,8 +63,9 @@ struct gpuenv_region_t {
 
 struct gpuenv_report_t {
     int32_t kind, is_write, size, region_kind, region_index, other_thread;
+    int32_t other_is_write, pad;  // a race's other access: a write or a read, at other_pc (0: unknown)
     int64_t offset;
-    uint64_t addr, pc;
+    uint64_t addr, pc, other_pc;
     uint32_t block[3], thread[3];
     char text[2048];
     char warnings[2048];
