@@ -47,7 +47,7 @@ def options_page() -> list[str]:
 
     rows = []
     for opt in OPTIONS:
-        flag = f"`{opt.flag}`" + (f" `{opt.metavar}`" if opt.metavar else "") if opt.cli else "- (ini only)"
+        flag = f"`{opt.flag}" + (f"={opt.metavar}`" if opt.metavar else "`") if opt.cli else "- (ini only)"
         rows.append([flag, f"`{opt.env}`" if opt.env else "-", f"`{opt.name}` ({opt.ini})" if opt.ini else "-",
                      _fmt_default(opt.default), opt.help])
     return [
@@ -62,7 +62,9 @@ def options_page() -> list[str]:
         "Paths are checked before any test: a `--gpuenv-json` target that is a directory or a FIFO, or whose",
         "folder is read-only or cannot be created, a `--gpuenv-cache-dir` that is not a writable directory (or",
         "cannot be made), a `gpuenv_kernel_dirs` entry that is missing. What the output options write:",
-        "{doc}`outputs`.", "",
+        "{doc}`outputs`. Write an option's value with `=` (`--gpuenv-cache-dir=PATH`): pytest chooses the rootdir",
+        "before it knows the plugin's options, and takes a separate value that is an existing path for a test path",
+        "(the plugin warns when it did).", "",
         *_table(["command line", "environment", "ini (type)", "default", "meaning"], rows), "",
         *_other_variables(),
     ]

@@ -517,6 +517,29 @@ def defaults(config: pytest.Config) -> Settings:
     return Settings(**{opt.setting: opt.parse(opt, opt.default, "default", config) for opt in OPTIONS})
 
 
+def rootdir_candidates(config: pytest.Config) -> list[tuple[str, str]]:
+    """``(flag, value)`` of each option given as ``--flag VALUE`` (the space form) whose value is an existing path.
+    pytest chooses the rootdir before it knows the plugin's options, so it takes such a value for a test path
+    among the arguments (the ``=`` form is one argument, which it leaves); none where ``--rootdir`` or ``-c``
+    chose it."""
+    if config.getoption("rootdir", None) or config.getoption("inifilename", None):
+        return []
+    args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + [str(a) for a in config.invocation_params.args]
+    takes_value = {opt.flag for opt in OPTIONS
+                   if opt.cli and (opt.argparse or {}).get("action") not in ("store_true", "store_false")}
+    base = config.invocation_params.dir
+    return [(flag, value) for flag, value in zip(args, args[1:])
+            if flag in takes_value and not value.startswith("-") and (base / value).exists()]
+
+
+def warn_rootdir_candidates(config: pytest.Config) -> None:
+    """A warning for each option value that became one of pytest's rootdir candidates (``rootdir_candidates``)."""
+    for flag, value in rootdir_candidates(config):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"gpuenv: {flag} {value}: pytest took this existing path for a test path when it chose the rootdir "
+            f"({config.rootpath}), before the plugin's options were known; write {flag}={value}"), stacklevel=2)
+
+
 # ------------------------------------------------------------------------------------------ --dist gpu
 #: the ``--dist`` value pytest-xdist takes for ``--gpuenv-dist`` (routed by ``dist.routing``)
 DIST = "gpu"

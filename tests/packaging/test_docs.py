@@ -73,8 +73,8 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
     written = ref.write_pages(tmp_path)  # type: ignore[attr-defined]
     text = {p.stem: p.read_text(encoding="utf-8") for p in written}
     assert set(text) == {"options", "markers", "fixtures", "cli", "problems", "python-api"}
-    for flag in ("--gpuenv-backend", "--gpuenv-require", "--gpuenv-plan-profile"):
-        assert f"`{flag}`" in text["options"]
+    for flag in ("--gpuenv-backend=auto\\|cpu", "--gpuenv-require=", "--gpuenv-plan-profile=SPEC"):
+        assert f"`{flag}" in text["options"]
     assert "`GPUENV_BACKEND`" in text["options"] and "`gpuenv_kernel_dirs` (paths)" in text["options"]
     for variable in ("GPUENV_CPU_WORKERS", "GPUENV_CPU_WATCHDOG", "GPUENV_LOCK_DIR"):  # not options, listed too
         assert f"| `{variable}` |" in text["options"]
@@ -116,3 +116,16 @@ def test_names_in_the_pages_exist() -> None:
     unknown_names = sorted(n for n in set(re.findall(r"\b(?:GPUENV_[A-Z_]*[A-Z]|gpuenv_[a-z_]*[a-z])\b", text))
                            if n not in source and n != "GPUENV_TEST_ROOTS")  # the tests' own variable
     assert not unknown_flags and not unknown_names, (unknown_flags, unknown_names)
+
+
+def test_pages_write_option_values_with_equals() -> None:
+    """``--gpuenv-cache-dir=PATH``, never ``--gpuenv-cache-dir PATH``: pytest chooses the rootdir before it knows
+    the plugin's options, and takes a separate value that is an existing path for a test path."""
+    from pytest_gpuenv.session.options import OPTIONS
+
+    takes_value = "|".join(re.escape(o.flag) for o in OPTIONS
+                           if o.cli and (o.argparse or {}).get("action") not in ("store_true", "store_false"))
+    spaced = re.compile(rf"(?:{takes_value}) (?!value\b|from\b|is\b)[^\s`|'-]")
+    found = [f"{page.name}: {m.group(0)}" for page in [*PAGES, pathlib.Path(REPO, "README.md")]
+             for m in spaced.finditer(page.read_text(encoding="utf-8"))]
+    assert not found, found

@@ -232,3 +232,23 @@ def test_unwritable_json_folder_as_a_normal_user(pytester, tmp_path):
         assert "is not writable" in _usage_error(pytester, f"--gpuenv-json={ro}/r.json")
     finally:
         ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("form", ["space", "equals"])
+def test_an_option_value_taken_for_a_rootdir_candidate_is_a_warning(pytester, tmp_path, form):
+    """``--gpuenv-cache-dir /some/folder`` (the space form): pytest, choosing the rootdir before it knows the
+    plugin's options, takes an existing folder for a test path and moves the rootdir; a warning says to write
+    ``=``. The ``=`` form moves nothing and warns of nothing."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    pytester.makepyfile("def test_a(): pass")
+    args = [f"--gpuenv-cache-dir={cache}"] if form == "equals" else ["--gpuenv-cache-dir", str(cache)]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=1)
+    warning = f"*gpuenv: --gpuenv-cache-dir {cache}: pytest took this existing path for a test path*" \
+              f"write --gpuenv-cache-dir={cache}"
+    if form == "space":
+        result.stdout.fnmatch_lines([warning])
+    else:
+        result.stdout.fnmatch_lines([f"rootdir: {pytester.path}"])
+        result.stdout.no_fnmatch_line("*pytest took this existing path*")
