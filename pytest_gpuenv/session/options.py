@@ -39,6 +39,7 @@ from pytest_gpuenv.base.model import (
     safe_repr,
 )
 from pytest_gpuenv.base.paths import directory_problem, output_file_problem
+from pytest_gpuenv.detect import PROBE_TIMEOUT_MAX
 from pytest_gpuenv.marks.skip_patterns import parse_extra
 from pytest_gpuenv.session import hide
 
@@ -47,8 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ``(option, value, where, config) -> setting``
 Parser = Callable[["Option", Any, str, pytest.Config], Any]
-#: the longest runtime probe, in seconds (the plugin option and the CLI's --probe-timeout)
-PROBE_TIMEOUT_MAX = 3600
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 #: the shortest ``--gpuenv-perf-max-time``: below a millisecond no measurement takes its first sample
@@ -182,11 +181,6 @@ def seconds(most: float, least: float = 0.0) -> Parser:
                                                          lambda x: least <= x <= most, f"seconds in [{least:g}, {most:g}]")
     return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where, lambda x: 0 < x <= most,
                                                      f"seconds in (0, {most:g}]")
-
-
-def probe_timeout_ok(secs: float) -> bool:
-    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
-    return 0 < secs <= PROBE_TIMEOUT_MAX
 
 
 def flag(opt: Option, value: Any, where: str, config: pytest.Config) -> bool:
