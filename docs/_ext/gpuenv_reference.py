@@ -3,7 +3,8 @@
 - options: the rows of ``_options.OPTIONS`` (flag, metavar, environment variable, ini name and type, default,
   help), the table that also registers the options with pytest and resolves them;
 - markers: ``markers.MARKERS`` (each row's signature, alias and help);
-- fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring);
+- fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring), and the options of
+  ``hip_kernel`` (``hip_kernel_options``: ``compile_kernel``'s signature beside what the fixture reads);
 - command line: ``gpuenv ... --help`` as argparse prints it, for each command and subcommand;
 - problem codes: every ``Problem(...)`` and ``ctx.add(...)`` in the package's source, read with ``ast``
   (code, severity, category, fix; ``{name}`` marks what the fix fills in at run time).
@@ -128,6 +129,60 @@ def fixtures_page() -> list[str]:
         "Generated at build time from the fixtures pytest finds in `pytest_gpuenv.plugin`",
         "(`pytest --fixtures` shows the same).", "",
         *_table(["fixture", "scope", "what it gives"], rows), "",
+        *hip_kernel_options_section(),
+    ]
+
+
+def hip_kernel_options() -> list[tuple[str, str, str]]:
+    """(option, ``compile_kernel``'s default, what ``hip_kernel`` does with it) for each keyword of ``compile_kernel``
+    and each option ``hip_kernel`` takes: the options ``hip_kernel`` takes are the ``options.pop(NAME, DEFAULT)`` of
+    ``HipKernelFactory.__call__``, those it sets itself the keywords its calls and its ``kw = dict(...)`` give
+    (read with ``ast``). Where the options are declared as data, read them from there instead."""
+    from pytest_gpuenv.fixtures.kernel import HipKernelFactory
+    from pytest_gpuenv.rtc import compile_kernel
+
+    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(HipKernelFactory.__call__)))
+    taken: dict[str, str] = {}
+    fixed: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if (isinstance(func, ast.Attribute) and func.attr == "pop" and isinstance(func.value, ast.Name)
+                and func.value.id == "options" and node.args and isinstance(node.args[0], ast.Constant)):
+            taken[node.args[0].value] = ast.unparse(node.args[1]) if len(node.args) > 1 else "None"
+        for kw in node.keywords:
+            if kw.arg is not None:
+                fixed.setdefault(kw.arg, ast.unparse(kw.value) if isinstance(kw.value, ast.Constant) else "")
+    params = {n: p for n, p in inspect.signature(compile_kernel).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    rows = []
+    for name in [*params, *(n for n in taken if n not in params)]:
+        default = f"`{params[name].default!r}`" if name in params else "- (`compile_module`'s)"
+        if name in taken:
+            hip = "takes it" + (f", default `{taken[name]}`" if name not in params or
+                                taken[name] != repr(params[name].default) else "")
+        elif name in fixed:
+            hip = f"always `{name}={fixed[name]}`" if fixed[name] else "set by the fixture"
+        else:
+            hip = "refuses it (`TypeError`)"
+        rows.append((name, default, hip))
+    return rows
+
+
+def hip_kernel_options_section() -> list[str]:
+    rows = hip_kernel_options()
+    fixed = {name: hip for name, _, hip in rows}
+    unchecked = ("The CPU executor's unchecked launches (`check=False`: no race, bounds or uninitialised-read "
+                 "checks, blocks on several threads) are `compile_kernel`'s alone: `hip_kernel` runs every "
+                 "CPU-executor launch checked." if fixed.get("check", "").startswith("always") else "")
+    return [
+        "## `hip_kernel` options", "",
+        "`hip_kernel(path_or_source, name, **options)` passes its options to `compile_kernel` (with `names=[...]`,",
+        "`compile_module`), from `pytest_gpuenv.rtc`. Generated from `compile_kernel`'s signature and the options",
+        "`hip_kernel` reads (`pytest_gpuenv/fixtures/kernel.py`): the keywords the fixture sets itself (the",
+        "kernel folders, the cache, the device, the warp size of the test's `wave64`/`wave32` id) and those it",
+        "does not take are listed too. " + unchecked, "",
+        *_table(["option", "`compile_kernel` default", "`hip_kernel`"], [[f"`{n}`", d, h] for n, d, h in rows]), "",
     ]
 
 

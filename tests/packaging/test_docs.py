@@ -85,6 +85,22 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
         assert f"## `{command}`" in text["cli"]
 
 
+def test_fixtures_page_lists_every_hip_kernel_option(pytester: pytest.Pytester) -> None:
+    """Every keyword of ``compile_kernel`` has a row saying what ``hip_kernel`` does with it (``lockstep`` and
+    ``dialect`` it takes, ``check`` it fixes: unchecked launches are ``compile_kernel``'s), and the options the page
+    says it takes are those ``hip_kernel`` names when given one it does not take."""
+    ref = _reference()
+    rows = {name: hip for name, _, hip in ref.hip_kernel_options()}  # type: ignore[attr-defined]
+    assert rows["lockstep"] == rows["dialect"] == "takes it" and rows["check"] == "always `check=True`", rows
+    page = "\n".join(ref.fixtures_page())  # type: ignore[attr-defined]
+    assert "| `lockstep` |" in page and "| `dialect` |" in page and "unchecked launches (`check=False`" in page
+    pytester.makepyfile("def test_k(hip_kernel):\n    hip_kernel('x.hip', 'k', no_such_option=1)\n")
+    out = pytester.runpytest("--gpuenv-backend=cpu", "--gpuenv-kernels=off").stdout.str()
+    said = re.search(r"unexpected options \['no_such_option'\]; expected ([a-z_, ]+)", out)
+    assert said is not None, out
+    assert set(said.group(1).split(", ")) == {n for n, hip in rows.items() if hip.startswith("takes")}
+
+
 def test_problem_codes_cover_what_detection_reports(gpu_roots: pathlib.Path) -> None:
     """The source scan finds every problem code that detection reports on the machine trees (read
     unmaterialised, as root: enough to produce the codes)."""
