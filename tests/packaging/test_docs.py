@@ -39,7 +39,14 @@ def _blocks(page: pathlib.Path) -> list[re.Match[str]]:
     return list(_BLOCK.finditer(page.read_text(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p)], ids=lambda p: p.relative_to(DOCS).as_posix())
+#: pages whose examples build and run kernels on the CPU executor, a minute of CPU between them: slow (the other
+#: pages' examples, getting-started's kernel among them, run in the default set)
+SLOW_PAGES = {"how-to/laptop.md", "how-to/cuda-kernels.md"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow)
+                                  if p.relative_to(DOCS).as_posix() in SLOW_PAGES else p
+                                  for p in PAGES if _blocks(p)], ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_examples_run(page: pathlib.Path, pytester: pytest.Pytester) -> None:
     expect: dict[str, dict[str, int]] = {}
     for block in _blocks(page):
