@@ -152,3 +152,26 @@ def test_pages_write_option_values_with_equals() -> None:
     found = [f"{page.name}: {m.group(0)}" for page in [*PAGES, pathlib.Path(REPO, "README.md")]
              for m in spaced.finditer(page.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+@pytest.mark.slow  # collects the whole suite twice
+def test_readme_test_counts_are_the_suites() -> None:
+    """The README's default set, slow set and full set are what pytest collects (the figures beside them were
+    measured on that suite: re-measure them when these counts move)."""
+    import subprocess
+    import sys
+
+    readme = pathlib.Path(REPO, "README.md").read_text(encoding="utf-8")
+    said = re.search(r"The default set \(([\d,]+) tests\) leaves out ([\d,]+) slow tests.*?\(([\d,]+) tests\)", readme,
+                     re.S)
+    assert said is not None, "README.md does not give the default set's size"
+    default, slow, full = (int(n.replace(",", "")) for n in said.groups())
+
+    def collected(*args: str) -> int:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                             cwd=REPO, capture_output=True, text=True, timeout=600).stdout
+        found = re.search(r"^(\d+)(?:/\d+)? tests? collected", out, re.M)
+        assert found is not None, out[-2000:]
+        return int(found.group(1))
+
+    assert (default, full) == (collected(), collected("-m", "slow or not slow")) and slow == full - default
