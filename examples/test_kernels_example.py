@@ -2,7 +2,7 @@
 
 On a GPU each kernel is built for the device (hiprtc on AMD, NVRTC on NVIDIA) and checked against
 torch. On a CPU-only runner with a C++ compiler each kernel runs on the CPU executor (``--gpuenv-kernels
-run``, the default) where its test takes CPU tensors; with ``--gpuenv-kernels compile`` each test compiles
+run``, the default) where its test takes CPU tensors; with ``--gpuenv-kernels=compile`` each test compiles
 its kernel for every target in ``gpuenv_compile_archs`` and then skips ("compiled for gfx90a, gfx1030, sm_90;
 no GPU to launch on"). Either way a kernel that no longer compiles fails even there.
 """

@@ -8,15 +8,14 @@ The markers are importable as decorators::
     @requires_memory("16GiB")
     def test_big_model(torch_device): ...
 
-Importing this package never imports torch or a GPU runtime.
+Importing this package never imports torch or a GPU runtime, nor pytest (``gpuenv info`` answers without it):
+a marker imports pytest when it is first asked for.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING, Any
-
-import pytest
 
 
 def _leave_asserts_alone() -> None:
@@ -37,21 +36,6 @@ _leave_asserts_alone()
 from pytest_gpuenv.base.model import ArchPattern, Device, GpuEnv, Problem, Usability, parse_size  # noqa: E402
 
 __version__ = "0.1.0"
-
-requires_gpu = pytest.mark.requires_gpu
-requires_cuda = pytest.mark.requires_cuda
-requires_rocm = pytest.mark.requires_rocm
-requires_hip = pytest.mark.requires_hip
-requires_wsl = pytest.mark.requires_wsl
-requires_devices = pytest.mark.requires_devices
-requires_memory = pytest.mark.requires_memory
-requires_arch = pytest.mark.requires_arch
-requires_capability = pytest.mark.requires_capability
-skip_on = pytest.mark.skip_on
-xfail_on = pytest.mark.xfail_on
-perf = pytest.mark.perf
-exclusive_gpu = pytest.mark.exclusive_gpu
-gpu_dtypes = pytest.mark.gpu_dtypes
 
 __all__ = [
     "ArchPattern",
@@ -106,4 +90,8 @@ def __getattr__(name: str) -> Any:
         from pytest_gpuenv.rtc import KernelWarpSyncError
 
         return KernelWarpSyncError
+    if name in __all__:  # the rest of __all__: the markers, as decorators (pytest imported when one is asked for)
+        import pytest
+
+        return getattr(pytest.mark, name)
     raise AttributeError(f"module 'pytest_gpuenv' has no attribute {name!r}")

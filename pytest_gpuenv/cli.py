@@ -15,9 +15,8 @@ from typing import Any, Optional, Sequence, TextIO
 
 from pytest_gpuenv.base import capabilities
 from pytest_gpuenv.base.model import GpuEnv, safe_repr
-from pytest_gpuenv.detect import detect
+from pytest_gpuenv.detect import PROBE_TIMEOUT_MAX, detect, probe_timeout_ok
 from pytest_gpuenv.session import report
-from pytest_gpuenv.session.options import PROBE_TIMEOUT_MAX, probe_timeout_ok
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,7 +3,8 @@
 - options: the rows of ``_options.OPTIONS`` (flag, metavar, environment variable, ini name and type, default,
   help), the table that also registers the options with pytest and resolves them;
 - markers: ``markers.MARKERS`` (each row's signature, alias and help);
-- fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring);
+- fixtures: the fixtures pytest finds in ``pytest_gpuenv.plugin`` (name, scope, docstring), and the options of
+  ``hip_kernel`` (``hip_kernel_options``: the fixture's option table, ``fixtures/kernel_options.py``);
 - command line: ``gpuenv ... --help`` as argparse prints it, for each command and subcommand;
 - problem codes: every ``Problem(...)`` and ``ctx.add(...)`` in the package's source, read with ``ast``
   (code, severity, category, fix; ``{name}`` marks what the fix fills in at run time).
@@ -47,7 +48,7 @@ def options_page() -> list[str]:
 
     rows = []
     for opt in OPTIONS:
-        flag = f"`{opt.flag}`" + (f" `{opt.metavar}`" if opt.metavar else "") if opt.cli else "- (ini only)"
+        flag = f"`{opt.flag}" + (f"={opt.metavar}`" if opt.metavar else "`") if opt.cli else "- (ini only)"
         rows.append([flag, f"`{opt.env}`" if opt.env else "-", f"`{opt.name}` ({opt.ini})" if opt.ini else "-",
                      _fmt_default(opt.default), opt.help])
     return [
@@ -62,7 +63,9 @@ def options_page() -> list[str]:
         "Paths are checked before any test: a `--gpuenv-json` target that is a directory or a FIFO, or whose",
         "folder is read-only or cannot be created, a `--gpuenv-cache-dir` that is not a writable directory (or",
         "cannot be made), a `gpuenv_kernel_dirs` entry that is missing. What the output options write:",
-        "{doc}`outputs`.", "",
+        "{doc}`outputs`. Write an option's value with `=` (`--gpuenv-cache-dir=PATH`): pytest chooses the rootdir",
+        "before it knows the plugin's options, and takes a separate value that is an existing path for a test path",
+        "(the plugin warns when it did).", "",
         *_table(["command line", "environment", "ini (type)", "default", "meaning"], rows), "",
         *_other_variables(),
     ]
@@ -129,6 +132,27 @@ def fixtures_page() -> list[str]:
         "Generated at build time from the fixtures pytest finds in `pytest_gpuenv.plugin`",
         "(`pytest --fixtures` shows the same).", "",
         *_table(["fixture", "scope", "what it gives"], rows), "",
+        *hip_kernel_options_section(),
+    ]
+
+
+def hip_kernel_options() -> list[tuple[str, str, str]]:
+    """(option, default, what it does) for each option of ``hip_kernel``: the table the fixture reads
+    (``fixtures.kernel_options.OPTIONS``)."""
+    from pytest_gpuenv.fixtures.kernel_options import OPTIONS
+
+    return [(o.name, repr(o.default), o.doc) for o in OPTIONS]
+
+
+def hip_kernel_options_section() -> list[str]:
+    return [
+        "## `hip_kernel` options", "",
+        "`hip_kernel(path_or_source, name, **options)` compiles with `compile_kernel` (with `names=[...]`,",
+        "`compile_module`), from `pytest_gpuenv.rtc`, and takes exactly these options; any other keyword is a",
+        "`TypeError` naming it. The fixture sets the rest itself: the kernel folders, the cache, the device and",
+        "the warp size of the test's `wave64`/`wave32` id. Generated from `pytest_gpuenv/fixtures/kernel_options.py`.",
+        "",
+        *_table(["option", "default", "what it does"], [[f"`{n}`", f"`{d}`", h] for n, d, h in hip_kernel_options()]), "",
     ]
 
 

@@ -24,7 +24,16 @@ from typing import Any, Optional
 from pytest_gpuenv.base.model import BACKEND_CHOICES, GpuEnv, Problem, Usability, family
 from pytest_gpuenv.detect.visible import parse_visible
 
-__all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family"]
+__all__ = ["detect", "apply_backend", "hide_gpus_env", "parse_visible", "family", "PROBE_TIMEOUT_MAX",
+           "probe_timeout_ok"]
+
+#: the longest runtime probe, in seconds (``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``)
+PROBE_TIMEOUT_MAX = 3600
+
+
+def probe_timeout_ok(secs: float) -> bool:
+    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
+    return 0 < secs <= PROBE_TIMEOUT_MAX
 
 
 def detect(

@@ -147,9 +147,6 @@ def profiles(specs: Iterable[str]) -> list[tuple[str, GpuEnv]]:
 
 def _verdict(item: pytest.Item, env: GpuEnv) -> str:
     marks = markers.plugin_marks(item)
-    error = markers.check_marks(marks)
-    if error:
-        return "error: " + error
     skip = skipping.evaluate(marks, env)
     if skip is not None:
         return f"skip: {skip.cause}"
@@ -167,7 +164,13 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given:
         return ["no GPU-marked tests collected"]
     rows: list[list[Any]] = []
     never: list[str] = []
+    errors: list[str] = []  # a bad marker argument: the test is an error on every profile, said once below
     for item in gpu_items:
+        error = markers.check_marks(markers.plugin_marks(item))
+        if error:
+            errors.append(f"  {item.nodeid}: {error}")
+            rows.append([item.nodeid] + ["error"] * len(profs))
+            continue
         verdicts = [_verdict(item, env) for _label, env in profs]
         rows.append([item.nodeid] + verdicts)
         if not any(v in ("run", "xfail") for v in verdicts):
@@ -179,4 +182,7 @@ def plan_lines(items: list[pytest.Item], profs: list[tuple[str, GpuEnv]], given:
     if never:
         lines.append(f"{len(never)} test(s) run on no profile (a stale skip, or markers nothing satisfies):")
         lines.extend(f"  {n}" for n in never)
+    if errors:
+        lines.append(f"{len(errors)} test(s) with a bad marker argument (an error wherever they run):")
+        lines.extend(errors)
     return lines + (routing_lines(items, profs[len(profs) - given:]) if given >= 2 else [])

@@ -228,7 +228,7 @@ def skip_on(env: GpuEnv, value: Any, args: tuple[Any, ...], kwargs: dict[str, An
     for cond in value:
         if condition_holds(cond, env):
             why = kwargs.get("reason")
-            text = f"skip_on({cond_text(cond)!r}): this run is on {env.describe()}"
+            text = f"skip_on({cond_text(cond)!r}): found {env.describe()}"
             if why:
                 text += f": {why}"
             return Skip("condition", f"skip_on({cond_text(cond)!r})", text)

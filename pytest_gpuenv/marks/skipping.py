@@ -41,7 +41,7 @@ def xfail_for(marks: Iterable[PluginMark], env: GpuEnv) -> Optional[tuple[str, b
         for cond in validate(m.name, m.args, m.kwargs):
             if condition_holds(cond, env):
                 why = m.kwargs.get("reason")
-                text = f"xfail_on({cond_text(cond)!r}): expected to fail on {env.describe()}"
+                text = f"xfail_on({cond_text(cond)!r}): expected to fail here, found {env.describe()}"
                 if why:
                     text += f": {why}"
                 return text, bool(m.kwargs.get("strict", False))

@@ -1,4 +1,4 @@
-"""``--gpuenv-perf-plot PATH``: a PNG of the run's measurements for CI artifacts (matplotlib, the
+"""``--gpuenv-perf-plot=PATH``: a PNG of the run's measurements for CI artifacts (matplotlib, the
 optional extra ``plot``, imported only when the plot is drawn).
 
 One panel per test (``nodeid``): each measurement's samples in the order taken (microseconds, one
@@ -22,7 +22,7 @@ _SCALE_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def option_problem(path: str, invocation_dir: str) -> Optional[str]:
-    """Why ``--gpuenv-perf-plot PATH`` cannot work, or None: matplotlib must be installed, and PATH must
+    """Why ``--gpuenv-perf-plot=PATH`` cannot work, or None: matplotlib must be installed, and PATH must
     be a regular file or a new one in a folder that exists or can be created, and writable."""
     try:
         found = importlib.util.find_spec("matplotlib") is not None

@@ -49,7 +49,7 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _ENTRY = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
 _SECURE = bool(_NOFOLLOW) and hasattr(os, "geteuid") and {os.open, os.mkdir, os.unlink} <= os.supports_dir_fd
-FIX = "use a directory of your own: --gpuenv-cache-dir PATH (or GPUENV_CACHE_DIR, or XDG_CACHE_HOME)"
+FIX = "use a directory of your own: --gpuenv-cache-dir=PATH (or GPUENV_CACHE_DIR, or XDG_CACHE_HOME)"
 _WARNED: set[str] = set()
 _SHARED: dict[Optional[str], Cache] = {}
 
@@ -110,7 +110,7 @@ def decode_entry(blob: bytes) -> tuple[dict[str, Any], bytes]:
 
 
 # ------------------------------------------------------------------------------ folders, through fds
-def _refuse(path: str, why: str, fix: str = "Use a directory of your own (--gpuenv-cache-dir PATH)") -> CacheDirError:
+def _refuse(path: str, why: str, fix: str = "Use a directory of your own (--gpuenv-cache-dir=PATH)") -> CacheDirError:
     return CacheDirError(
         f"refusing the compile cache {path}: {why}. A code object planted there would run on the GPU (a CPU "
         f"kernel's library, in this process). {fix}"
@@ -134,7 +134,7 @@ def _check_own(cache: str, where: str, st: os.stat_result) -> None:
     if st.st_mode & 0o022:
         mode = st.st_mode
         who = "group and others" if mode & 0o020 and mode & 0o002 else "group" if mode & 0o020 else "others"
-        fix = "Use a directory of your own (--gpuenv-cache-dir PATH)"
+        fix = "Use a directory of your own (--gpuenv-cache-dir=PATH)"
         # never chmod 700 a shared folder: /tmp (sticky, world-writable) or a team's (setgid, group-writable)
         if not mode & (stat.S_ISVTX | stat.S_ISGID | 0o002):
             fix += f", or, if this one is yours alone: chmod 700 {where}"

@@ -40,6 +40,7 @@ from pytest_gpuenv.base.model import (
     safe_repr,
 )
 from pytest_gpuenv.base.paths import directory_problem, output_file_problem
+from pytest_gpuenv.detect import PROBE_TIMEOUT_MAX
 from pytest_gpuenv.marks.skip_patterns import parse_extra
 from pytest_gpuenv.session import hide
 
@@ -48,8 +49,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: ``(option, value, where, config) -> setting``
 Parser = Callable[["Option", Any, str, pytest.Config], Any]
-#: the longest runtime probe, in seconds (the plugin option and the CLI's --probe-timeout)
-PROBE_TIMEOUT_MAX = 3600
 
 DEVICE_MODES = ("best", "all", "gpu", "cpu")
 #: the shortest ``--gpuenv-perf-max-time``: below a millisecond no measurement takes its first sample
@@ -193,11 +192,6 @@ def seconds(most: float, least: float = 0.0) -> Parser:
                                                          lambda x: least <= x <= most, f"seconds in [{least:g}, {most:g}]")
     return lambda opt, value, where, config: _number(value, f"{opt.flag} value", where, lambda x: 0 < x <= most,
                                                      f"seconds in (0, {most:g}]")
-
-
-def probe_timeout_ok(secs: float) -> bool:
-    """The probe timeout's bounds, for ``--gpuenv-probe-timeout`` and ``gpuenv info --probe-timeout``."""
-    return 0 < secs <= PROBE_TIMEOUT_MAX
 
 
 def flag(opt: Option, value: Any, where: str, config: pytest.Config) -> bool:
@@ -603,6 +597,29 @@ def resolve(config: pytest.Config) -> Settings:
 def defaults(config: pytest.Config) -> Settings:
     """Every option at its default (a run where the plugin is not configured)."""
     return Settings(**{opt.setting: opt.parse(opt, opt.default, "default", config) for opt in OPTIONS})
+
+
+def rootdir_candidates(config: pytest.Config) -> list[tuple[str, str]]:
+    """``(flag, value)`` of each option given as ``--flag VALUE`` (the space form) whose value is an existing path.
+    pytest chooses the rootdir before it knows the plugin's options, so it takes such a value for a test path
+    among the arguments (the ``=`` form is one argument, which it leaves); none where ``--rootdir`` or ``-c``
+    chose it."""
+    if config.getoption("rootdir", None) or config.getoption("inifilename", None):
+        return []
+    args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + [str(a) for a in config.invocation_params.args]
+    takes_value = {opt.flag for opt in OPTIONS
+                   if opt.cli and (opt.argparse or {}).get("action") not in ("store_true", "store_false")}
+    base = config.invocation_params.dir
+    return [(flag, value) for flag, value in zip(args, args[1:])
+            if flag in takes_value and not value.startswith("-") and (base / value).exists()]
+
+
+def warn_rootdir_candidates(config: pytest.Config) -> None:
+    """A warning for each option value that became one of pytest's rootdir candidates (``rootdir_candidates``)."""
+    for flag, value in rootdir_candidates(config):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"gpuenv: {flag} {value}: pytest took this existing path for a test path when it chose the rootdir "
+            f"({config.rootpath}), before the plugin's options were known; write {flag}={value}"), stacklevel=2)
 
 
 # ------------------------------------------------------------------------------------------ --dist gpu

@@ -156,13 +156,17 @@ def setup(item: pytest.Item) -> None:
         pytest.skip(skip.reason)
 
 
-def skip_without_gpu(item: pytest.Item, what: str) -> NoReturn:
-    """Skip from a fixture that needs a usable GPU (``gpu_device``, ``torch_device``, ``gpu_bench``),
-    counted as a hardware skip like a marker's: grouped by the same cause ``requires_gpu`` would give."""
-    session = get_session(item.config)
+def skip_without_gpu(item: pytest.Item, what: str, reason: Optional[str] = None) -> NoReturn:
+    """Skip from a fixture that needs a usable GPU (``gpu_device``, ``torch_device``, ``gpu_bench``, and
+    ``hip_kernel`` where it only compiles or is off: ``reason`` its own words), counted as a hardware skip like
+    a marker's: grouped by the same cause ``requires_gpu`` would give."""
+    try:
+        session = get_session(item.config)
+    except KeyError:  # the plugin is not configured (-p no:gpuenv with the fixture imported)
+        pytest.skip(reason or f"{what} requires a usable GPU")
     cause = skipping.missing_gpu(session.env)
-    skip = Skip(cause.category, cause.cause,
-                          f"{what} requires a usable GPU: found {session.env.describe()}" + _host_note(session))
+    reason = reason or f"{what} requires a usable GPU: found {session.env.describe()}"
+    skip = Skip(cause.category, cause.cause, reason + _host_note(session))
     item.stash[_SKIP_INFO] = skip
     pytest.skip(skip.reason)
 

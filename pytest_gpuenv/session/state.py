@@ -218,6 +218,8 @@ def start(config: pytest.Config,
     """Resolve the options, detect (unless ``worker_env`` gives the model an xdist controller sent), store
     the session. ``worker_env`` runs before this run sets any variable."""
     settings = _options.resolve(config)
+    if not hasattr(config, "workerinput"):
+        _options.warn_rootdir_candidates(config)
     _check_cpu_executor_variables()
     name = host_name(settings.root)
     env = worker_env(config, settings)

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _checkout import GPU_ROOTS
+from _checkout import GPU_ROOTS, REPO
 from _roots import materialize
 
-from pytest_gpuenv.session.options import PROBE_TIMEOUT_MAX
+from pytest_gpuenv.detect import PROBE_TIMEOUT_MAX
 
 COMMANDS = [["info"], ["info", "--json"], ["doctor"]]
 
@@ -124,3 +124,19 @@ def test_empty_root_is_unset_in_the_plugin_too(pytester, monkeypatch, h100_root)
     pytester.makepyfile("def test_root(gpu_env):\n    assert gpu_env.root == '/'\n")
     result = pytester.runpytest(str(pytester.path), "--gpuenv-probe=never")
     assert result.ret == 0
+
+
+def test_gpuenv_info_answers_without_importing_pytest():
+    """``gpuenv info`` (the command a user runs first) and ``import pytest_gpuenv.detect`` never import pytest, whose
+    import costs more than detection; a marker imported as a decorator does."""
+    script = ("import contextlib, io, sys\n"
+              "from pytest_gpuenv import cli\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              "    cli.main(['info', '--probe', 'never'])\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest'))[:3])\n"
+              "from pytest_gpuenv import requires_rocm\n"
+              "print(requires_rocm.name, 'pytest' in sys.modules)\n")
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["[]", "requires_rocm True"], p.stdout

@@ -25,8 +25,22 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("cl
                                 reason="no C++ compiler")
 
 
-@pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+#: the cases whose code depends on the warp size (shuffles, ballots, wave-sized templates, lockstep): the default set
+#: runs them at both warp sizes; every other case at wave64, checked, and saxpy and reduction_v5 unchecked too
+#: (the other combinations are slow: ``-m "slow or not slow"``)
+BY_WARP = {"warp_shuffle", "reduction_v5", "reduction_v7", "reduction_v9", "ballot", "cg_tile_shfl"}
+UNCHECKED = {"saxpy", "reduction_v5"}
+COMBINATIONS = [(w, c, chk) for w in (64, 32) for c in CASES for chk in (True, False)]
+
+
+def _fast(warp: int, name: str, check: bool) -> bool:
+    return (warp == 64 or name in BY_WARP) and (check or name in UNCHECKED)
+
+
+@pytest.mark.parametrize(("warp", "case", "check"),
+                         [pytest.param(w, c, chk, marks=() if _fast(w, c.name, chk) else pytest.mark.slow)
+                          for w, c, chk in COMBINATIONS],
+                         ids=[f"wave{w}-{c.name}-{'checked' if chk else 'unchecked'}" for w, c, chk in COMBINATIONS])
 def test_published_kernel(case, warp, check, cpu_cache):
     check_on_cpu(case, warp, check, cpu_cache)
 

@@ -121,7 +121,7 @@ def test_amd_hip_indexes_into_what_rocr_left(suite, tmp_path, monkeypatch, rocr,
         assert rec["uuids"] == _runtime_view(rocr_set, rec["vars"]["HIP_VISIBLE_DEVICES"])
 
 
-@pytest.mark.parametrize("var", ["HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"])
+@pytest.mark.parametrize("var", ["HIP_VISIBLE_DEVICES", pytest.param("CUDA_VISIBLE_DEVICES", marks=pytest.mark.slow)])
 def test_amd_empty_mask_gives_workers_no_gpu(suite, tmp_path, monkeypatch, var):
     # clr rocclr/utils/flags.cpp Flag::init (ROCm/clr f9f995c lines 114, 136) stores an empty value as " ", which
     # rocdevice.cpp Device::init (lines 496-547) takes as its list and finds no index in: HIP sees no GPU. The run
@@ -296,8 +296,9 @@ def test_bad_input_errors_before_any_test(pytester, tmp_path, monkeypatch, args,
     assert "passed" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("var, value", [("GPUENV_BACKEND", "vulkan"), ("GPUENV_PROBE_TIMEOUT", "nan"),
-                                        ("GPUENV_WORKER_GPUS", "0")])
+@pytest.mark.parametrize("var, value", [("GPUENV_BACKEND", "vulkan"),  # the other two: the same path, slow
+                                        pytest.param("GPUENV_PROBE_TIMEOUT", "nan", marks=pytest.mark.slow),
+                                        pytest.param("GPUENV_WORKER_GPUS", "0", marks=pytest.mark.slow)])
 def test_a_bad_value_in_one_gateways_environment_ends_the_run_with_one_error(pytester, var, value):
     """The worker cannot start with it, and would not on any restart: xdist started it again and again (147
     tracebacks a minute); the run ends with exit code 4 and one line naming the worker, gateway and value."""

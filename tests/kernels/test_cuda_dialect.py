@@ -75,7 +75,14 @@ AMD_BUILDS = [(c.name, arch, comp) for c in CASES if c.name != "reduction_kernel
               for comp in (("hipcc",) if c.name in ("transpose", "histogram256") else ("hiprtc", "hipcc"))]
 
 
-@pytest.mark.parametrize(("name", "arch", "compiler"), AMD_BUILDS, ids=["-".join(b) for b in AMD_BUILDS])
+#: the default set builds vectorAdd with each compiler, and each cooperative-groups sample once (gfx90a); the
+#: other archs are slow
+FAST_AMD_BUILDS = {b for b in AMD_BUILDS if b[1] == "gfx90a" and (b[0] == "vectorAdd" or b[2] == "hipcc")}
+
+
+@pytest.mark.parametrize(("name", "arch", "compiler"),
+                         [pytest.param(*b, marks=() if b in FAST_AMD_BUILDS else pytest.mark.slow) for b in AMD_BUILDS],
+                         ids=["-".join(b) for b in AMD_BUILDS])
 def test_cuda_sample_compiles_for_amd(name, arch, compiler, tmp_path):
     _amd(compiler)
     case = next(c for c in CASES if c.name == name)
@@ -228,7 +235,8 @@ def test_a_condition_that_may_hold_on_amd_is_kept():
 
 
 @needs_cxx
-@pytest.mark.parametrize(("arch", "compiler"), [("cpu", None), ("gfx90a", "hiprtc"), ("gfx90a", "hipcc")])
+@pytest.mark.parametrize(("arch", "compiler"), [("cpu", None), ("gfx90a", "hiprtc"),
+                                               pytest.param("gfx90a", "hipcc", marks=pytest.mark.slow)])
 def test_cache_key_covers_the_cuda_headers(arch, compiler, tmp_path, monkeypatch):
     """Editing a shipped CUDA-to-HIP header changes the kernel's cache key: the next compile is a miss."""
     if compiler:
@@ -273,7 +281,8 @@ def test_cuda_source_compiles_as_cuda_on_nvidia(compiler, tmp_path):
         rtc.compile_kernel(OWN_NAMES, "own", arch="sm_90", compiler=compiler, cache_dir=str(tmp_path))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c.name == "vectorAdd" else pytest.mark.slow)
+                                  for c in CASES], ids=[c.name for c in CASES])
 def test_cuda_sample_compiles_with_nvcc(case, tmp_path):
     """The samples include <stdio.h> (a host header NVRTC does not have): nvcc builds them as they are."""
     _nvidia("nvcc")

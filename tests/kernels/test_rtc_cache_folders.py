@@ -111,7 +111,7 @@ def test_cache_dir_that_is_a_file(tmp_path):
             assert _cache.shared(str(path)).get_or_compile(KEY, build(b"x"))[1:] == (b"x", False)
     assert [str(w.message) for w in got] == [
         f"the compile cache {path} cannot be used (Not a directory: {path}); kernels are compiled without a cache. "
-        "To cache them, use a directory of your own: --gpuenv-cache-dir PATH (or GPUENV_CACHE_DIR, or XDG_CACHE_HOME)"]
+        "To cache them, use a directory of your own: --gpuenv-cache-dir=PATH (or GPUENV_CACHE_DIR, or XDG_CACHE_HOME)"]
 
 
 @ROOT

@@ -169,3 +169,45 @@ def test_run_mode_reads_and_parses_the_source_once(project, shared_cache):
     result = project.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=run",
                                           f"--gpuenv-cache-dir={shared_cache}")
     result.assert_outcomes(passed=2)  # wave64 and wave32
+
+
+def test_compile_only_skips_are_counted_as_hardware_skips(project, shared_cache):
+    """Each ``hip_kernel`` test that only compiles for want of a GPU counts in the summary, as a marker's skip does
+    (with ``--gpuenv-kernels=off`` the skip is the option's, not counted: tests/plugin/test_runtest_hooks.py)."""
+    _amd_compiler()
+    project.makepyfile(test_va="""
+        import pytest
+
+        @pytest.mark.parametrize("i", range(3))
+        def test_va(hip_kernel, i):
+            hip_kernel("vector_add.hip", "vector_add")
+
+        @pytest.mark.requires_gpu
+        def test_marked():
+            pass
+    """)
+    result = project.runpytest_subprocess("--gpuenv-backend=cpu", "--gpuenv-kernels=compile", "-rs",
+                                          f"--gpuenv-cache-dir={shared_cache}", "--gpuenv-compile-archs=gfx90a",
+                                          "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines(["4 test(s) skipped for hardware reasons:", "     4  backend-option --gpuenv-backend=cpu"])
+
+
+@pytest.mark.parametrize("start", ["tests", "/"])
+def test_kernels_beside_tests_are_found_up_to_the_project_root(pytester, shared_cache, monkeypatch, start):
+    """A project with ``kernels/`` next to ``tests/``, no pytest configuration and no pyproject.toml, its root
+    marked by ``.git``: run from ``tests/`` (the rootdir becomes ``tests/``) or from ``/``, the kernel is found."""
+    arch = _any_arch()
+    (pytester.path / ".git").mkdir()
+    (pytester.path / "kernels").mkdir()
+    shutil.copy(os.path.join(REPO, "kernels", "vector_add.hip"), pytester.path / "kernels" / "k.hip")
+    tests = pytester.path / "tests"
+    tests.mkdir()
+    (tests / "test_k.py").write_text("def test_k(hip_kernel):\n    hip_kernel('k.hip', 'vector_add')\n")
+    monkeypatch.chdir(tests if start == "tests" else "/")
+    target = "test_k.py" if start == "tests" else str(tests / "test_k.py")
+    result = pytester.runpytest_subprocess(target, "--gpuenv-backend=cpu", "--gpuenv-kernels=compile", "-rs",
+                                           f"--gpuenv-compile-archs={arch}", f"--gpuenv-cache-dir={shared_cache}",
+                                           "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([f"SKIPPED * compiled for {arch}; no GPU to launch on"])

@@ -18,9 +18,9 @@ from pytest_gpuenv.rtc import KernelCompileError, compile_kernel, compile_module
 
 @pytest.mark.parametrize("compiler, arch", [
     pytest.param("hiprtc", "gfx90a", marks=_needs("hiprtc", "gfx90a")),
-    pytest.param("hipcc", "gfx90a", marks=_needs("hipcc", "gfx90a")),
+    pytest.param("hipcc", "gfx90a", marks=[_needs("hipcc", "gfx90a"), pytest.mark.slow]),  # a compile of seconds
     pytest.param("nvrtc", "sm_90", marks=_needs("nvrtc", "sm_90")),
-    pytest.param("nvcc", "sm_90", marks=_needs("nvcc", "sm_90")),
+    pytest.param("nvcc", "sm_90", marks=[_needs("nvcc", "sm_90"), pytest.mark.slow]),
 ])
 def test_gpu_compilers_lower_name_expressions_and_find_globals(tmp_path, compiler, arch):
     src = tmp_path / "g.hip"

@@ -97,6 +97,7 @@ def test_cpu_bad_instantiation_names_the_expression(path, cpu_cache):
 
 
 @needs_cxx
+@pytest.mark.slow  # a child run building the module at both warp sizes (compile_module on the CPU: the tests above)
 def test_hip_kernel_names_returns_a_module_on_the_cpu_executor(pytester, tmp_path_factory, monkeypatch):
     pytest.importorskip("torch")
     (pytester.path / "kernels").mkdir()

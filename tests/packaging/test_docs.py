@@ -39,7 +39,14 @@ def _blocks(page: pathlib.Path) -> list[re.Match[str]]:
     return list(_BLOCK.finditer(page.read_text(encoding="utf-8")))
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p)], ids=lambda p: p.relative_to(DOCS).as_posix())
+#: pages whose examples build and run kernels on the CPU executor, a minute of CPU between them: slow (the other
+#: pages' examples, getting-started's kernel among them, run in the default set)
+SLOW_PAGES = {"how-to/laptop.md", "how-to/cuda-kernels.md"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow)
+                                  if p.relative_to(DOCS).as_posix() in SLOW_PAGES else p
+                                  for p in PAGES if _blocks(p)], ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_examples_run(page: pathlib.Path, pytester: pytest.Pytester) -> None:
     expect: dict[str, dict[str, int]] = {}
     for block in _blocks(page):
@@ -73,8 +80,8 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
     written = ref.write_pages(tmp_path)  # type: ignore[attr-defined]
     text = {p.stem: p.read_text(encoding="utf-8") for p in written}
     assert set(text) == {"options", "markers", "fixtures", "cli", "problems", "python-api"}
-    for flag in ("--gpuenv-backend", "--gpuenv-require", "--gpuenv-plan-profile"):
-        assert f"`{flag}`" in text["options"]
+    for flag in ("--gpuenv-backend=auto\\|cpu", "--gpuenv-require=", "--gpuenv-plan-profile=SPEC"):
+        assert f"`{flag}" in text["options"]
     assert "`GPUENV_BACKEND`" in text["options"] and "`gpuenv_kernel_dirs` (paths)" in text["options"]
     for variable in ("GPUENV_CPU_WORKERS", "GPUENV_CPU_WATCHDOG", "GPUENV_LOCK_DIR"):  # not options, listed too
         assert f"| `{variable}` |" in text["options"]
@@ -85,6 +92,23 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
     assert "`--gpuenv-quarantine` `FILE`" in text["options"]
     for command in ("gpuenv info", "gpuenv doctor", "gpuenv compile", "gpuenv perf compare", "gpuenv quarantine check"):
         assert f"## `{command}`" in text["cli"]
+
+
+def test_fixtures_page_lists_every_hip_kernel_option(pytester: pytest.Pytester) -> None:
+    """Every option ``hip_kernel`` takes has a row (``lockstep``, ``dialect``, ``check``: unchecked launches
+    through the fixture), and the options the page says it takes are those ``hip_kernel`` names when given one
+    it does not take."""
+    ref = _reference()
+    rows = {name: doc for name, _, doc in ref.hip_kernel_options()}  # type: ignore[attr-defined]
+    assert {"lockstep", "dialect", "check", "target", "rocm_version"} <= set(rows), rows
+    assert "unchecked" in rows["check"], rows["check"]
+    page = "\n".join(ref.fixtures_page())  # type: ignore[attr-defined]
+    assert "| `lockstep` |" in page and "| `dialect` |" in page and "| `check` | `True` |" in page
+    pytester.makepyfile("def test_k(hip_kernel):\n    hip_kernel('x.hip', 'k', no_such_option=1)\n")
+    out = pytester.runpytest("--gpuenv-backend=cpu", "--gpuenv-kernels=off").stdout.str()
+    said = re.search(r"unexpected options \['no_such_option'\]; expected ([a-z_, ]+)", out)
+    assert said is not None, out
+    assert set(said.group(1).split(", ")) == set(rows)
 
 
 def test_problem_codes_cover_what_detection_reports(gpu_roots: pathlib.Path) -> None:
@@ -118,3 +142,39 @@ def test_names_in_the_pages_exist() -> None:
     unknown_names = sorted(n for n in set(re.findall(r"\b(?:GPUENV_[A-Z_]*[A-Z]|gpuenv_[a-z_]*[a-z])\b", text))
                            if n not in source and n != "GPUENV_TEST_ROOTS")  # the tests' own variable
     assert not unknown_flags and not unknown_names, (unknown_flags, unknown_names)
+
+
+def test_pages_write_option_values_with_equals() -> None:
+    """``--gpuenv-cache-dir=PATH``, never ``--gpuenv-cache-dir PATH``: pytest chooses the rootdir before it knows
+    the plugin's options, and takes a separate value that is an existing path for a test path."""
+    from pytest_gpuenv.session.options import OPTIONS
+
+    takes_value = "|".join(re.escape(o.flag) for o in OPTIONS
+                           if o.cli and (o.argparse or {}).get("action") not in ("store_true", "store_false"))
+    spaced = re.compile(rf"(?:{takes_value}) (?!value\b|from\b|is\b)[^\s`|'-]")
+    found = [f"{page.name}: {m.group(0)}" for page in [*PAGES, pathlib.Path(REPO, "README.md")]
+             for m in spaced.finditer(page.read_text(encoding="utf-8"))]
+    assert not found, found
+
+
+@pytest.mark.slow  # collects the whole suite twice
+def test_readme_test_counts_are_the_suites() -> None:
+    """The README's default set, slow set and full set are what pytest collects (the figures beside them were
+    measured on that suite: re-measure them when these counts move)."""
+    import subprocess
+    import sys
+
+    readme = pathlib.Path(REPO, "README.md").read_text(encoding="utf-8")
+    said = re.search(r"The default set \(([\d,]+) tests\) leaves out ([\d,]+) slow tests.*?\(([\d,]+) tests\)", readme,
+                     re.S)
+    assert said is not None, "README.md does not give the default set's size"
+    default, slow, full = (int(n.replace(",", "")) for n in said.groups())
+
+    def collected(*args: str) -> int:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                             cwd=REPO, capture_output=True, text=True, timeout=600).stdout
+        found = re.search(r"^(\d+)(?:/\d+)? tests? collected", out, re.M)
+        assert found is not None, out[-2000:]
+        return int(found.group(1))
+
+    assert (default, full) == (collected(), collected("-m", "slow or not slow")) and slow == full - default

@@ -91,7 +91,7 @@ def test_skip_on_and_xfail_on():
     assert ev("skip_on", "rocm", "gfx90a", env=CUDA) is None
     assert "sm_90" in ev("skip_on", "sm_90", env=CUDA, reason="known bug").reason
     mark = pytest.mark.xfail_on("cpu", reason="no kernels", strict=True).mark
-    assert skipping.xfail_for([mark], CPU) == ("xfail_on('cpu'): expected to fail on no GPU: no kernels", True)
+    assert skipping.xfail_for([mark], CPU) == ("xfail_on('cpu'): expected to fail here, found no GPU: no kernels", True)
     assert skipping.xfail_for([mark], CUDA) is None
 
 

@@ -161,7 +161,7 @@ def test_every_alias_acts_as_its_marker(pytester, prefix):
         "10 test(s) skipped for hardware reasons:",
         "*8  backend-option*--gpuenv-backend=cpu",
         "*requires WSL 2: found not WSL*",
-        "*skip_on('cpu'): this run is on no GPU (--gpuenv-backend=cpu): not here*",
+        "*skip_on('cpu'): found no GPU (--gpuenv-backend=cpu): not here",
     ])
     assert set(MARKER_NAMES) == {"requires_gpu", "requires_cuda", "requires_rocm", "requires_hip", "requires_wsl",
                                  "requires_devices", "requires_memory", "requires_arch", "skip_on", "xfail_on", "perf",

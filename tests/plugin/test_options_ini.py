@@ -8,6 +8,9 @@ The outputs of item 6 (JSON report fields, JUnit properties, compile logs, notes
 from __future__ import annotations
 
 import os
+import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -141,6 +144,20 @@ def test_good_paths_pass_and_the_missing_cache_folder_is_not_made_at_configure(p
 
 
 # ------------------------------------------------------------------ permissions, checked unprivileged
+@pytest.fixture
+def nobody_dir():
+    """A folder uid 65534 can reach, mode 0755, made in pytest's temporary root (where pytest makes its
+    ``pytest-of-<user>``: ``PYTEST_DEBUG_TEMPROOT``, else the system's, ``TMPDIR`` included), since the test's own
+    ``tmp_path`` lies under folders of mode 0700. Removed after; skips where that root is closed to others."""
+    root = pathlib.Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve()
+    if not all(os.stat(p).st_mode & 0o001 for p in (root, *root.parents)):
+        pytest.skip(f"pytest's temporary root {root} is closed to other users")
+    d = tempfile.mkdtemp(prefix="gpuenv-nobody-", dir=root)
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 _CHECK = """
 import json, os, sys
 sys.path.insert(0, {repo!r})
@@ -154,25 +171,24 @@ print(json.dumps([paths.new_file_problem(d + "/ro/r.json"), paths.new_file_probl
 """
 
 
-def test_unwritable_targets_as_an_unprivileged_user():
+def test_unwritable_targets_as_an_unprivileged_user(request):
     """The permission cases, as uid 65534: as root, ``os.access`` grants everything but a read-only mount."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged uid (as a normal user, see the test below)")
     import json
 
     repo = REPO
-    with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        os.chmod(d, 0o755)
-        for name, mode in (("ro", 0o555), ("rw", 0o777), ("secret", 0o700)):
-            os.mkdir(os.path.join(d, name), mode)
-            os.chmod(os.path.join(d, name), mode)
-        with open(os.path.join(d, "rw", "ro.json"), "w") as f:
-            f.write("{}")
-        os.chmod(os.path.join(d, "rw", "ro.json"), 0o444)
-        p = subprocess.run([sys.executable, "-c", _CHECK.format(repo=repo, d=d)], capture_output=True, text=True,
-                           timeout=60, cwd="/")
-        assert p.returncode == 0, p.stderr
-        got = json.loads(p.stdout)
+    d = request.getfixturevalue("nobody_dir")
+    for name, mode in (("ro", 0o555), ("rw", 0o777), ("secret", 0o700)):
+        os.mkdir(os.path.join(d, name), mode)
+        os.chmod(os.path.join(d, name), mode)
+    with open(os.path.join(d, "rw", "ro.json"), "w") as f:
+        f.write("{}")
+    os.chmod(os.path.join(d, "rw", "ro.json"), 0o444)
+    p = subprocess.run([sys.executable, "-c", _CHECK.format(repo=repo, d=d)], capture_output=True, text=True,
+                       timeout=60, cwd="/")
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
     assert got[0] == f"its folder {d}/ro is not writable (read-only, or its permissions exclude you)"
     assert got[1] == f"its folder would be created under {d}/ro is not writable (read-only, or its permissions " \
                      "exclude you)"
@@ -202,20 +218,21 @@ sys.exit(pytest.main(["-p", "pytest_gpuenv.plugin", "-p", "no:cacheprovider", "-
 
 @pytest.mark.parametrize("option", ["--gpuenv-json=ro/r.json", "--gpuenv-cache-dir=ro/cache",
                                     "--gpuenv-cache-dir=ro"])
-def test_unwritable_paths_stop_an_unprivileged_run_before_any_test(option):
+def test_unwritable_paths_stop_an_unprivileged_run_before_any_test(option, request):
     """A whole run as uid 65534 (where root runs the suite): a read-only folder is a usage error, exit 4."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged uid (as a normal user, see the test below)")
     repo = REPO
-    with tempfile.TemporaryDirectory(dir="/tmp") as d:
-        os.chmod(d, 0o755)
-        os.mkdir(os.path.join(d, "ro"))
-        os.chmod(os.path.join(d, "ro"), 0o555)
-        with open(os.path.join(d, "test_a.py"), "w") as f:
-            f.write("def test_a(): pass\n")
-        env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-        p = subprocess.run([sys.executable, "-c", _RUN_AS_NOBODY.format(repo=repo, arg=option)], cwd=d, env=env,
-                           capture_output=True, text=True, timeout=120)
+    d = request.getfixturevalue("nobody_dir")
+    os.mkdir(os.path.join(d, "ro"))
+    os.chmod(os.path.join(d, "ro"), 0o555)
+    with open(os.path.join(d, "test_a.py"), "w") as f:
+        f.write("def test_a(): pass\n")
+    # its own temporary folder (and cache) in the folder it may write, whatever TMPDIR the suite runs under
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", TMPDIR=d, HOME=d, XDG_CACHE_HOME=d)
+    env.pop("GPUENV_CACHE_DIR", None)
+    p = subprocess.run([sys.executable, "-c", _RUN_AS_NOBODY.format(repo=repo, arg=option)], cwd=d, env=env,
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 4, p.stdout + p.stderr
     value = option.split("=", 1)[1]
     assert f"ERROR: gpuenv: {option.split('=')[0]} '{value}' from command line" in p.stderr
@@ -232,3 +249,33 @@ def test_unwritable_json_folder_as_a_normal_user(pytester, tmp_path):
         assert "is not writable" in _usage_error(pytester, f"--gpuenv-json={ro}/r.json")
     finally:
         ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("form", ["space", "equals"])
+def test_an_option_value_taken_for_a_rootdir_candidate_is_a_warning(pytester, tmp_path, form):
+    """``--gpuenv-cache-dir /some/folder`` (the space form): pytest, choosing the rootdir before it knows the
+    plugin's options, takes an existing folder for a test path and moves the rootdir; a warning says to write
+    ``=``. The ``=`` form moves nothing and warns of nothing."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    pytester.makepyfile("def test_a(): pass")
+    args = [f"--gpuenv-cache-dir={cache}"] if form == "equals" else ["--gpuenv-cache-dir", str(cache)]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=1)
+    warning = f"*gpuenv: --gpuenv-cache-dir {cache}: pytest took this existing path for a test path*" \
+              f"write --gpuenv-cache-dir={cache}"
+    if form == "space":
+        result.stdout.fnmatch_lines([warning])
+    else:
+        result.stdout.fnmatch_lines([f"rootdir: {pytester.path}"])
+        result.stdout.no_fnmatch_line("*pytest took this existing path*")
+
+
+def test_no_test_makes_its_folders_in_a_fixed_system_folder():
+    """Folders come from pytest (``tmp_path``) or its temporary root (``nobody_dir``), which follow ``TMPDIR`` and
+    ``PYTEST_DEBUG_TEMPROOT``; a test that names ``/tmp`` itself ignores both."""
+    tests = pathlib.Path(REPO, "tests")
+    fixed = [f"{p.relative_to(tests)}:{n}" for p in sorted(tests.rglob("*.py")) if "data" not in p.parts
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"""dir=["']/tmp["']""", line)]
+    assert not fixed, fixed

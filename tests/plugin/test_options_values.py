@@ -193,7 +193,7 @@ def test_marker_arguments_whose_own_methods_raise_error_only_their_test(pytester
     if plan:
         result = pytester.runpytest_subprocess("--collect-only", "--gpuenv-plan", timeout=120)
         assert result.ret == 0, result.stdout.str()[-3000:]
-        result.stdout.fnmatch_lines_random([f"*error: {msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
+        result.stdout.fnmatch_lines_random([f"*test_bad_*: {msg.replace('[', '[[]')}*" for msg in HOSTILE_CALLS.values()])
     else:
         result = pytester.runpytest_subprocess("--gpuenv-backend=cpu", timeout=120)
         result.assert_outcomes(passed=1, errors=len(HOSTILE_CALLS))
@@ -208,8 +208,30 @@ def test_hostile_marker_arguments_in_the_plan_table(pytester):
     )
     result = pytester.runpytest("--collect-only", "--gpuenv-plan")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*test_inf*error: invalid marker requires_memory(inf)*",
-                                 "*test_many*error: invalid marker requires_devices(<int too long to show>)*"])
+    result.stdout.fnmatch_lines(["*test_inf*error*error*error*error",
+                                 "2 test(s) with a bad marker argument (an error wherever they run):",
+                                 "*::test_inf: invalid marker requires_memory(inf)*",
+                                 "*::test_many: invalid marker requires_devices(<int too long to show>)*"])
+
+
+def test_a_bad_marker_argument_is_said_once_below_the_plan_table(pytester):
+    """The table's columns say ``error`` (the message once, below, not in each profile's column), and the errored
+    test is not listed as one that runs on no profile."""
+    def plan(*marks: str) -> str:
+        pytester.makepyfile(test_t="import pytest\n" + "".join(f"@pytest.mark.{m}\ndef test_{i}(): pass\n"
+                                                         for i, m in enumerate(marks)))
+        result = pytester.runpytest("--collect-only", "-q", "--gpuenv-plan")
+        assert result.ret == 0
+        return result.stdout.str().split("gpuenv: plan")[1]
+
+    def width(plan: str) -> int:
+        return max(len(line) for line in plan.split("\n\n")[0].splitlines()[1:])
+
+    alone = plan("requires_rocm")
+    plan = plan("requires_rocm", 'requires_memory("lots")')
+    assert width(plan) == width(alone), plan  # the errored test widens no column
+    assert plan.count("invalid marker requires_memory('lots')") == 1, plan
+    assert "run on no profile" not in plan, plan
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), 0.5, 0.999, 2**64 + 1, 10**5000,
