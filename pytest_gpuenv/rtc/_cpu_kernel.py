@@ -265,7 +265,7 @@ class CpuKernel(Kernel):
         static = layout.static_shared_of(self.name)
         if shared_mem and static + shared_mem > limit:  # (static alone: checked at the build)
             names = ", ".join(f"{n!r} ({s} bytes)" for n, _, s in layout.shared_vars)
-            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory (of {names}) "
+            raise TypeError(f"kernel {self.name!r}: {static} bytes of static __shared__ memory ({names}) "
                             f"and shared_mem={shared_mem} exceed the {limit}-byte limit of a block on {self.target}")
         mode, workers = self._launch_mode(cooperative)
         # the module's globals travel in the launch request, and come back in its reply

@@ -62,8 +62,9 @@ def test_libc_within_bounds_runs(cpu_cache: str) -> None:
 def test_static_shared_over_the_limit_is_a_compile_error(cpu_cache: str) -> None:
     src = (HEAD + 'extern "C" __global__ void k(float* p) {\n    __shared__ float big[16384];\n'
            '    __shared__ float more[1024];\n    big[threadIdx.x] = more[threadIdx.x] = 1;\n    p[0] = big[0] + more[0];\n}\n')
-    with pytest.raises(KernelCompileError, match=r"69632 bytes of static __shared__ memory \('big' \(65536 bytes\), "
-                                                 r"'more' \(4096 bytes\)\) exceed the 65536-byte \(64 KiB\) limit"):
+    with pytest.raises(KernelCompileError, match=r"kernel k: 69632 bytes of static __shared__ memory \('k::big' \(65536 bytes\), "
+                                                 r"'k::more' \(4096 bytes\)\) exceed the 65536-byte \(64 KiB\) limit "
+                                                 r"of a block on gfx90a"):
         compile_kernel(src, "k", arch="cpu", cache_dir=cpu_cache)
 
 
