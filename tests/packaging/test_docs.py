@@ -89,7 +89,7 @@ def test_reference_pages_generate(tmp_path: pathlib.Path) -> None:
     for name in ("gpu_env", "gpu_device", "torch_device", "hip_kernel", "gpu_bench"):
         assert f"`{name}`" in text["fixtures"]
     assert "`gpu_dtypes(*dtypes, fp64_full=False)`" in text["markers"] and "`gpu_expected`" in text["fixtures"]
-    assert "`--gpuenv-quarantine` `FILE`" in text["options"]
+    assert "`--gpuenv-quarantine=FILE`" in text["options"]
     for command in ("gpuenv info", "gpuenv doctor", "gpuenv compile", "gpuenv perf compare", "gpuenv quarantine check"):
         assert f"## `{command}`" in text["cli"]
 
