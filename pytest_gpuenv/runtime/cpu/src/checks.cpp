@@ -36,6 +36,7 @@ void setup_vars() {
         if (v.hi > l.sv_hi) l.sv_hi = v.hi;
     }
     shadow_static_used = shad < kShadowBytes ? shad : kShadowBytes;
+    memset(l.hits, 0, sizeof l.hits);  // (this launch's regions)
     if (l.nsites) memset(l.sites, 0, sizeof l.sites);  // (a launch's sites: this module's code)
     l.nsites = 0;
 }
@@ -344,7 +345,11 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
             continue;
         }
         if (a >= g.base && a + size <= g.base + g.size) {
-            if (!write || !g.readonly) return;
+            if (!write || !g.readonly) {
+                memmove(&l.hits[1], &l.hits[0], sizeof l.hits - sizeof l.hits[0]);
+                l.hits[0] = {g.base, g.base + g.size, !g.readonly};
+                return;
+            }
             ro_hit = true;
             ro_index = i;
         }
@@ -390,7 +395,13 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
         watchdog_text(l.r);
         fail_in_fiber();
     }
-    if (a - l.sv_lo < l.sv_hi - l.sv_lo && check_static_shared(a, size, write, pc, false)) return;
+    if (a - l.sv_lo < l.sv_hi - l.sv_lo) {
+        if (check_static_shared(a, size, write, pc, false)) return;
+    } else {
+        // a region an access passed lately (the usual case: a few buffers in a loop), as check_other would pass it
+        for (const RegionHit& h : l.hits)
+            if (a >= h.lo && a + size <= h.hi && (!write || h.writable)) return;
+    }
     check_other(a, size, write, pc, false);
 }
 
