@@ -195,9 +195,11 @@ static bool settle(bool in_fiber) {
 
 bool settle_held_write() { return !current_launch().held.on || settle(false); }
 
-// off: the access's offset in the shadow; vbase: where the named variable starts there
-static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
-                          bool write, void* pc, bool atomic) {
+// off: the access's offset in the shadow; vbase: where the named variable starts there. Inlined into its two
+// callers (static and dynamic shared memory): a call passed its ten arguments partly on the stack.
+__attribute__((always_inline)) static inline void shared_access(Shadow* sh, int rkind, int rindex, size_t off,
+                                                                size_t vbase, size_t size, uintptr_t a, bool write,
+                                                                void* pc, bool atomic) {
     Launch& l = current_launch();
     uint16_t t = (uint16_t)l.cur;
     unsigned w = (unsigned)l.cur >> l.warp_shift;
