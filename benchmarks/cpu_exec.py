@@ -8,6 +8,15 @@ executor's process and back, the request, Python).
 
     python3 benchmarks/cpu_exec.py
     HIP_CPU_DIR=/path/to/HIP-CPU python3 benchmarks/cpu_exec.py   # also the side-by-side (needs TBB)
+    python3 benchmarks/cpu_exec.py --only-hecbench                # just the HeCBench kernels
+
+HeCBench's kernels (issue 38): stencil1d (1M), ``scan_bcao<int, 512>`` (2M), murmurhash3 (4,096 keys),
+haversine (1M), popcount's pc1 (4M) and fhd (4,096 samples x 4,096 ``__constant__`` voxels), read at run time
+from a copy of HeCBench's ``src/`` (``GPUENV_HECBENCH``, else ``.corpus/hecbench``, as tests/_corpus.py finds
+it; never kept in this repository; skipped with a line where absent), their device part (the file before its
+host code) compiled as is, launched as each ``main`` launches them, each result checked. Per kernel, on one
+core, the executor process's CPU time per launch unchecked and checked and their ratio (goal: checked at most
+3x unchecked): CPU time, not wall time, because this 2-core machine is shared.
 
 Goals (2-core runner): vector add <= 50 ms unchecked / 150 ms checked; matmul <= 150 ms / 0.6 s; block sum
 unchecked no slower than HIP-CPU on one core (142 ms measured there); cold compile <= 1 s; cache hit
@@ -34,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any, Callable, NamedTuple
 
 # numpy's reference matmul (A @ B) must not leave BLAS threads spinning on the cores the launches are timed on:
 # on two pinned cores they took one of them for the first launches after it (the measured processes inherit this)
@@ -48,7 +58,8 @@ from _hipcpu_driver import HIP_CPU_DRIVER
 
 from pytest_gpuenv.rtc import compile_kernel
 
-KERNELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNELS = os.path.join(REPO, "kernels")
 GOALS = {"vector_add unchecked": 0.050, "vector_add checked": 0.150, "matmul_tiled unchecked": 0.150,
          "matmul_tiled checked": 0.6, "block_sum unchecked": 0.142, "block_sum checked": None,
          "cold compile": 1.0, "cache hit": 0.002, "4-byte launch round trip": 1e-4}
@@ -301,9 +312,223 @@ def side_by_side(cache: str, rounds: int = 5) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- HeCBench kernels (issue 38's "Speed"): read from a copy of HeCBench's src/, never kept here ------------
+
+#: HeCBench's ``src/`` (or a copy laid out the same), as tests/_corpus.py finds it: not in this repository
+HECBENCH = os.environ.get("GPUENV_HECBENCH") or os.path.join(REPO, ".corpus", "hecbench")
+
+
+def _murmur3_x64_128(key: bytes, seed: int) -> tuple[int, int]:
+    """MurmurHash3_x64_128 (Austin Appleby's, public domain) in Python: the reference for a few keys."""
+    m = (1 << 64) - 1
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (64 - r))) & m
+
+    def fmix(k: int) -> int:
+        k ^= k >> 33
+        k = (k * 0xFF51AFD7ED558CCD) & m
+        k ^= k >> 33
+        k = (k * 0xC4CEB9FE1A85EC53) & m
+        return k ^ (k >> 33)
+
+    c1, c2, h1, h2, n = 0x87C37B91114253D5, 0x4CF5AD432745937F, seed, seed, len(key)
+    for i in range(n // 16):
+        k1, k2 = int.from_bytes(key[16 * i:16 * i + 8], "little"), int.from_bytes(key[16 * i + 8:16 * i + 16], "little")
+        h1 ^= (rotl((k1 * c1) & m, 31) * c2) & m
+        h1 = (rotl(h1, 27) + h2) & m
+        h1 = (h1 * 5 + 0x52DCE729) & m
+        h2 ^= (rotl((k2 * c2) & m, 33) * c1) & m
+        h2 = (rotl(h2, 31) + h1) & m
+        h2 = (h2 * 5 + 0x38495AB5) & m
+    tail = key[n // 16 * 16:]
+    if len(tail) > 8:
+        h2 ^= (rotl((int.from_bytes(tail[8:], "little") * c2) & m, 33) * c1) & m
+    if tail:
+        h1 ^= (rotl((int.from_bytes(tail[:8], "little") * c1) & m, 31) * c2) & m
+    h1 ^= n
+    h2 ^= n
+    h1 = (h1 + h2) & m
+    h2 = (h2 + h1) & m
+    h1, h2 = fmix(h1), fmix(h2)
+    h1 = (h1 + h2) & m
+    return h1, (h2 + h1) & m
+
+
+class HecCase(NamedTuple):
+    """One HeCBench kernel: its file under HECBENCH, where its host code starts (the device part before it is
+    compiled: the CPU build does not declare the host HIP runtime API that main calls), the kernel's name, the
+    include folders its Makefile adds, and ``setup(module)`` -> (grid, block, args, check(): whether the outputs
+    are right)."""
+
+    label: str
+    path: str
+    host_from: str
+    kernel: str
+    include_dirs: tuple[str, ...]
+    setup: Callable[[Any], tuple[Any, Any, tuple, Callable[[], bool]]]
+
+
+def _stencil1d(_: Any) -> tuple:
+    n, radius = 1 << 20, 7  # main: length 1M, RADIUS 7, BLOCK_SIZE 256; the input padded by RADIUS
+    a = np.arange(n + radius, dtype=np.int32)
+    out = np.empty(n, np.int32)
+    padded = np.concatenate([np.zeros(radius, np.int64), a.astype(np.int64)])
+    want = np.convolve(padded, np.ones(2 * radius + 1, np.int64), "valid")[:n].astype(np.int32)
+    return n // 256, 256, (a, out), lambda: bool(np.array_equal(out, want))
+
+
+def _scan_bcao(_: Any) -> tuple:
+    n_per, nblocks = 512, (2 << 20) // 512  # 2M ints in blocks of 512; main's grid is 16 x CUs, grid-stride
+    x = (np.arange(n_per * nblocks) % 5 + 1).astype(np.int32)
+    y = np.empty_like(x)
+    want = (np.cumsum(x.reshape(nblocks, n_per), axis=1, dtype=np.int64) - x.reshape(nblocks, n_per)).ravel()
+    return 16 * 110, n_per // 2, (nblocks, y, x), lambda: bool(np.array_equal(y, want.astype(np.int32)))
+
+
+def _murmurhash3(_: Any) -> tuple:
+    nkeys = 4096  # main: key i has rand() % 10000 bytes, byte c = c % 256, seed i; keys laid end to end
+    lengths = np.random.default_rng(3).integers(0, 10000, nkeys).astype(np.uint32)
+    offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.uint64)]).astype(np.uint32)
+    keys = np.concatenate([np.arange(int(n_), dtype=np.uint32) % 256 for n_ in lengths]).astype(np.uint8)
+    out = np.empty(2 * nkeys, np.uint64)
+
+    def check() -> bool:  # the first 16 keys against the Python reference
+        return all(tuple(int(v) for v in out[2 * i:2 * i + 2]) ==
+                   _murmur3_x64_128(keys[offsets[i]:offsets[i + 1]].tobytes(), i) for i in range(16))
+    return (nkeys + 255) // 256, 256, (keys, offsets, lengths, out, nkeys), check
+
+
+def _haversine(_: Any) -> tuple:
+    n = 1 << 20  # main: n points of (lat, lon, lat, lon) in degrees, 256-thread blocks
+    rng = np.random.default_rng(4)
+    p = np.stack([rng.uniform(-90, 90, n), rng.uniform(-180, 180, n), rng.uniform(-90, 90, n),
+                  rng.uniform(-180, 180, n)], axis=1)
+    dist = np.empty(n)
+    ay, ax, by, bx = np.radians(p).T
+    want = 2 * 6371.0 * np.arcsin(np.sqrt(np.sin((by - ay) / 2) ** 2 + np.sin((bx - ax) / 2) ** 2 * np.cos(ay) *
+                                          np.cos(by)))
+    return (n + 255) // 256, 256, (p, dist, n), lambda: bool(np.allclose(dist, want, rtol=1e-9, atol=1e-6))
+
+
+def _popcount(_: Any) -> tuple:
+    n = 4 << 20  # main: 4M 64-bit words, 256-thread blocks; pc1, its first kernel (a SWAR count)
+    data = np.random.default_rng(2).integers(0, 2**63, n, dtype=np.uint64)
+    r = np.empty(n, np.int32)
+    want = np.unpackbits(data.view(np.uint8)).reshape(n, 64).sum(axis=1)
+    return n // 256, 256, (data, r, n), lambda: bool(np.array_equal(r, want))
+
+
+def _fhd(module: Any) -> tuple:
+    samples, voxels = 4096, 4096  # one chunk of main's CHUNK_S voxels in __constant__ k; 256-thread blocks
+    rng = np.random.default_rng(5)
+    x, y, z = (np.float32(c) + rng.choice([0.1, -0.1], samples).astype(np.float32) for c in (0.3, 0.2, 0.1))
+    kxyz = np.stack([np.float32(c) + rng.choice([0.1, -0.1], voxels).astype(np.float32) for c in (0.1, 0.2, 0.3)], 1)
+    rmu = imu = (np.arange(voxels) / voxels).astype(np.float32)
+    rfhd, ifhd = (np.arange(samples) / samples).astype(np.float32), (np.arange(samples) / samples).astype(np.float32)
+    module.get_global("k", np.float32)[:3 * voxels] = kxyz.ravel()
+    e = 2 * np.pi * (np.outer(x, kxyz[:, 0]) + np.outer(y, kxyz[:, 1]) + np.outer(z, kxyz[:, 2]))
+    want_r = rfhd + (np.cos(e) @ rmu - np.sin(e) @ imu)
+    want_i = ifhd + (np.cos(e) @ imu + np.sin(e) @ rmu)
+    args = (rmu, imu, rfhd, ifhd, x, y, z, samples, voxels)  # rfhd, ifhd accumulate: checked after the first call
+    return (samples + 255) // 256, 256, args, lambda: bool(np.allclose(rfhd, want_r, rtol=1e-3, atol=1e-2) and
+                                                          np.allclose(ifhd, want_i, rtol=1e-3, atol=1e-2))
+
+
+HEC_CASES = [
+    HecCase("stencil1d 1M", "stencil1d-hip/stencil_1d.cu", "int main(", "stencil_1d", (), _stencil1d),
+    HecCase("scan_bcao 2M", "scan-hip/main.cu", "template <typename T, int N>\nvoid runTest", "scan_bcao<int, 512>", (), _scan_bcao),
+    HecCase("murmurhash3 4K keys", "murmurhash3-hip/murmurhash3.cu", "int main(", "MurmurHash3_x64_128_kernel", (), _murmurhash3),
+    HecCase("haversine 1M", "haversine-hip/distance.cu", "void distance_device(", "compute_haversine_distance", ("haversine-cuda",), _haversine),
+    HecCase("popcount pc1 4M", "popcount-hip/main.cu", "int main(", "pc1", (), _popcount),
+    HecCase("fhd 4K x 4K", "fhd-hip/main.cu", "int main(", "cmpfhd", (), _fhd),
+]
+HEC_RATIO_GOAL = 3.0
+
+
+def executor_cpu_seconds() -> float:
+    """CPU time (nanosecond resolution, /proc/<pid>/task/*/schedstat) of this process's child processes: the
+    executor's process, which runs the launch; its threads summed."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                kids = f.read().split()
+        except OSError:
+            continue
+        for pid in kids:
+            try:
+                for t in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                        total += int(f.read().split()[0])
+            except OSError:
+                pass
+    return total / 1e9
+
+
+def measure_hec(label: str, check: bool, reps: int, cache: str) -> dict[str, list[float]]:
+    """Launch one HeCBench kernel ``reps`` times in this process (after a warm-up launch whose result is
+    checked): each call's wall time, and the executor process's CPU time during it."""
+    from pytest_gpuenv.rtc import compile_module
+
+    case = next(c for c in HEC_CASES if c.label == label)
+    path = os.path.join(HECBENCH, case.path)
+    with open(path) as f:
+        text = f.read()
+    device_part = text.split(case.host_from, 1)[0]  # (the whole file where that host code is not found)
+    dirs = [os.path.dirname(path)] + [os.path.join(HECBENCH, d) for d in case.include_dirs]
+    mod = compile_module(device_part, [case.kernel], arch="cpu", check=check, cache_dir=cache, dialect="hip",
+                         include_dirs=dirs)
+    k = mod.kernel(case.kernel)
+    grid, block, args, right = case.setup(mod)
+    k(grid, block, *args)
+    if not right():
+        raise SystemExit(f"{label}: wrong result ({'checked' if check else 'unchecked'})")
+    wall, cpu = [], []
+    for _ in range(reps):
+        c, t = executor_cpu_seconds(), time.perf_counter()
+        k(grid, block, *args)
+        wall.append(time.perf_counter() - t)
+        cpu.append(executor_cpu_seconds() - c)
+    return {"wall": wall, "cpu": cpu}
+
+
+def hecbench(cache: str, rounds: int = 3) -> None:
+    """HeCBench's kernels on one core, unchecked and checked: the executor process's CPU time per launch (medians
+    of ``rounds`` interleaved fresh processes of 3 launches each), and the call's wall time beside it."""
+    if not os.path.isdir(HECBENCH):
+        print(f"HeCBench kernels: skipped (no copy of HeCBench's src/ at {HECBENCH}; set GPUENV_HECBENCH)")
+        return
+    one = {sorted(os.sched_getaffinity(0))[0]}
+    print(f"HeCBench kernels ({HECBENCH}), one core; executor CPU time per launch (schedstat of the executor's "
+          f"process), medians of {rounds} interleaved fresh processes x 3 launches; the call's wall time in brackets:")
+    for case in HEC_CASES:
+        if not os.path.exists(os.path.join(HECBENCH, case.path)):
+            print(f"  {case.label:<20} skipped (no {case.path} in the copy)")
+            continue
+        got: dict[bool, dict[str, list[float]]] = {False: {"wall": [], "cpu": []}, True: {"wall": [], "cpu": []}}
+        for _ in range(rounds):
+            for check in (False, True):
+                out = pinned([sys.executable, os.path.abspath(__file__), "--hec", case.label, str(int(check)), "3",
+                              cache], one)
+                for key, v in json.loads(out.strip().splitlines()[-1]).items():
+                    got[check][key] += v
+        u, c = (statistics.median(got[m]["cpu"]) for m in (False, True))
+        uw, cw = (statistics.median(got[m]["wall"]) for m in (False, True))
+        verdict = "ok" if c / u <= HEC_RATIO_GOAL else "OVER"
+        print(f"  {case.label:<20} unchecked {u * 1e3:8.1f} ms ({uw * 1e3:7.1f})  checked {c * 1e3:8.1f} ms "
+              f"({cw * 1e3:7.1f})  checked/unchecked {c / u:5.2f}x  goal {HEC_RATIO_GOAL:.0f}x {verdict}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--measure"]:  # a pinned child of speedup()/side_by_side(): kernel, launches, cache
         print(json.dumps(measure_here(sys.argv[2], False, int(sys.argv[3]), sys.argv[4])))
+        return
+    if sys.argv[1:2] == ["--hec"]:  # a pinned child of hecbench(): case, checked (0/1), launches, cache
+        print(json.dumps(measure_hec(sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), sys.argv[5])))
+        return
+    if sys.argv[1:2] == ["--only-hecbench"]:  # just the HeCBench rows
+        hecbench(tempfile.mkdtemp(prefix="gpuenv-bench-"))
         return
     if sys.argv[1:2] == ["--parts"]:  # a pinned child of breakdown(): launches, cache
         print(json.dumps(measure_parts(int(sys.argv[2]), sys.argv[3])))
@@ -352,6 +577,7 @@ def main() -> None:
     breakdown(cache)
     speedup(cache)
     side_by_side(cache)
+    hecbench(cache)
 
 
 if __name__ == "__main__":

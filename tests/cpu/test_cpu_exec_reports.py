@@ -155,6 +155,33 @@ def test_write_through_cast_away_const(cpu_kernel):
     assert line_of("CONST-WRITE") in msg and "const argument" in msg and (a == 1).all()
 
 
+PASSED_REGIONS = """#include <hip/hip_runtime.h>
+extern "C" __global__ void read_then_write(const float* a, float* o, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] + o[i];  // every thread reads both buffers whole
+    o[threadIdx.x] = s;
+    if (threadIdx.x == 5) ((float*)a)[0] = s;  // then a write to the const one
+}
+extern "C" __global__ void read_then_past(const float* a, float* o, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i];
+    o[threadIdx.x] = s + (threadIdx.x == 7 ? a[n] : 0.0f);  // then one element past it
+}
+"""
+
+
+def test_a_region_passed_before_still_bounds_later_accesses(cpu_cache):
+    """Checked mode lets an access through when it lies inside a region an earlier access passed: a write
+    to a const argument it read, and a read just past an argument it read whole, are still reported."""
+    a, o = np.ones(64, np.float32), np.zeros(64, np.float32)
+    k = compile_kernel(PASSED_REGIONS, "read_then_write", arch="cpu", cache_dir=cpu_cache)
+    msg = raises(rtc.KernelBoundsError, k, 1, 64, a, o, 64)
+    assert "const argument" in msg and "thread (5,0,0)" in msg and (a == 1).all()
+    k = compile_kernel(PASSED_REGIONS, "read_then_past", arch="cpu", cache_dir=cpu_cache)
+    msg = raises(rtc.KernelBoundsError, k, 1, 64, a, o, 64)
+    assert "argument 'a' (const float* a) element 64" in msg and "thread (7,0,0)" in msg
+
+
 @pytest.mark.parametrize("check", [True, False], ids=["checked", "unchecked"])
 def test_inter_block_spin_wait_hits_the_watchdog(cpu_kernel, check, monkeypatch):
     # unchecked launches run blocks on several threads where the machine has several cores, and then the

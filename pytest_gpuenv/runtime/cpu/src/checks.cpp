@@ -36,6 +36,7 @@ void setup_vars() {
         if (v.hi > l.sv_hi) l.sv_hi = v.hi;
     }
     shadow_static_used = shad < kShadowBytes ? shad : kShadowBytes;
+    memset(l.hits, 0, sizeof l.hits);  // (this launch's regions)
     if (l.nsites) memset(l.sites, 0, sizeof l.sites);  // (a launch's sites: this module's code)
     l.nsites = 0;
 }
@@ -194,9 +195,11 @@ static bool settle(bool in_fiber) {
 
 bool settle_held_write() { return !current_launch().held.on || settle(false); }
 
-// off: the access's offset in the shadow; vbase: where the named variable starts there
-static void shared_access(Shadow* sh, int rkind, int rindex, size_t off, size_t vbase, size_t size, uintptr_t a,
-                          bool write, void* pc, bool atomic) {
+// off: the access's offset in the shadow; vbase: where the named variable starts there. Inlined into its two
+// callers (static and dynamic shared memory): a call passed its ten arguments partly on the stack.
+__attribute__((always_inline)) static inline void shared_access(Shadow* sh, int rkind, int rindex, size_t off,
+                                                                size_t vbase, size_t size, uintptr_t a, bool write,
+                                                                void* pc, bool atomic) {
     Launch& l = current_launch();
     uint16_t t = (uint16_t)l.cur;
     unsigned w = (unsigned)l.cur >> l.warp_shift;
@@ -344,7 +347,11 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
             continue;
         }
         if (a >= g.base && a + size <= g.base + g.size) {
-            if (!write || !g.readonly) return;
+            if (!write || !g.readonly) {
+                memmove(&l.hits[1], &l.hits[0], sizeof l.hits - sizeof l.hits[0]);
+                l.hits[0] = {g.base, g.base + g.size, !g.readonly};
+                return;
+            }
             ro_hit = true;
             ro_index = i;
         }
@@ -390,7 +397,13 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
         watchdog_text(l.r);
         fail_in_fiber();
     }
-    if (a - l.sv_lo < l.sv_hi - l.sv_lo && check_static_shared(a, size, write, pc, false)) return;
+    if (a - l.sv_lo < l.sv_hi - l.sv_lo) {
+        if (check_static_shared(a, size, write, pc, false)) return;
+    } else {
+        // a region an access passed lately (the usual case: a few buffers in a loop), as check_other would pass it
+        for (const RegionHit& h : l.hits)
+            if (a >= h.lo && a + size <= h.hi && (!write || h.writable)) return;
+    }
     check_other(a, size, write, pc, false);
 }
 

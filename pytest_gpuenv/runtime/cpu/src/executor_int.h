@@ -113,6 +113,14 @@ constexpr int kMaxWorkers = 64;
 // and the helpers give theirs back after a launch that left more (launch.cpp)
 constexpr int kFibers = 16384;
 
+// A region of the launch (an argument buffer or a __device__ variable) that let an access through: a later
+// access inside it, reading or (writable) writing, passes as the walk over every region would pass it.
+struct RegionHit {
+    uintptr_t lo, hi;
+    bool writable;
+};
+constexpr int kRegionHits = 4;
+
 // One worker's launch state: each OS thread that runs blocks (launch.cpp) has its own, reached through
 // current_launch(); fibers never move between threads, so a fiber's launch state stays its own.
 struct Launch {
@@ -193,6 +201,7 @@ struct Launch {
     uintptr_t mod_base, text_lo, text_hi;
     uintptr_t seg_lo[8], seg_hi[8];
     int nseg;
+    RegionHit hits[kRegionHits];  // the regions that let recent accesses through (check_other), newest first
     double t0;
     gpuenv_report_t pend;     // the first uninitialised shared read of this barrier interval
     gpuenv_report_t pend_ws;  // the first conflict within one wave of this interval (lockstep reliance)
