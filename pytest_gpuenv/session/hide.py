@@ -2,12 +2,15 @@
 
 Hiding the GPUs (visible-devices variables) is not enough for suites that gate on importability:
 ``pytest.importorskip("cupy")`` succeeds on a GPU machine whose GPUs are hidden, and the tests then fail
-with ``cudaErrorNoDevice``, where a real CPU runner, which has no CuPy, skips them. ``install`` puts a
-meta-path finder (``HiddenModules``, kept by the session) first on ``sys.meta_path`` that raises
-``ModuleNotFoundError`` naming the option for each package of ``DEFAULT_HIDDEN`` plus the ini option
-``gpuenv_hide_modules`` (and their submodules); its ``uninstall`` removes it (``pytest_unconfigure``). Each
-process installs its own (xdist workers run ``pytest_configure`` too). A package imported before the plugin
-configured stays importable, and the finder's ``header_line`` names it.
+with ``cudaErrorNoDevice``, where a real CPU runner, which has no CuPy, skips them. ``install`` makes each
+package of ``DEFAULT_HIDDEN`` plus the ini option ``gpuenv_hide_modules`` look absent, as Python's import
+system lets a program do: a ``None`` in ``sys.modules`` under its name (``HiddenModules``, kept by the
+session). ``import cupy`` then raises ``ModuleNotFoundError`` and ``importlib.util.find_spec("cupy")``
+returns None, as on a machine without it (a finder that raised instead broke suites gating on
+``find_spec(...) is None`` at collection); a submodule of a hidden package is hidden with it, and a hidden
+submodule (``numba.cuda``) leaves its parent importable. ``uninstall`` takes the entries out again
+(``pytest_unconfigure``). Each process installs its own (xdist workers run ``pytest_configure`` too). A
+package imported before the plugin configured stays importable, and ``header_line`` names it.
 
 Not hidden by default, because each imports and answers correctly on a CPU-only runner (or is used by
 this plugin): ``torch`` (CPU builds), ``numba`` and ``numba.cuda`` (imports without a GPU, has a CPU
@@ -19,10 +22,9 @@ interpreter), ``jax`` (falls back to the CPU).
 
 from __future__ import annotations
 
-import importlib.abc
 import re
 import sys
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable
 
 import pytest
 
@@ -45,30 +47,26 @@ DEFAULT_HIDDEN = (
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"  # compiled by re on first use
 
 
-class HiddenModules(importlib.abc.MetaPathFinder):
-    """Raises ``ModuleNotFoundError`` for the hidden packages and their submodules."""
+class HiddenModules:
+    """The hidden packages: a ``None`` in ``sys.modules`` for each, from ``hide`` until ``uninstall``."""
 
     def __init__(self, names: Iterable[str], already: Iterable[str] = ()) -> None:
         self.names = tuple(names)
-        #: wanted hidden, but imported before the finder was installed (so left alone)
+        #: wanted hidden, but imported before the plugin configured (so left alone)
         self.already = tuple(already)
 
     def hides(self, fullname: str) -> bool:
         return any(fullname == n or fullname.startswith(n + ".") for n in self.names)
 
-    def find_spec(self, fullname: str, path: Optional[Sequence[str]] = None, target: Any = None) -> None:
-        if self.hides(fullname):
-            raise ModuleNotFoundError(
-                f"No module named {fullname!r} (hidden by --gpuenv-backend=cpu: a GPU-only package, absent on a "
-                "CPU-only runner)",
-                name=fullname,
-            )
-        return None
+    def hide(self) -> None:
+        for name in self.names:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # Python's "absent" marker
 
     def uninstall(self) -> None:
-        """Take the finder off ``sys.meta_path`` (``pytest_unconfigure``)."""
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
+        """Make the hidden packages importable again (``pytest_unconfigure``)."""
+        for name in self.names:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
     def header_line(self) -> str:
         """``gpuenv: hidden from imports by --gpuenv-backend=cpu: cupy, ...``."""
@@ -95,7 +93,7 @@ def parse_names(value: Any, where: str) -> list[str]:
 def install(extra: Iterable[str]) -> HiddenModules:
     """Hide ``DEFAULT_HIDDEN`` and ``extra`` (except packages already imported) until ``uninstall``."""
     wanted = list(dict.fromkeys([*DEFAULT_HIDDEN, *extra]))
-    finder = HiddenModules([n for n in wanted if sys.modules.get(n) is None],
+    hidden = HiddenModules([n for n in wanted if sys.modules.get(n) is None],
                            [n for n in wanted if sys.modules.get(n) is not None])
-    sys.meta_path.insert(0, finder)
-    return finder
+    hidden.hide()
+    return hidden
