@@ -32,7 +32,7 @@ struct __hip_bfloat16 {
     __hip_bfloat16& operator*=(__hip_bfloat16 o) { return *this = (float)*this * (float)o; }
     __hip_bfloat16& operator/=(__hip_bfloat16 o) { return *this = (float)*this / (float)o; }
 };
-struct __hip_bfloat162 {
+struct alignas(4) __hip_bfloat162 {  // 4-aligned as ROCm's
     __hip_bfloat16 x, y;
 };
 typedef __hip_bfloat16 hip_bfloat16_t;

@@ -55,7 +55,7 @@ struct __half {
     __half& operator/=(__half o) { return *this = __half(float(*this) / float(o)); }
 };
 typedef __half half;
-struct __half2 {
+struct alignas(4) __half2 {  // 4-aligned as ROCm's (a 2-wide _Float16 vector): its atomics are lock-free
     __half x, y;
 };
 typedef __half2 half2;
