@@ -4,8 +4,8 @@ and numpy references.
 The same ``Case``/``rt`` protocol as tests/_published.py (``rt.kernel(name)``, ``rt.launch``,
 ``rt.set_global``), so tests/corpus runs them through the ``hip_kernel`` fixture and
 scripts/published_check.py on a GPU against the CPU executor. Each file is kept whole, host ``main``
-included, as hipcc takes it: ``main.cu`` of ``src/<bench>-hip`` (HIP in a ``.cu`` file, hence
-``dialect="hip"``), the headers it includes beside it, and the headers its Makefile finds with
+included, as hipcc takes it: ``main.cu`` of ``src/<bench>-hip`` (HIP in a ``.cu`` file: it includes
+``hip/hip_runtime.h``, so it is read as HIP, as hipcc reads it), the headers it includes beside it, and the headers its Makefile finds with
 ``-I../<bench>-cuda`` in ``hecbench/<bench>-cuda`` (passed as ``include_dirs``, as the Makefile does).
 Launch shapes follow each benchmark's ``main`` at a small size; references follow its own verification.
 """
@@ -39,7 +39,7 @@ def bench(name: str, names: Any, body: Any, module: bool = False, cuda_headers: 
     running in lockstep, as AMD hardware runs it (warp-synchronous code with no barrier or fence)."""
     dirs = (os.path.join(HECBENCH, name + "-cuda"),) if cuda_headers else ()
     names_fn = names if callable(names) else (lambda warp, _n=list(names): _n)
-    extra = {"dialect": "hip", **({"lockstep": True} if lockstep else {})}
+    extra = {"lockstep": True} if lockstep else {}
     return BenchCase(name, names_fn, body, module=module, include_dirs=dirs, extra=extra, **kw)
 
 

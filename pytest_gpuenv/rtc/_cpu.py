@@ -1,6 +1,8 @@
 """``compile_kernel(..., arch="cpu")``: a HIP kernel built with the host C++ compiler for the CPU executor.
 
-The source gets two line-preserving rewrites (``static __shared__`` -> ``__shared__``; ``extern
+The whole file is compiled, host code included (the executor's ``hip/hip_runtime_api.h`` declares HIP's host
+API as stubs that are never run). The source gets line-preserving rewrites (host-code ``k<<<g, b>>>(args)``
+-> a call of the never-run launch stub then of ``k``; ``static __shared__`` -> ``__shared__``; ``extern
 __shared__ T x[];`` -> a pointer to the launch's dynamic shared memory), the executor's
 ``hip/hip_runtime.h`` comes first on the include path, and one entry point is appended. In checking
 mode (the default) it is compiled with ``-fsanitize=thread`` and linked without the TSan runtime: the
@@ -214,17 +216,90 @@ def _dynamic_shared(t: str, name: str, file_scope: bool) -> str:
     module is loaded, a reference to the pointer the executor sets at each launch (through a may_alias type:
     the pointer is stored as a ``char*``)."""
     if not file_scope:
-        return f"{t}* const {name} __attribute__((unused)) = ({t}*)__gpuenv_state.dyn_shared;"
+        return f"{t}* const {name} __attribute__((__unused__)) = ({t}*)__gpuenv_state.dyn_shared;"
     alias = f"__gpuenv_dyn_{name}_t"
     return (f"typedef {t}* __attribute__((__may_alias__)) {alias}; static {alias} const& {name} "
-            f"__attribute__((unused)) = reinterpret_cast<{alias} const&>(__gpuenv_state.dyn_shared);")
+            f"__attribute__((__unused__)) = reinterpret_cast<{alias} const&>(__gpuenv_state.dyn_shared);")
+
+
+def _blanked(text: str) -> str:
+    """``text`` with its comments and the contents of its string and character literals blanked, offsets kept."""
+    return _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
+
+
+_CLOSE = {">": "<", ")": "(", "]": "["}
+
+
+def _callee_start(scan: str, end: int) -> int:
+    """Where the expression naming a launched kernel that ends at ``end`` of ``scan`` starts: a name, qualified
+    (``ns::k``), with template arguments (``k<T, 256>``), or a parenthesised or subscripted expression."""
+    j = end
+    while True:
+        while j > 0 and scan[j - 1].isspace():
+            j -= 1
+        if j > 0 and scan[j - 1] in _CLOSE:
+            depth, k = 0, j - 1
+            while k >= 0:
+                c = scan[k]
+                if c in _CLOSE:
+                    depth += 1
+                elif c in "<([":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k -= 1
+            j = max(k, 0)
+            if scan[j] != "<" and scan[j] != "[" and not (j > 0 and re.match(r"\w", scan[j - 1])):
+                return j  # a parenthesised expression
+            continue
+        k = j
+        while k > 0 and (scan[k - 1].isalnum() or scan[k - 1] == "_"):
+            k -= 1
+        j = k
+        m = re.search(r"::\s*$", scan[:j])
+        if not m:
+            return j
+        j = m.start()
+
+
+def host_launches(text: str) -> str:
+    """Each ``kernel<<<grid, block, shared, stream>>>(args)`` of a file's host code made
+    ``(::__gpuenv_host::launch(grid, block, shared, stream), kernel(args))``, a call of the host API's never-run
+    stub (hip_runtime_api.h) then of the kernel, so that host code compiles as it does for hipcc; comments and
+    string literals left as they are, the line of every other token kept."""
+    if "<<<" not in text:
+        return text
+    scan = _blanked(text)
+    edits: list[tuple[int, int, str]] = []
+    for m in re.finditer(r"<<<", scan):
+        if edits and m.start() < edits[-1][1]:
+            continue
+        close = scan.find(">>>", m.end())
+        paren = re.compile(r"\s*\(").match(scan, close + 3) if close >= 0 else None
+        if paren is None:
+            continue
+        depth, k = 0, paren.end() - 1
+        for k in range(paren.end() - 1, len(scan)):
+            depth += {"(": 1, ")": -1}.get(scan[k], 0)
+            if depth == 0:
+                break
+        if depth:
+            continue
+        start = _callee_start(scan, m.start())
+        callee, config, args = text[start:m.start()], text[m.end():close], text[close + 3:k + 1]
+        edits.append((start, k + 1, f"(::__gpuenv_host::launch({config}), {callee}{args})"))
+    for start, end, new in reversed(edits):
+        text = text[:start] + new + text[end:]
+    return text
 
 
 def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
-    """The source with the two shared-memory rewrites (``HIP_DYNAMIC_SHARED`` too) and (``red_zones``) the
-    globals one, line numbers kept, and the dynamic shared arrays' names."""
+    """The source with its host-code launches rewritten (``host_launches``), the two shared-memory rewrites
+    (``HIP_DYNAMIC_SHARED`` too) and (``red_zones``) the globals one, line numbers kept, and the dynamic shared
+    arrays' names."""
     names: list[str] = []
-    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
+    text = host_launches(text)
+    scan = _blanked(text)
 
     def ext(m: re.Match[str]) -> str:
         t = " ".join(_ATTR.sub(" ", m.group("type")).split())
@@ -236,7 +311,7 @@ def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
         return _dynamic_shared(t, m.group("name"), _file_scope(scan, m.start())) + "\n" * nl
 
     text = _EXTERN_SHARED.sub(ext, text)
-    scan = _STRING.sub(lambda m: m.group(0)[0] + " " * (len(m.group(0)) - 2) + m.group(0)[-1], strip_comments(text))
+    scan = _blanked(text)
     text = _DYNAMIC_SHARED.sub(ext, text)
     text = re.sub(r"\bstatic(\s+)__shared__\b", lambda m: "\n" * m.group(1).count("\n") + "__shared__", text)
     return _cpu_globals.rewrite_globals(text) if red_zones else text, names
@@ -428,7 +503,8 @@ def _owner(scope: str, known: set[str]) -> Optional[tuple[str, str]]:
 
 
 def _kernel_flags(target: CpuTarget, check: bool) -> list[str]:
-    flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fno-exceptions",
+    # -fexceptions: a whole file's host code may try and catch (HeCBench bitonic-sort's main); never run here
+    flags = ["-std=c++17", "-O2", "-g1", "-gdwarf-4", "-fPIC", "-fno-math-errno", "-fexceptions",
              "-fstack-clash-protection",  # a frame bigger than the stack probes the guard page: a stack overflow
              f"-DGPUENV_CHECK={int(check)}",
              # what hipcc and clang define for the target's device code, and the ROCm version's (rtc.target)

@@ -19,7 +19,7 @@ from pytest_gpuenv import runtime
 from pytest_gpuenv.rtc import _symbols
 from pytest_gpuenv.rtc.errors import KernelLaunchError
 from pytest_gpuenv.rtc.kernel import Kernel, build_kernels, given_source
-from pytest_gpuenv.rtc.source import SCALAR_TYPES, Source, vector_type
+from pytest_gpuenv.rtc.source import SCALAR_TYPES, Source, split_params, vector_type
 
 __all__ = ["Module", "compile_module"]
 
@@ -100,8 +100,7 @@ class Module:
                 raise ValueError(f"get_global({name!r}): the variable has {size} bytes, not a whole number of {dt} "
                                  f"({dt.itemsize} bytes each)")
             return dt
-        m = re.search(_VAR.format(re.escape(name.rsplit("::", 1)[-1])), self._text)
-        t = " ".join(m.group("type").replace("std::", "").split()) if m else ""
+        t = _declared_type(self._text, name.rsplit("::", 1)[-1])
         code = SCALAR_TYPES.get(t) or (vector_type(t) or (None, 0))[0]  # float4: its floats
         dt = np.dtype(code or "u1")  # the struct codes of SCALAR_TYPES are numpy's too
         return dt if size % dt.itemsize == 0 else np.dtype(np.uint8)
@@ -152,6 +151,24 @@ class Module:
     def _mirror_list(self) -> list[tuple[str, Any]]:
         """(symbol, numpy array) of each global a CPU launch writes before it runs and reads back after."""
         return list(self._mirrors.values())
+
+
+def _declared_type(text: str, name: str) -> str:
+    """The type a declaration in ``text`` gives variable ``name`` ('' where none is found); for an instance of a
+    variable template (``mask<float>`` of ``template <typename T> __constant__ T mask[10];``) the template
+    argument that its type parameter stands for (HeCBench convolution1D)."""
+    base, _, rest = name.partition("<")
+    m = re.search(_VAR.format(re.escape(base.strip())), text)
+    if m is None:
+        return ""
+    t = " ".join(m.group("type").replace("std::", "").split())
+    head = re.search(r"template\s*<(?P<params>[^<>]*)>\s*$", text[:m.start()])
+    if rest and head:
+        params = [p.split("=")[0].split()[-1] if p.split() else "" for p in split_params(head.group("params"))]
+        args = split_params(rest.rstrip().removesuffix(">"))
+        if t in params and params.index(t) < len(args):
+            t = " ".join(args[params.index(t)].replace("std::", "").split())
+    return t
 
 
 def _user_variable(symbol: str, demangled: str) -> bool:

@@ -35,13 +35,15 @@ from pytest_gpuenv.rtc.source import Param, Source, Target, split_params, vector
 
 MARKER = "__gpuenv_lower"
 #: in the cache key of every compile with markers or several kernels: change it when the appended code changes
-MARKER_VERSION = "gpuenv-name-markers-2"
-_MARKER_HEAD = (
-    "template <class F, unsigned long long... S> struct __gpuenv_sig {};\n"
-    "template <class F> struct __gpuenv_sig_of;\n"
-    "template <class... A> struct __gpuenv_sig_of<void (*)(A...)> "
-    "{ using type = __gpuenv_sig<void(A...), sizeof(A)..., alignof(A)..., __is_enum(A)...>; };\n"
-    f"template <int I, auto F, class L = typename __gpuenv_sig_of<decltype(F)>::type> __global__ void {MARKER}() {{}}\n"
+MARKER_VERSION = "gpuenv-name-markers-3"
+_MARKER_HEAD = (  # every name reserved (__gpuenv_..., _Gpuenv_...): a user's #define A 0 comes before this code
+    "template <class _Gpuenv_F, unsigned long long... _Gpuenv_S> struct __gpuenv_sig {};\n"
+    "template <class _Gpuenv_F> struct __gpuenv_sig_of;\n"
+    "template <class... _Gpuenv_A> struct __gpuenv_sig_of<void (*)(_Gpuenv_A...)> "
+    "{ using _Gpuenv_type = __gpuenv_sig<void(_Gpuenv_A...), sizeof(_Gpuenv_A)..., alignof(_Gpuenv_A)..., "
+    "__is_enum(_Gpuenv_A)...>; };\n"
+    f"template <int _Gpuenv_I, auto _Gpuenv_F, class _Gpuenv_L = typename __gpuenv_sig_of<decltype(_Gpuenv_F)>::_Gpuenv_type> "
+    f"__global__ void {MARKER}() {{}}\n"
 )
 #: the line (under ``#line 1 "<gpuenv>"``) of the first instantiation
 FIRST_LINE = _MARKER_HEAD.count("\n") + 1
@@ -66,14 +68,14 @@ def cpu_entry(ts: Sequence[Target]) -> Optional[str]:
     if len(ts) == 1:
         return code + f"GPUENV_ENTRY(({ts[0].expr}))\n"
     # names looked up from the global namespace: inside __gpuenv, a kernel namespace could meet one of the executor's
-    cases = "".join(f"    case {i}: call(({'' if t.expr.startswith('::') else '::'}{t.expr}), __gpuenv_a); break;\n"
+    cases = "".join(f"    case {i}: _Call(({'' if t.expr.startswith('::') else '::'}{t.expr}), __gpuenv_a); break;\n"
                     for i, t in enumerate(ts))
     return code + (
-        'extern "C" __attribute__((visibility("default"))) int __gpuenv_kernel_index;\n'
+        'extern "C" __attribute__((__visibility__("default"))) int __gpuenv_kernel_index;\n'
         "int __gpuenv_kernel_index = 0;\n"
         "struct __gpuenv_dispatch {};\n"
         "namespace __gpuenv {\n"
-        '__attribute__((no_sanitize("thread"))) inline void call(__gpuenv_dispatch, void** __gpuenv_a) {\n'
+        '__attribute__((__no_sanitize__("thread"))) inline void _Call(__gpuenv_dispatch, void** __gpuenv_a) {\n'
         f"  switch (__gpuenv_kernel_index) {{\n{cases}  }}\n}}\n}}\n"
         "GPUENV_ENTRY(__gpuenv_dispatch{})\n")
 

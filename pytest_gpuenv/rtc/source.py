@@ -34,6 +34,8 @@ MAX_QUOTED_HEADERS = 256
 #: file extensions that make a source CUDA-dialect (``rtc._cuda``)
 CUDA_EXTENSIONS = (".cu", ".cuh")
 DIALECTS = ("hip", "cuda")
+#: headers whose ``#include`` makes a ``.cu`` file HIP (``dialect_of``)
+HIP_RUNTIME_HEADERS = ("hip/hip_runtime.h", "hip/hip_runtime_api.h")
 
 _SOURCE_HINT = re.compile(r"__global__|[\n;{}]")
 # An unterminated comment runs to the end of the text and an unterminated literal to the end of its
@@ -161,7 +163,7 @@ class Source:
     def with_dialect(self, dialect: Optional[str]) -> Source:
         """This source in ``dialect`` ("hip" or "cuda"; None: as it is); an inline CUDA source's display name
         ends in ``.cu``."""
-        d = self.dialect if dialect is None else dialect_of(self.path, dialect)
+        d = self.dialect if dialect is None else dialect_of(self.path, dialect, self.text)
         if d == self.dialect:
             return self
         display = self.display
@@ -170,14 +172,20 @@ class Source:
         return replace(self, dialect=d, display=display)
 
 
-def dialect_of(path: Optional[str], dialect: Optional[str]) -> str:
-    """``dialect`` when given ("hip" or "cuda"), else "cuda" for a ``.cu``/``.cuh`` file, else "hip"."""
+def dialect_of(path: Optional[str], dialect: Optional[str], text: Optional[str] = None) -> str:
+    """``dialect`` when given ("hip" or "cuda"), else "cuda" for a ``.cu``/``.cuh`` file, unless its ``text``
+    includes ``hip/hip_runtime.h`` (or ``hip_runtime_api.h``): HIP in a ``.cu`` file, which hipcc compiles as
+    HIP (HeCBench's ``src/*-hip/main.cu``); else "hip"."""
     if dialect is not None:
         d = str(dialect).strip().lower()
         if d not in DIALECTS:
             raise ValueError(f"dialect must be 'hip' or 'cuda', got {dialect!r}")
         return d
-    return "cuda" if path and path.lower().endswith(CUDA_EXTENSIONS) else "hip"
+    if not (path and path.lower().endswith(CUDA_EXTENSIONS)):
+        return "hip"
+    hip = text is not None and "hip_runtime" in text and any(
+        name.replace(" ", "") in HIP_RUNTIME_HEADERS for _, name in includes_of(text))
+    return "hip" if hip else "cuda"
 
 
 def looks_like_source(text: str) -> bool:
@@ -191,7 +199,7 @@ def _is_file(path: str) -> bool:
 def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[str] = (),
                 dialect: Optional[str] = None) -> Source:
     """The Source of text or of a path (absolute, relative to cwd, or in ``kernel_dirs``), in ``dialect``
-    (None: "cuda" for a ``.cu``/``.cuh`` file, else "hip")."""
+    (None: "cuda" for a ``.cu``/``.cuh`` file that includes no ``hip/hip_runtime.h``, else "hip")."""
     name = os.fspath(source_or_path)
     candidates = [name] if os.path.isabs(name) else [os.path.join(d, name) for d in kernel_dirs] + [name]
     if isinstance(source_or_path, str) and looks_like_source(name) and not any(map(_is_file, candidates)):
@@ -208,7 +216,7 @@ def load_source(source_or_path: str | os.PathLike[str], kernel_dirs: Sequence[st
                 text = data.decode("utf-8", "surrogateescape")  # a Latin-1 licence comment is no error
             except OSError as exc:
                 raise KernelCompileError(f"cannot read kernel file {path}: {exc}", file=path) from None
-            return Source(text=text, path=path, display=path, dialect=dialect_of(path, dialect))
+            return Source(text=text, path=path, display=path, dialect=dialect_of(path, dialect, text))
     searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
     raise KernelCompileError(
         f"kernel file {name!r} not found (searched: {searched}); set the ini option gpuenv_kernel_dirs "

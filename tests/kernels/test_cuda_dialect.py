@@ -138,6 +138,22 @@ def test_inline_source_dialect_on_hiprtc(tmp_path):
         rtc.compile_kernel(SHFL, "warp_sum", arch="gfx90a", cache_dir=str(tmp_path))
 
 
+def test_a_cu_file_that_includes_the_hip_runtime_is_hip(tmp_path):
+    """hipcc compiles a ``.cu`` file as HIP: one that includes ``hip/hip_runtime.h`` (HeCBench's ``*-hip/main.cu``)
+    is HIP without ``dialect=``; a comment that names the header does not make a CUDA file HIP."""
+    from pytest_gpuenv.rtc.source import load_source
+
+    hip = tmp_path / "main.cu"
+    hip.write_text("#include <cstdio>\n#include <hip/hip_runtime.h>\n__global__ void k(int* o) { o[0] = 1; }\n")
+    cuda = tmp_path / "cuda.cu"
+    cuda.write_text("// ported from #include <hip/hip_runtime.h>\n#include <cuda_runtime.h>\n__global__ void k() {}\n")
+    api = tmp_path / "api.cuh"
+    api.write_text('#include "hip/hip_runtime_api.h"\n')
+    assert load_source(str(hip)).dialect == "hip" and load_source(str(api)).dialect == "hip"
+    assert load_source(str(cuda)).dialect == "cuda"
+    assert load_source(str(hip), dialect="cuda").dialect == "cuda"  # dialect= still decides
+
+
 def test_bad_dialect_is_a_value_error():
     with pytest.raises(ValueError, match="'fortran'"):
         rtc.compile_kernel(SHFL, "warp_sum", arch="cpu", dialect="fortran")

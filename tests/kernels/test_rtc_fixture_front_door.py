@@ -11,7 +11,7 @@ import shutil
 import textwrap
 
 import pytest
-from _checkout import REPO, plugin_installed
+from _checkout import CPU_KERNELS, REPO, plugin_installed
 
 from pytest_gpuenv import requires_cuda
 
@@ -125,6 +125,34 @@ def test_kernels_named_a_and_v_and_functions_named_gpuenv(project):
     """)
     result = project.runpytest_subprocess(*RUN)
     result.assert_outcomes(passed=4)
+
+
+# ------------------------------------------------------------------ a whole file, host main included
+def test_a_whole_file_with_its_host_code_runs_its_kernels(project):
+    """A kernel file as hipcc takes it (tests/data/cpu_kernels/host_code.hip: host main with hipMalloc, hipMemcpy,
+    hipEvent timing, a HIP_CHECK macro, ``<<<>>>`` and hipLaunchKernelGGL launches): its kernels run, checked
+    and unchecked."""
+    with open(os.path.join(CPU_KERNELS, "host_code.hip")) as fh:
+        (project.path / "kernels" / "host_code.hip").write_text(fh.read())
+    project.makepyfile(test_whole="""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.parametrize("check", [True, False])
+        def test_fill(hip_kernel, check):
+            out = np.zeros(300, np.int32)
+            hip_kernel("host_code.hip", "fill", check=check)(2, 256, out, 300)
+            assert out.tolist() == list(range(300))
+
+        def test_template(hip_kernel):
+            m = hip_kernel("host_code.hip", names=["scale<float, 3>"])
+            x = np.arange(300, dtype=np.float32)
+            y = np.zeros(300, np.float32)
+            m.kernel("scale<float, 3>")(2, 256, y, x, np.float32(2), 300)
+            assert (y == 2 * x + 3).all()
+    """)
+    result = project.runpytest_subprocess(*RUN)
+    result.assert_outcomes(passed=6)
 
 
 # ------------------------------------------------------------------ item 5: get_global by a typedef spelling

@@ -179,3 +179,26 @@ def test_get_global_keeps_the_declared_type_whatever_was_asked_first(path, cpu_c
     assert m.get_global("coeffs", dtype=np.uint8).shape == (16,)
     coeffs = m.get_global("coeffs")
     assert coeffs.dtype == np.float32 and coeffs.shape == (4,)
+
+
+#: a ``__constant__`` variable template, as HeCBench convolution1D declares its mask
+VARIABLE_TEMPLATE = """#include <hip/hip_runtime.h>
+#include <stdint.h>
+#define WIDTH 10
+template <typename T> __constant__ T mask [WIDTH];
+template <typename T, int K = 2> __device__ T scaled[4];
+template <typename T> __global__ void apply(T* out) { out[threadIdx.x] = mask<T>[threadIdx.x] + scaled<T>[0]; }
+"""
+
+
+@needs_cxx
+def test_get_global_of_a_variable_template_has_its_instance_s_type(cpu_cache):
+    m = compile_module(VARIABLE_TEMPLATE, ["apply<float>", "apply<int16_t>"], arch="cpu", cache_dir=cpu_cache)
+    mask = m.get_global("mask<float>")
+    assert mask.dtype == np.float32 and mask.shape == (10,)
+    assert m.get_global("mask<int16_t>").dtype == np.int16 and m.get_global("mask<int16_t>").shape == (10,)
+    assert m.get_global("scaled<float, 2>").dtype == np.float32
+    mask[:] = np.arange(10)
+    out = np.zeros(10, np.float32)
+    m.kernel("apply<float>")(1, 10, out)
+    assert out.tolist() == list(range(10))

@@ -314,14 +314,16 @@ static bool check_static_shared(uintptr_t a, size_t size, bool write, void* pc, 
     int i = find_var(a);
     if (i < 0) return false;
     const SVar& v = l.vars[i];
-    if (l.lockstep && !atomic) lockstep_wait();
-    if (!l.check) return true;
-    if (v.index < 0 || a + size > v.hi) {
+    // out of bounds: reported as the lane arrives, before a lockstep wait (which would let the wave's later
+    // lanes run first: their accesses further out, past the red zones, were blamed on an argument)
+    if (l.check && (v.index < 0 || a + size > v.hi)) {
         int n = i;  // in a red zone: name the variable just before it
         while (n >= 0 && l.vars[n].index < 0) n--;
         int64_t rel = n >= 0 ? (int64_t)(a - l.vars[n].lo) : 0;
         report(GPUENV_BOUNDS, GPUENV_R_SHARED, n >= 0 ? l.vars[n].index : -1, rel, a, size, write, pc, -1);
     }
+    if (l.lockstep && !atomic) lockstep_wait();
+    if (!l.check) return true;
     shared_access(shadow_static, GPUENV_R_SHARED, v.index, v.shad + (a - v.lo), v.shad, size, a, write, pc, atomic);
     return true;
 }
@@ -374,6 +376,20 @@ static void check_other(uintptr_t a, size_t size, bool write, void* pc, bool ato
             best = i;
         }
     }
+    // (or a static __shared__ variable, when one is nearer: past its red zones)
+    int sbest = -1;
+    uint64_t sdist = ~0ull;
+    for (int i = 0; i < l.nsv; i++) {
+        const SVar& v = l.vars[i];
+        uint64_t dd = a < v.lo ? v.lo - a : a < v.hi ? 0 : a - v.hi;
+        if (v.index >= 0 && dd < sdist) {
+            sdist = dd;
+            sbest = i;
+        }
+    }
+    if (sbest >= 0 && sdist < dist && sdist < 4096)
+        report(GPUENV_BOUNDS, GPUENV_R_SHARED, l.vars[sbest].index, (int64_t)(a - l.vars[sbest].lo), a, size, write,
+               pc, -1);
     // (or the dynamic shared memory, when it is nearer: a negative index, or one far past the end)
     uintptr_t dyn = (uintptr_t)l.st->dyn_shared;
     uint64_t ddyn = a < dyn ? dyn - a : a - (dyn + d->shared_bytes);

@@ -114,7 +114,7 @@ uint64_t gpuenv_warp_op_mask(int op, uint64_t value, int arg, int width, uint64_
 void gpuenv_grid_wait(const char* file, int where);
 int gpuenv_grid_valid(void);
 void gpuenv_atomic_check(void* p, int size, void* pc);
-__attribute__((noreturn)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);
-__attribute__((noreturn)) void gpuenv_trap(void);
-__attribute__((format(printf, 1, 2))) int gpuenv_printf(const char* fmt, ...);
+__attribute__((__noreturn__)) void gpuenv_assert_fail(const char* expr, const char* file, unsigned line, const char* fn);
+__attribute__((__noreturn__)) void gpuenv_trap(void);
+__attribute__((__format__(printf, 1, 2))) int gpuenv_printf(const char* fmt, ...);
 }

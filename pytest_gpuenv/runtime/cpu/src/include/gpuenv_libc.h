@@ -17,7 +17,7 @@ char* gpuenv_strncpy(char* d, const char* s, size_t n, void* pc);
 size_t gpuenv_strlen(const char* s, void* pc);
 int gpuenv_vsnprintf(char* d, size_t n, bool bounded, const char* fmt, va_list ap, void* pc);
 
-#define GPUENV_LIBC __attribute__((visibility("default"), no_sanitize("thread"), noinline))
+#define GPUENV_LIBC __attribute__((__visibility__("default"), __no_sanitize__("thread"), __noinline__))
 #define GPUENV_PC __builtin_return_address(0)
 GPUENV_LIBC void* memset(void* d, int c, size_t n) noexcept { return gpuenv_memset(d, c, n, GPUENV_PC); }
 GPUENV_LIBC void* memcpy(void* __restrict d, const void* __restrict s, size_t n) noexcept {

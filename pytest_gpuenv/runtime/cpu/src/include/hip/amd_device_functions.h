@@ -197,8 +197,8 @@ inline long long int wall_clock64() {
 inline unsigned __smid(void) { return 0; }
 
 // ---------------------------------------------------------------- barriers (hip.amdgcn.bc: s_barrier)
-inline __attribute__((always_inline)) void __named_sync(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
-inline __attribute__((always_inline)) void __barrier(int, GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
+inline __attribute__((__always_inline__)) void __named_sync(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
+inline __attribute__((__always_inline__)) void __barrier(int, GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
 
 // ---------------------------------------------------------------- memory
 inline void* __local_to_generic(void* p) { return p; }

@@ -7,22 +7,22 @@
 
 // the value of lane `lane` of the wave (it must be active)
 template <class T>
-inline __attribute__((always_inline)) T __gpuenv_lane_value(T v, int lane, const char* file, int where) {
+inline __attribute__((__always_inline__)) T __gpuenv_lane_value(T v, int lane, const char* file, int where) {
     return gpuenv_shfl(GPUENV_OP_SHFL, v, lane, warpSize, file, where);
 }
-inline __attribute__((always_inline)) uint64_t __gpuenv_active(const char* file, int where) {
+inline __attribute__((__always_inline__)) uint64_t __gpuenv_active(const char* file, int where) {
     return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize, file, where);
 }
 
-inline __attribute__((always_inline)) unsigned long long int __ballot64(int p, GPUENV_HERE) { return __ballot(p, GPUENV_AT); }
+inline __attribute__((__always_inline__)) unsigned long long int __ballot64(int p, GPUENV_HERE) { return __ballot(p, GPUENV_AT); }
 
 // ds_bpermute (pull): each lane reads lane (index / 4) mod warpSize
-inline __attribute__((always_inline)) int __gpuenv_ds_bpermute(int index, int src, const char* file, int where) {
+inline __attribute__((__always_inline__)) int __gpuenv_ds_bpermute(int index, int src, const char* file, int where) {
     return __gpuenv_lane_value(src, (index >> 2) & (warpSize - 1), file, where);
 }
 // ds_permute (push): each active lane sends its value to lane (index / 4) mod warpSize; a lane that no lane
 // sends to gets 0, and of two lanes sending to one the higher lane's value stays (the executor's order)
-inline __attribute__((always_inline)) int __gpuenv_ds_permute(int index, int src, const char* file, int where) {
+inline __attribute__((__always_inline__)) int __gpuenv_ds_permute(int index, int src, const char* file, int where) {
     uint64_t active = __gpuenv_active(file, where);
     int me = (int)__lane_id(), r = 0;
     for (int j = 0; j < warpSize; j++) {
@@ -40,7 +40,7 @@ inline int __gpuenv_swizzle_lane(int lane, int pattern) {
     int and_mask = pattern & 0x1f, or_mask = (pattern >> 5) & 0x1f, xor_mask = (pattern >> 10) & 0x1f;
     return (lane & ~31) | ((((lane & 31) & and_mask) | or_mask) ^ xor_mask);
 }
-inline __attribute__((always_inline)) int __gpuenv_ds_swizzle(int src, int pattern, const char* file, int where) {
+inline __attribute__((__always_inline__)) int __gpuenv_ds_swizzle(int src, int pattern, const char* file, int where) {
     return __gpuenv_lane_value(src, __gpuenv_swizzle_lane((int)__lane_id(), pattern) & (warpSize - 1), file, where);
 }
 
@@ -88,7 +88,7 @@ inline int __gpuenv_dpp_source(int lane, int ctrl) {
     if (ctrl == 0x143) return lane >= 32 ? 31 : -1;
     return -1;
 }
-inline __attribute__((always_inline)) int __gpuenv_update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask,
+inline __attribute__((__always_inline__)) int __gpuenv_update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask,
                                                             bool bound_ctrl, const char* file, int where) {
     int lane = (int)__lane_id();
     uint64_t active = __gpuenv_active(file, where);

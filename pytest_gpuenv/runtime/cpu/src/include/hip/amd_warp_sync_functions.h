@@ -4,7 +4,7 @@
 #pragma once
 
 // the value of the lowest active lane, any type of 8 bytes or less (ROCm: two 32-bit readfirstlanes)
-template <class T> inline __attribute__((always_inline)) T __hip_readfirstlane(T v, GPUENV_HERE) {
+template <class T> inline __attribute__((__always_inline__)) T __hip_readfirstlane(T v, GPUENV_HERE) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__hip_readfirstlane: at most 8 bytes");
     uint64_t bits = 0;
     __builtin_memcpy(&bits, &v, sizeof(T));
@@ -18,7 +18,7 @@ template <class T> struct __gpuenv_match_ok
     : std::integral_constant<bool, (std::is_integral<T>::value || std::is_floating_point<T>::value) &&
                                        (sizeof(T) == 4 || sizeof(T) == 8)> {};
 // the active lanes whose value equals this lane's
-template <class T> inline __attribute__((always_inline)) unsigned long long __match_any(T value, GPUENV_HERE) {
+template <class T> inline __attribute__((__always_inline__)) unsigned long long __match_any(T value, GPUENV_HERE) {
     static_assert(__gpuenv_match_ok<T>::value,
                   "T can be int, unsigned int, long, unsigned long, long long, unsigned long long, float or double.");
     uint64_t active = __gpuenv_active(GPUENV_AT), r = 0;
@@ -27,7 +27,7 @@ template <class T> inline __attribute__((always_inline)) unsigned long long __ma
     return r;
 }
 // the active lanes when every one holds the same value (*pred = 1), else 0 (*pred = 0)
-template <class T> inline __attribute__((always_inline)) unsigned long long __match_all(T value, int* pred, GPUENV_HERE) {
+template <class T> inline __attribute__((__always_inline__)) unsigned long long __match_all(T value, int* pred, GPUENV_HERE) {
     static_assert(__gpuenv_match_ok<T>::value,
                   "T can be int, unsigned int, long, unsigned long, long long, unsigned long long, float or double.");
     T first = __hip_readfirstlane(value, GPUENV_AT);
@@ -38,11 +38,11 @@ template <class T> inline __attribute__((always_inline)) unsigned long long __ma
     *pred = 0;
     return 0;
 }
-template <class M, class T> inline __attribute__((always_inline)) unsigned long long __match_any_sync(M mask, T value, GPUENV_HERE) {
+template <class M, class T> inline __attribute__((__always_inline__)) unsigned long long __match_any_sync(M mask, T value, GPUENV_HERE) {
     return __match_any(value, GPUENV_AT) & (unsigned long long)mask;
 }
 template <class M, class T>
-inline __attribute__((always_inline)) unsigned long long __match_all_sync(M mask, T value, int* pred, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) unsigned long long __match_all_sync(M mask, T value, int* pred, GPUENV_HERE) {
     return __match_all(value, pred, GPUENV_AT) & (unsigned long long)mask;
 }
 
@@ -51,7 +51,7 @@ inline __attribute__((always_inline)) unsigned long long __match_all_sync(M mask
 // (__ockl_wfred_*) and CUDA compute them; add/min/max in lane order. long long, unsigned long long, float and
 // double take HIP_ENABLE_EXTRA_WARP_SYNC_TYPES, as on ROCm.
 template <class M, class T, class Op>
-inline __attribute__((always_inline)) T __gpuenv_reduce(M mask, T v, Op op, const char* file, int where) {
+inline __attribute__((__always_inline__)) T __gpuenv_reduce(M mask, T v, Op op, const char* file, int where) {
     uint64_t lanes = __gpuenv_active(file, where) & (uint64_t)mask;
     bool first = true;
     T r = v;
@@ -64,7 +64,7 @@ inline __attribute__((always_inline)) T __gpuenv_reduce(M mask, T v, Op op, cons
     return r;
 }
 #define __gpuenv_REDUCE(name, T, expr)                                                                  \
-    template <class M> inline __attribute__((always_inline)) T name(M mask, T v, GPUENV_HERE) {          \
+    template <class M> inline __attribute__((__always_inline__)) T name(M mask, T v, GPUENV_HERE) {          \
         return __gpuenv_reduce(mask, v, [](T a, T b) -> T { return (expr); }, GPUENV_AT);                 \
     }
 #define __gpuenv_REDUCE_ARITH(T)                                    \

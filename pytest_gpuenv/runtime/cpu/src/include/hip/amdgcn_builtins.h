@@ -4,42 +4,42 @@
 // of <hip/hip_runtime.h>. Wave builtins report an inactive source lane as __shfl does.
 #pragma once
 
-inline __attribute__((always_inline)) int __builtin_amdgcn_readfirstlane(int v, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_readfirstlane(int v, GPUENV_HERE) {
     uint64_t active = __gpuenv_active(GPUENV_AT);
     return __gpuenv_lane_value(v, __builtin_ctzll(active), GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __builtin_amdgcn_readlane(int v, int lane, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_readlane(int v, int lane, GPUENV_HERE) {
     return __gpuenv_lane_value(v, lane & (warpSize - 1), GPUENV_AT);
 }
 inline unsigned int __builtin_amdgcn_mbcnt_lo(unsigned int mask, unsigned int acc) { return __mbcnt_lo(mask, acc); }
 inline unsigned int __builtin_amdgcn_mbcnt_hi(unsigned int mask, unsigned int acc) { return __mbcnt_hi(mask, acc); }
-inline __attribute__((always_inline)) int __builtin_amdgcn_ds_bpermute(int index, int src, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_ds_bpermute(int index, int src, GPUENV_HERE) {
     return __gpuenv_ds_bpermute(index, src, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __builtin_amdgcn_ds_permute(int index, int src, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_ds_permute(int index, int src, GPUENV_HERE) {
     return __gpuenv_ds_permute(index, src, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __builtin_amdgcn_ds_swizzle(int src, int pattern, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_ds_swizzle(int src, int pattern, GPUENV_HERE) {
     return __gpuenv_ds_swizzle(src, pattern, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __builtin_amdgcn_update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask,
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_update_dpp(int old, int src, int ctrl, int row_mask, int bank_mask,
                                                                       bool bound_ctrl, GPUENV_HERE) {
     return __gpuenv_update_dpp(old, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __builtin_amdgcn_mov_dpp(int src, int ctrl, int row_mask, int bank_mask,
+inline __attribute__((__always_inline__)) int __builtin_amdgcn_mov_dpp(int src, int ctrl, int row_mask, int bank_mask,
                                                                    bool bound_ctrl, GPUENV_HERE) {
     return __gpuenv_update_dpp(src, src, ctrl, row_mask, bank_mask, bound_ctrl, GPUENV_AT);
 }
 // the active lanes (the exec mask)
-inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_read_exec(GPUENV_HERE) { return __gpuenv_active(GPUENV_AT); }
-inline __attribute__((always_inline)) unsigned __builtin_amdgcn_read_exec_lo(GPUENV_HERE) {
+inline __attribute__((__always_inline__)) uint64_t __builtin_amdgcn_read_exec(GPUENV_HERE) { return __gpuenv_active(GPUENV_AT); }
+inline __attribute__((__always_inline__)) unsigned __builtin_amdgcn_read_exec_lo(GPUENV_HERE) {
     return (unsigned)__gpuenv_active(GPUENV_AT);
 }
-inline __attribute__((always_inline)) unsigned __builtin_amdgcn_read_exec_hi(GPUENV_HERE) {
+inline __attribute__((__always_inline__)) unsigned __builtin_amdgcn_read_exec_hi(GPUENV_HERE) {
     return (unsigned)(__gpuenv_active(GPUENV_AT) >> 32);
 }
-inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_ballot_w64(bool p, GPUENV_HERE) { return __ballot(p, GPUENV_AT); }
-inline __attribute__((always_inline)) unsigned __builtin_amdgcn_ballot_w32(bool p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) uint64_t __builtin_amdgcn_ballot_w64(bool p, GPUENV_HERE) { return __ballot(p, GPUENV_AT); }
+inline __attribute__((__always_inline__)) unsigned __builtin_amdgcn_ballot_w32(bool p, GPUENV_HERE) {
     return (unsigned)__ballot(p, GPUENV_AT);
 }
 // the ballot of an integer comparison; cmp is LLVM's ICmp predicate (32 eq, 33 ne, 34 ugt, 35 uge, 36 ult,
@@ -60,15 +60,15 @@ inline bool __gpuenv_icmp(U a, U b, int cmp) {
     }
     return false;
 }
-inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_uicmp(unsigned a, unsigned b, int cmp, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) uint64_t __builtin_amdgcn_uicmp(unsigned a, unsigned b, int cmp, GPUENV_HERE) {
     return __ballot(__gpuenv_icmp<unsigned, int>(a, b, cmp), GPUENV_AT);
 }
-inline __attribute__((always_inline)) uint64_t __builtin_amdgcn_uicmpl(uint64_t a, uint64_t b, int cmp, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) uint64_t __builtin_amdgcn_uicmpl(uint64_t a, uint64_t b, int cmp, GPUENV_HERE) {
     return __ballot(__gpuenv_icmp<uint64_t, int64_t>(a, b, cmp), GPUENV_AT);
 }
-inline __attribute__((always_inline)) void __builtin_amdgcn_s_barrier(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
+inline __attribute__((__always_inline__)) void __builtin_amdgcn_s_barrier(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
 // a wave's lanes meet (the executor's __syncwarp)
-inline __attribute__((always_inline)) void __builtin_amdgcn_wave_barrier(GPUENV_HERE) {
+inline __attribute__((__always_inline__)) void __builtin_amdgcn_wave_barrier(GPUENV_HERE) {
     gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
 inline void __builtin_amdgcn_fence(int, const char*, ...) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }

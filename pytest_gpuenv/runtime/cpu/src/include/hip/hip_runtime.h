@@ -49,15 +49,15 @@
 #endif
 #define __GPUENV_CPU__ 1
 // used: a static kernel (or a name-expression marker naming one) is emitted even where nothing calls it
-#define __global__ __attribute__((used))
+#define __global__ __attribute__((__used__))
 #define __device__
 #define __host__
 #define __constant__
-#define __forceinline__ inline __attribute__((always_inline))
-// not __attribute__((noinline)): libstdc++ (<execution>) writes __attribute__((__noinline__)) itself
+#define __forceinline__ inline __attribute__((__always_inline__))
+// not __attribute__((__noinline__)): libstdc++ (<execution>) writes __attribute__((__noinline__)) itself
 #define __noinline__ inline
 #define __launch_bounds__(...)
-#define __align__(n) __attribute__((aligned(n)))
+#define __align__(n) __attribute__((__aligned__(n)))
 #define GPUENV_CAT2(a, b) a##b
 #define GPUENV_CAT(a, b) GPUENV_CAT2(a, b)
 // Static storage wherever declared (kernels, templates, inline helpers, namespace scope). Each variable
@@ -67,12 +67,12 @@
 // (g++ puts template static locals in COMDAT .bss sections and ignores a section attribute there); an
 // overflow lands in a red zone. The executor poisons the variables per block and shadows them.
 #define GPUENV_SHARED2(n)                                                                           \
-    static char __gpuenv_rza##n[64] __attribute__((used, aligned(16)));                             \
-    static char __gpuenv_rzb##n[32] __attribute__((used, aligned(16)));                             \
-    static __attribute__((aligned(16)))
+    static char __gpuenv_rza##n[64] __attribute__((__used__, __aligned__(16)));                             \
+    static char __gpuenv_rzb##n[32] __attribute__((__used__, __aligned__(16)));                             \
+    static __attribute__((__aligned__(16)))
 #define GPUENV_SHARED1(n) GPUENV_SHARED2(n)
 #define __shared__ GPUENV_SHARED1(__COUNTER__)
-extern "C" __attribute__((visibility("hidden"))) gpuenv_state_t __gpuenv_state;  // this module's (GPUENV_ENTRY)
+extern "C" __attribute__((__visibility__("hidden"))) gpuenv_state_t __gpuenv_state;  // this module's (GPUENV_ENTRY)
 #define HIP_DYNAMIC_SHARED(type, var) type* var = (type*)__gpuenv_state.dyn_shared;
 #define HIP_DYNAMIC_SHARED_ATTRIBUTE
 
@@ -101,7 +101,7 @@ static constexpr const gpuenv_u3& gridDim = __gpuenv_state.gdim;
 #endif
 #if GPUENV_ROCM >= 700
 inline const struct gpuenv_warp_size_t {
-    __attribute__((always_inline, const)) operator int() const noexcept { return gpuenv_wave(); }
+    __attribute__((__always_inline__, __const__)) operator int() const noexcept { return gpuenv_wave(); }
     static int gpuenv_wave() noexcept { return GPUENV_WARP_SIZE; }  // (not constexpr: as on ROCm 7)
 } warpSize{};
 #else
@@ -115,10 +115,10 @@ struct dim3 {
 };
 
 #if GPUENV_CHECK
-#define GPUENV_RT __attribute__((noinline, no_sanitize("thread")))
+#define GPUENV_RT __attribute__((__noinline__, __no_sanitize__("thread")))
 #define GPUENV_ACHECK(p) gpuenv_atomic_check((void*)(p), sizeof(*(p)), __builtin_return_address(0))
 #else
-#define GPUENV_RT inline __attribute__((always_inline))
+#define GPUENV_RT inline __attribute__((__always_inline__))
 #define GPUENV_ACHECK(p) ((void)0)
 #endif
 
@@ -132,20 +132,20 @@ struct dim3 {
 #define GPUENV_HERE const char* gpuenv_file = __builtin_FILE(), int gpuenv_where = __builtin_LINE() * 1024 + GPUENV_COLUMN
 #define GPUENV_AT gpuenv_file, gpuenv_where
 #define GPUENV_BAR_AT(kind) gpuenv_file, gpuenv_where * 4 + (kind)  // a barrier's site (gpuenv_cpu.h)
-inline __attribute__((always_inline)) void __syncthreads(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
-inline __attribute__((always_inline)) int __syncthreads_count(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) void __syncthreads(GPUENV_HERE) { gpuenv_sync(GPUENV_BAR_AT(GPUENV_BAR_PLAIN)); }
+inline __attribute__((__always_inline__)) int __syncthreads_count(int p, GPUENV_HERE) {
     return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_COUNT), p != 0);
 }
-inline __attribute__((always_inline)) int __syncthreads_and(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __syncthreads_and(int p, GPUENV_HERE) {
     return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_AND), p != 0);
 }
-inline __attribute__((always_inline)) int __syncthreads_or(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __syncthreads_or(int p, GPUENV_HERE) {
     return gpuenv_barrier(GPUENV_BAR_AT(GPUENV_BAR_OR), p != 0);
 }
 #define __threadfence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_block() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #define __threadfence_system() __atomic_thread_fence(__ATOMIC_SEQ_CST)
-inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
+inline __attribute__((__always_inline__)) unsigned __lane_id() { return __gpuenv_state.lin % warpSize; }
 
 // The *_sync functions' mask, as ROCm's amd_warp_sync_functions.h takes it from ROCm 6.2: a 64-bit integer (a
 // static_assert; 32 or 64 bits on gfx1250), its upper half ignored at wave32, and, unless NDEBUG is defined, a
@@ -168,26 +168,26 @@ inline __attribute__((always_inline)) unsigned __lane_id() { return __gpuenv_sta
 #else
 #define GPUENV_MASK_TRAPS 1
 #endif
-template <class M> inline __attribute__((always_inline)) unsigned long long gpuenv_mask(M m) {
+template <class M> inline __attribute__((__always_inline__)) unsigned long long gpuenv_mask(M m) {
     static_assert(GPUENV_MASK_TYPE_OK(M), "The mask must be a 64-bit integer. "
                                           "Implicitly promoting a smaller integer is almost always an error.");
     unsigned long long m64 = sizeof(M) == 4 ? (unsigned long long)(unsigned)m : (unsigned long long)m;
     return GPUENV_WARP_SIZE == 32 ? m64 & 0xFFFFFFFFull : m64;
 }
-inline __attribute__((always_inline)) uint64_t gpuenv_sync_op(int op, uint64_t v, int arg, int width, unsigned long long m,
+inline __attribute__((__always_inline__)) uint64_t gpuenv_sync_op(int op, uint64_t v, int arg, int width, unsigned long long m,
                                                               const char* file, int where) {
     return GPUENV_MASK_TRAPS ? gpuenv_warp_op_mask(op, v, arg, width, m, file, where)
                              : gpuenv_warp_op(op, v, arg, width, file, where);
 }
 #if GPUENV_ROCM >= 700 && !defined(GPUENV_CUDA_MASKS)
-inline __attribute__((always_inline)) void __syncwarp(GPUENV_HERE) {
+inline __attribute__((__always_inline__)) void __syncwarp(GPUENV_HERE) {
     gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
-template <class M> inline __attribute__((always_inline)) void __syncwarp(M m, GPUENV_HERE) {
+template <class M> inline __attribute__((__always_inline__)) void __syncwarp(M m, GPUENV_HERE) {
     gpuenv_sync_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, gpuenv_mask(m), GPUENV_AT);
 }
 #else
-inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) void __syncwarp(unsigned long long = ~0ull, GPUENV_HERE) {
     gpuenv_warp_op(GPUENV_OP_SYNCWARP, 0, 0, warpSize, GPUENV_AT);
 }
 #endif
@@ -196,7 +196,7 @@ inline __attribute__((always_inline)) void __syncwarp(unsigned long long = ~0ull
 // converts to them; amd_hip_fp16.h adds __half and __half2. Others (float2, a pointer) are a compile error there.
 template <class T> struct __gpuenv_shfl_ok : std::integral_constant<bool, std::is_arithmetic<T>::value || std::is_enum<T>::value> {};
 template <class T>
-inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where,
+inline __attribute__((__always_inline__)) T gpuenv_shfl(int op, T v, int arg, int width, const char* file, int where,
                                                     unsigned long long mask = 0, bool masked = false) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "__shfl: a type of at most 8 bytes");
     static_assert(__gpuenv_shfl_ok<T>::value, "__shfl: ROCm has no overload for this type");
@@ -209,46 +209,46 @@ inline __attribute__((always_inline)) T gpuenv_shfl(int op, T v, int arg, int wi
 }
 #define GPUENV_SHFL(name, op, argt)                                                                       \
     template <class T>                                                                                     \
-    inline __attribute__((always_inline)) T name(T v, argt a, int width = warpSize, GPUENV_HERE) {          \
+    inline __attribute__((__always_inline__)) T name(T v, argt a, int width = warpSize, GPUENV_HERE) {          \
         return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT);                                               \
     }                                                                                                      \
     template <class M, class T>                                                                            \
-    inline __attribute__((always_inline)) T name##_sync(M m, T v, argt a, int width = warpSize, GPUENV_HERE) { \
+    inline __attribute__((__always_inline__)) T name##_sync(M m, T v, argt a, int width = warpSize, GPUENV_HERE) { \
         return gpuenv_shfl(op, v, (int)a, width, GPUENV_AT, gpuenv_mask(m), true);                        \
     }
 GPUENV_SHFL(__shfl, GPUENV_OP_SHFL, int)
 GPUENV_SHFL(__shfl_up, GPUENV_OP_UP, unsigned)
 GPUENV_SHFL(__shfl_down, GPUENV_OP_DOWN, unsigned)
 GPUENV_SHFL(__shfl_xor, GPUENV_OP_XOR, int)
-inline __attribute__((always_inline)) unsigned long long __ballot(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) unsigned long long __ballot(int p, GPUENV_HERE) {
     return gpuenv_warp_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __any(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __any(int p, GPUENV_HERE) {
     return (int)gpuenv_warp_op(GPUENV_OP_ANY, p != 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) int __all(int p, GPUENV_HERE) {
+inline __attribute__((__always_inline__)) int __all(int p, GPUENV_HERE) {
     return (int)gpuenv_warp_op(GPUENV_OP_ALL, p != 0, 0, warpSize, GPUENV_AT);
 }
-inline __attribute__((always_inline)) unsigned long long __activemask(GPUENV_HERE) {
+inline __attribute__((__always_inline__)) unsigned long long __activemask(GPUENV_HERE) {
     return gpuenv_warp_op(GPUENV_OP_BALLOT, 1, 0, warpSize, GPUENV_AT);
 }
 #if GPUENV_ROCM_MASKS  // the lanes of the mask: __ballot(p) & mask, and __all/__any over it (amd_warp_sync_functions.h)
-template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M m, int p, GPUENV_HERE) {
+template <class M> inline __attribute__((__always_inline__)) unsigned long long __ballot_sync(M m, int p, GPUENV_HERE) {
     unsigned long long m64 = gpuenv_mask(m);
     return gpuenv_sync_op(GPUENV_OP_BALLOT, p != 0, 0, warpSize, m64, GPUENV_AT) & m64;
 }
-template <class M> inline __attribute__((always_inline)) int __any_sync(M m, int p, GPUENV_HERE) {
+template <class M> inline __attribute__((__always_inline__)) int __any_sync(M m, int p, GPUENV_HERE) {
     return __ballot_sync(m, p, GPUENV_AT) != 0;
 }
-template <class M> inline __attribute__((always_inline)) int __all_sync(M m, int p, GPUENV_HERE) {
+template <class M> inline __attribute__((__always_inline__)) int __all_sync(M m, int p, GPUENV_HERE) {
     return __ballot_sync(m, p, GPUENV_AT) == gpuenv_mask(m);
 }
 #else  // the whole wavefront, as hipify maps CUDA's
-template <class M> inline __attribute__((always_inline)) unsigned long long __ballot_sync(M, int p, GPUENV_HERE) {
+template <class M> inline __attribute__((__always_inline__)) unsigned long long __ballot_sync(M, int p, GPUENV_HERE) {
     return __ballot(p, GPUENV_AT);
 }
-template <class M> inline __attribute__((always_inline)) int __any_sync(M, int p, GPUENV_HERE) { return __any(p, GPUENV_AT); }
-template <class M> inline __attribute__((always_inline)) int __all_sync(M, int p, GPUENV_HERE) { return __all(p, GPUENV_AT); }
+template <class M> inline __attribute__((__always_inline__)) int __any_sync(M, int p, GPUENV_HERE) { return __any(p, GPUENV_AT); }
+template <class M> inline __attribute__((__always_inline__)) int __all_sync(M, int p, GPUENV_HERE) { return __all(p, GPUENV_AT); }
 #endif
 
 // ---------------------------------------------------------------- integer intrinsics
@@ -382,82 +382,84 @@ GPUENV_RT T atomicCAS_system(T* p, typename __gpuenv_id<T>::type cmp, typename _
 #define __trap() gpuenv_trap()
 // glibc's assert() calls __assert_fail: the kernel module binds it here (-Wl,-Bsymbolic), so a failing
 // device assert stops the launch instead of aborting the process
-extern "C" inline __attribute__((always_inline)) void __assert_fail(const char* e, const char* f, unsigned int l, const char* fn) noexcept {
+extern "C" inline __attribute__((__always_inline__)) void __assert_fail(const char* e, const char* f, unsigned int l, const char* fn) noexcept {
     gpuenv_assert_fail(e, f, l, fn);
 }
 
+// Names here and in the macros that expand in a kernel's file are reserved (_Call, __used__): the file's own
+// macros (HeCBench romberg's #define A 0) cannot reach them.
 namespace __gpuenv {
-template <class... A, size_t... I>
-__attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a, std::index_sequence<I...>) {
-    f(*static_cast<typename std::remove_reference<A>::type*>(a[I])...);
+template <class... _A, size_t... _I>
+__attribute__((__no_sanitize__("thread"))) inline void _Call(void (*_F)(_A...), void** _Ap, std::index_sequence<_I...>) {
+    _F(*static_cast<typename std::remove_reference<_A>::type*>(_Ap[_I])...);
 }
-template <class... A>
-__attribute__((no_sanitize("thread"))) inline void call(void (*f)(A...), void** a) {
-    call(f, a, std::index_sequence_for<A...>{});
+template <class... _A>
+__attribute__((__no_sanitize__("thread"))) inline void _Call(void (*_F)(_A...), void** _Ap) {
+    _Call(_F, _Ap, std::index_sequence_for<_A...>{});
 }
 // A kernel's arguments, read from the launch once per fiber rather than once per thread (each call still
-// gets its own copies: parameters are by value); call(kernel, args) calls the kernel with them. A dispatch
-// over several kernels (rtc/_names.py) has no arguments of its own: its call() reads them. Checked and
+// gets its own copies: parameters are by value); _Call(kernel, args) calls the kernel with them. A dispatch
+// over several kernels (rtc/names.py) has no arguments of its own: its _Call() reads them. Checked and
 // lockstep builds read them per thread as before (g++ inlines no instrumented kernel into the entry).
 #if !GPUENV_CHECK
-template <class... A, size_t... I>
-__attribute__((no_sanitize("thread"))) inline auto args(void (*)(A...), void** a, std::index_sequence<I...>) {
-    return std::tuple<typename std::remove_cv<typename std::remove_reference<A>::type>::type...>(
-        *static_cast<typename std::remove_reference<A>::type*>(a[I])...);
+template <class... _A, size_t... _I>
+__attribute__((__no_sanitize__("thread"))) inline auto _Args(void (*)(_A...), void** _Ap, std::index_sequence<_I...>) {
+    return std::tuple<typename std::remove_cv<typename std::remove_reference<_A>::type>::type...>(
+        *static_cast<typename std::remove_reference<_A>::type*>(_Ap[_I])...);
 }
-template <class... A>
-__attribute__((no_sanitize("thread"))) inline auto args(void (*f)(A...), void** a) {
-    return args(f, a, std::index_sequence_for<A...>{});
+template <class... _A>
+__attribute__((__no_sanitize__("thread"))) inline auto _Args(void (*_F)(_A...), void** _Ap) {
+    return _Args(_F, _Ap, std::index_sequence_for<_A...>{});
 }
 #endif
-template <class D>
-__attribute__((no_sanitize("thread"))) inline void** args(D, void** a) { return a; }
-template <class... A, class... V, size_t... I>
-__attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)(A...), std::tuple<V...>& v, std::index_sequence<I...>) {
-    f(std::get<I>(v)...);
+template <class _D>
+__attribute__((__no_sanitize__("thread"))) inline void** _Args(_D, void** _Ap) { return _Ap; }
+template <class... _A, class... _V, size_t... _I>
+__attribute__((__always_inline__, __no_sanitize__("thread"))) inline void _Call(void (*_F)(_A...), std::tuple<_V...>& _Vals, std::index_sequence<_I...>) {
+    _F(std::get<_I>(_Vals)...);
 }
-template <class... A, class... V>
-__attribute__((always_inline, no_sanitize("thread"))) inline void call(void (*f)(A...), std::tuple<V...>& v) {
-    call(f, v, std::index_sequence_for<A...>{});
+template <class... _A, class... _V>
+__attribute__((__always_inline__, __no_sanitize__("thread"))) inline void _Call(void (*_F)(_A...), std::tuple<_V...>& _Vals) {
+    _Call(_F, _Vals, std::index_sequence_for<_A...>{});
 }
 // The thread after the current one starts on this fiber without a call into the executor when the current
 // one is the newest thread of the block and the executor allows it (__gpuenv_state.end: unchecked launches).
 // The executor counts the threads started here when it next needs its count of them (fibers.h:
 // catch_up).
-inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() {
+inline __attribute__((__always_inline__, __no_sanitize__("thread"))) bool _Next_inline() {
 #if GPUENV_CHECK
     return false;
 #endif
-    gpuenv_state_t& s = __gpuenv_state;
-    unsigned n = s.lin + 1;
-    if (n >= s.end) return false;
-    s.lin = n;
-    if (++s.tid.x == s.bdim.x) {
-        s.tid.x = 0;
-        if (++s.tid.y == s.bdim.y) {
-            s.tid.y = 0;
-            ++s.tid.z;
+    gpuenv_state_t& _S = __gpuenv_state;
+    unsigned _N = _S.lin + 1;
+    if (_N >= _S.end) return false;
+    _S.lin = _N;
+    if (++_S.tid.x == _S.bdim.x) {
+        _S.tid.x = 0;
+        if (++_S.tid.y == _S.bdim.y) {
+            _S.tid.y = 0;
+            ++_S.tid.z;
         }
     }
     return true;
 }
 }  // namespace __gpuenv
 #define GPUENV_ENTRY(name)                                                                                   \
-    extern "C" __attribute__((visibility("default"), no_sanitize("thread"))) void __gpuenv_entry(void** __gpuenv_a) { \
+    extern "C" __attribute__((__visibility__("default"), __no_sanitize__("thread"))) void __gpuenv_entry(void** __gpuenv_a) { \
         /* every thread the executor starts on this fiber, one after another (no barrier: one loop) */       \
-        auto __gpuenv_v = __gpuenv::args(name, __gpuenv_a);                                                  \
+        auto __gpuenv_v = __gpuenv::_Args(name, __gpuenv_a);                                                  \
         for (;;) {                                                                                           \
-            __gpuenv::call(name, __gpuenv_v);                                                                \
-            if (!__gpuenv::next_inline()) gpuenv_next_thread();                                              \
+            __gpuenv::_Call(name, __gpuenv_v);                                                                \
+            if (!__gpuenv::_Next_inline()) gpuenv_next_thread();                                              \
         }                                                                                                    \
     }                                                                                                        \
-    extern "C" { __attribute__((visibility("hidden"))) gpuenv_state_t __gpuenv_state = {}; }                 \
-    extern "C" __attribute__((visibility("default"))) gpuenv_state_t* __gpuenv_state_ptr() {                 \
+    extern "C" { __attribute__((__visibility__("hidden"))) gpuenv_state_t __gpuenv_state = {}; }                 \
+    extern "C" __attribute__((__visibility__("default"))) gpuenv_state_t* __gpuenv_state_ptr() {                 \
         return &__gpuenv_state;                                                                              \
     }                                                                                                        \
     /* kept for loaders that call it; shared variables come from the symbol table (gpuenv_launch_t.vars) */  \
-    extern "C" __attribute__((visibility("default"))) void __gpuenv_shared_range(char** lo, char** hi) {     \
-        *lo = *hi = nullptr;                                                                                 \
+    extern "C" __attribute__((__visibility__("default"))) void __gpuenv_shared_range(char** __gpuenv_lo, char** __gpuenv_hi) {     \
+        *__gpuenv_lo = *__gpuenv_hi = nullptr;                                                                                 \
     }
 
 // the rest of ROCm's device API, each file after the amd_detail header it mirrors
@@ -468,3 +470,5 @@ inline __attribute__((always_inline, no_sanitize("thread"))) bool next_inline() 
 #include "amdgcn_builtins.h"
 #include "amd_math_functions.h"
 #include "amd_hip_fp16.h"
+// the host runtime API, declared so that a file's host code compiles (never run: hip_runtime_api.h)
+#include "hip_runtime_api.h"
