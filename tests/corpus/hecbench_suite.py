@@ -19,9 +19,6 @@ import pytest
 from _corpus import CASES
 
 # Why files fail today, each cause once (issue list items in brackets; tests/data/published/README.md)
-HEADER_SHARED = ("the CPU build rewrites the main file only: an extern __shared__ array in a header (kernels.h) is "
-                 "not made a pointer to the dynamic shared memory (g++: conflicting specifiers in declaration of "
-                 "__gpuenv_rza0)")
 HIPCC_52 = ("hipcc", "the fixture's compile check for gfx90a uses hipcc here (hiprtc cannot take host headers), and "
                      "ROCm 5.2's hipcc rejects the file")
 
@@ -39,7 +36,7 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "atomicIntrinsics": (),
     "bilateral": (),
     "bitonic-sort": (),
-    "bitpermute": (HEADER_SHARED,),
+    "bitpermute": (),
     "bscan": (("wave64", "real bug of the HIP port at wave64: warp_scan indexes its __shared__ int sdata[64] (two per "
                          "32-lane warp) at tid + 64 with 64-wide warps, past its end (checked: KernelBoundsError on "
                          "sdata element 64, thread 0; unchecked: wrong sums)"),
@@ -71,7 +68,7 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "matrix-rotate": (),
     "matrixT": (),
     "maxpool3d": (),
-    "mcpr": (HEADER_SHARED,),
+    "mcpr": (),
     "michalewicz": (),
     "nlll": ((HIPCC_52[0], HIPCC_52[1] + ": nlll-cuda/reference.h:21 compares a const __half with a __half, for "
                                        "which its amd_hip_fp16.h has no operator"),),
@@ -89,7 +86,7 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "rodrigues": (),
     "romberg": (),
     "scan": (),
-    "scatterAdd": (HEADER_SHARED,),
+    "scatterAdd": (),
     "shuffle": (),
     "softmax": ((HIPCC_52[0], HIPCC_52[1] + ": its cooperative_groups::thread_block_tile has no meta_group_size "
                                           "(softMax2)"),),
