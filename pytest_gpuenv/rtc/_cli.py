@@ -39,7 +39,7 @@ def compile_command(argv: Optional[Sequence[str]] = None, out=None) -> int:  # t
     err = sys.stderr if out is sys.stdout else out
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        src = load_source(args.file)
+        src = load_source(args.file).searching(args.include_dirs)
         names = args.kernel or [k.name for k in src.kernels.values() if k.extern_c]
         if not names:
             print(f"gpuenv compile: no extern \"C\" __global__ kernel in {src.path}; name the kernels with --kernel NAME",

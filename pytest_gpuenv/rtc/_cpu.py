@@ -30,7 +30,15 @@ from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.logs import first_error
-from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers, strip_comments
+from pytest_gpuenv.rtc.source import (
+    Source,
+    find_headers,
+    include_path_env,
+    lookup,
+    read_headers,
+    refuse_irregular_headers,
+    strip_comments,
+)
 from pytest_gpuenv.rtc.target import ROCM_INI, ROCM_KEYWORD, CpuTarget
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
@@ -317,6 +325,45 @@ def rewrite(text: str, red_zones: bool = True) -> tuple[str, list[str]]:
     return _cpu_globals.rewrite_globals(text) if red_zones else text, names
 
 
+#: a quoted ``#include`` directive (``rewrite_with_headers`` points it at a header's rewritten copy)
+_QUOTED_INCLUDE = re.compile(r'^([ \t]*#[ \t]*include[ \t]*)"([^"\n]+)"', re.M)
+
+
+def rewrite_with_headers(src: Source, folder: str, red_zones: bool = True) -> tuple[str, list[str]]:
+    """``rewrite`` of the source, and of the quoted headers it reaches (``Source.quoted_headers``): when one of
+    them needs a rewrite (an ``extern __shared__`` array in HeCBench's kernels.h), each is written rewritten into
+    ``folder`` (its first line a ``#line`` naming the header) and every quoted include of the source and of the
+    copies names, by its absolute path, the copy or else the file the compiler would have taken. The globals
+    rewrite stays the main file's. The text, and the dynamic shared arrays' names of them all."""
+    raw = {p: data.decode("utf-8", "surrogateescape") for p, data in read_headers(p for p, _ in src.quoted_headers)}
+    done = {p: rewrite(t, False) for p, t in raw.items()}
+    if all(done[p][0] == t for p, t in raw.items()):
+        return rewrite(src.text, red_zones)
+    copies = {p: os.path.join(folder, f"h{i}_{os.path.basename(p)}") for i, p in enumerate(raw)}
+
+    def point(text: str, here: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            for p in lookup(m.group(2), here, src.search):
+                if p in copies or p == src.path or os.path.isfile(p):
+                    return f'{m.group(1)}"{copies.get(p, p)}"'
+            return m.group(0)
+        scan = strip_comments(text)
+        edits = [(m.start(), m.end(), one(m)) for m in _QUOTED_INCLUDE.finditer(scan)]
+        for start, end, new in reversed(edits):
+            text = text[:start] + new + text[end:]
+        return text
+
+    names: list[str] = []
+    for p, t in raw.items():
+        text, got = rewrite(point(t, os.path.dirname(p)), False)
+        names += [n for n in got if n not in names]
+        display = p.replace("\\", "/").replace('"', "")
+        with open(copies[p], "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(f'#line 1 "{display}"\n{text}')
+    text, got = rewrite(point(src.text, src.dir or os.getcwd()), red_zones)
+    return text, got + [n for n in names if n not in got]
+
+
 #: what a compile log says where a kernel uses warpSize as a constant expression (ROCm 7 made it none)
 _WARPSIZE_CONSTANT = re.compile(r"warpSize|gpuenv_warp_size_t|__gpuenv_warp_size")
 
@@ -560,12 +607,12 @@ def build_kernel(cxx: str, src: Source, name: str, target: CpuTarget, check: boo
 def _build(cxx: str, src: Source, name: str, target: CpuTarget, check: bool, options: Sequence[str],
            defines: Mapping[str, Any], include_dirs: Sequence[str], entry: Optional[str], red_zones: bool,
            lockstep: bool = False) -> tuple[dict[str, Any], bytes]:
-    text, dyn_names = rewrite(src.text, red_zones)
     display = (src.path or src.display).replace("\\", "/").replace('"', "")
-    lines = text.count("\n") + 2
-    code = (f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_GLOBAL_RZ\n'
-            f'{entry or f"GPUENV_ENTRY({name})"}\n')
     with tempfile.TemporaryDirectory(prefix="gpuenv-cpu-") as d:
+        text, dyn_names = rewrite_with_headers(src, d, red_zones)
+        lines = text.count("\n") + 2
+        code = (f'#line 1 "{display}"\n{text}\n#line {lines} "<gpuenv>"\nGPUENV_GLOBAL_RZ\n'
+                f'{entry or f"GPUENV_ENTRY({name})"}\n')
         cpp, obj, so = (os.path.join(d, n) for n in ("kernel.cpp", "kernel.o", "kernel.so"))
         with open(cpp, "w", encoding="utf-8", errors="surrogateescape") as f:  # a Latin-1 comment as it was
             f.write(code)

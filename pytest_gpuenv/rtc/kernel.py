@@ -97,6 +97,7 @@ def build_kernels(src: Source, names: Sequence[str], *, arch: Optional[str], opt
     what ``help()`` and ``inspect.signature`` show) and declare the defaults; here every keyword is
     required, so a default exists only there (tests/kernels/test_rtc_compile_signatures.py keeps the two alike).
     ``kernel_dirs`` and ``dialect`` are theirs alone: they go to ``load_source``, which made ``src``."""
+    src = src.searching(include_dirs, options)  # kernels in headers found through -I are the source's too
     targets = src.targets(names)
     key_name = "\n".join(t.expr for t in targets) if len(targets) > 1 else names[0]  # the cache key's name
     if len(targets) > 1 or not targets[0].simple:

@@ -72,9 +72,14 @@ class Source:
     display: str
     #: "hip", or "cuda" for a CUDA-dialect source (by extension or ``dialect=``; ``rtc._cuda`` builds it)
     dialect: str = "hip"
+    #: the folders a quoted include is looked up in after the including file's (``quoted_headers``): the
+    #: compile's include path (``searching`` sets it; empty: beside the including file only)
+    search: tuple[str, ...] = ()
     #: name expressions -> their targets (``targets``)
     _targets: dict[tuple[str, ...], list[Target]] = field(default_factory=dict, init=False, repr=False,
                                                           compare=False)
+    #: include paths -> this source searching them (``searching``)
+    _searching: dict[tuple[str, ...], Source] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @cached_property
     def data(self) -> bytes:
@@ -98,8 +103,8 @@ class Source:
     @cached_property
     def kernels(self) -> dict[str, KernelDecl]:
         """The ``__global__`` functions, by name, with their parameter lists: the source's own, then those of the
-        headers it includes with quotes, as the preprocessor finds them beside the including file (HeCBench's
-        ``main.cu`` includes its ``kernels.h``); the first declaration of a name is kept."""
+        headers it includes with quotes (``quoted_headers``: HeCBench's ``main.cu`` includes its ``kernels.h``,
+        found beside it or through ``-I``); the first declaration of a name is kept."""
         out = _kernels_in(self.clean)
         for path, clean in self.quoted_headers:
             for name, decl in _kernels_in(clean).items():
@@ -118,23 +123,37 @@ class Source:
 
     @cached_property
     def quoted_headers(self) -> list[tuple[str, str]]:
-        """(path, text with comments blanked) of each header the source reaches through quoted includes found
-        beside the including file (the working directory's for an inline source), in the order first met; at
+        """(path, text with comments blanked) of each header the source reaches through quoted includes, each
+        include taken from the first file the compiler would take (``lookup``: beside the including file, the
+        working directory's for an inline source, then the folders of ``search``), in the order first met; at
         most ``MAX_QUOTED_HEADERS`` of them."""
         seen: dict[str, str] = {}
         stack = [(self.dir or os.getcwd(), [n for q, n in self.includes if q])]
         while stack and len(seen) < MAX_QUOTED_HEADERS:
             here, names = stack.pop()
             for n in reversed(names):
-                p = os.path.abspath(os.path.join(here, n))
-                if p in seen or p == self.path:
-                    continue
-                got = _scan(p)
-                if got is None:
-                    continue
-                seen[p] = strip_comments(got[0].decode("utf-8", "replace"))
-                stack.append((os.path.dirname(p), [m for q, m in got[1] if q]))
+                for p in lookup(n, here, self.search):
+                    got = None if p in seen or p == self.path else _scan(p)
+                    if got is not None:
+                        seen[p] = strip_comments(got[0].decode("utf-8", "replace"))
+                        stack.append((os.path.dirname(p), [m for q, m in got[1] if q]))
+                    if got is not None or p in seen or p == self.path:
+                        break
         return list(seen.items())
+
+    def searching(self, include_dirs: Sequence[str], options: Sequence[str] = ()) -> Source:
+        """This source with its quoted includes looked up as a compile with ``include_dirs`` and ``options``
+        looks them up (``search_path``); the same object for the same path, its text not read again."""
+        dirs = tuple(search_path(self, include_dirs, options))
+        if dirs == self.search:
+            return self
+        known = self._searching.get(dirs)
+        if known is None:
+            known = self._searching[dirs] = replace(self, search=dirs)
+            for kept in ("data", "clean", "includes"):  # what the text alone gives
+                if kept in self.__dict__:
+                    known.__dict__[kept] = self.__dict__[kept]
+        return known
 
     def targets(self, exprs: Sequence[str]) -> list[Target]:
         """Each name expression's declaration and whether it is simple, found once per list of expressions
@@ -696,6 +715,21 @@ def option_includes(options: Sequence[str]) -> tuple[list[str], list[str]]:
     return [d for d in dirs if d], [f for f in files if f]
 
 
+def search_path(src: Source, include_dirs: Iterable[str], options: Sequence[str] = ()) -> list[str]:
+    """The folders a compile searches for an include, in order, each once and absolute: the source's own folder
+    (every compiler here gets it as ``-I``), ``include_dirs`` (the compiler's ``-I`` list), the include
+    directories named in ``options``, then those of ``CPATH``/``CPLUS_INCLUDE_PATH``/``C_INCLUDE_PATH``, as gcc
+    and clang search them."""
+    given = ([src.dir] if src.dir else []) + list(include_dirs) + option_includes(options)[0] + env_include_dirs()
+    return list(dict.fromkeys(os.path.abspath(d) for d in given))
+
+
+def lookup(name: str, here: Optional[str], dirs: Iterable[str]) -> list[str]:
+    """The paths an include of ``name`` may open, in the order the preprocessor tries them: for a quoted include
+    the including file's folder ``here`` first (None for ``<name>``), then the folders of the search path."""
+    return list(dict.fromkeys(os.path.abspath(os.path.join(d, name)) for d in ([here] if here else []) + list(dirs)))
+
+
 def refuse_irregular_headers(src: Source, dirs: Sequence[str], *, pre_includes: Sequence[str] = (),
                              options: Sequence[str] = ()) -> None:
     """KernelCompileError naming the first header the compile would reach that is there but no regular file nor
@@ -726,9 +760,8 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
     a header a ``__has_include`` probes is followed as an include is (one that is not there changes the key
     when it appears).
     """
-    opt_dirs, opt_files = option_includes(options)
-    given = ([src.dir] if src.dir else []) + list(include_dirs) + opt_dirs + env_include_dirs()
-    dirs = list(dict.fromkeys(os.path.abspath(d) for d in given))
+    opt_files = option_includes(options)[1]
+    dirs = search_path(src, include_dirs, options)
     cwd = os.getcwd()
     seen: dict[str, bytes] = {}
     first = [(True, n, cwd) for n in list(pre_includes) + opt_files]
@@ -741,8 +774,7 @@ def find_headers(src: Source, include_dirs: Iterable[str], *, pre_includes: Sequ
             continue
         quoted, name, here = item
         found = []
-        for d in ([here] if quoted else []) + dirs:
-            p = os.path.abspath(os.path.join(d, name))
+        for p in lookup(name, here if quoted else None, dirs):
             got = None if p in seen else _scan(p, irregular)
             if got is not None:
                 seen[p] = got[0]

@@ -19,8 +19,6 @@ import pytest
 from _corpus import CASES
 
 # Why files fail today, each cause once (issue list items in brackets; tests/data/published/README.md)
-INCLUDED = ("kernels in a header found through include_dirs (the Makefile's -I../<b>-cuda) are not found: "
-            "Source.quoted_headers looks beside the including file only [2]")
 HIPCC_52 = ("hipcc", "the fixture's compile check for gfx90a uses hipcc here (hiprtc cannot take host headers), and "
                      "ROCm 5.2's hipcc rejects the file")
 
@@ -33,14 +31,12 @@ EVERY_FILE: tuple[Any, ...] = ()
 XFAIL: dict[str, tuple[Any, ...]] = {
     "adam": (),
     "atomicAggregate": (),
-    "atomicCAS": (INCLUDED,),
+    "atomicCAS": (),
     "atomicCost": (),
-    "atomicIntrinsics": (INCLUDED,),
+    "atomicIntrinsics": (),
     "bilateral": (),
     "bitonic-sort": (),
-    "bitpermute": ("the CPU build rewrites the main file only: kernels.h's extern __shared__ fr_t exchange[] is not "
-                   "made a pointer to the dynamic shared memory (g++: conflicting specifiers in declaration of "
-                   "__gpuenv_rza0)",),
+    "bitpermute": (),
     "bscan": (("wave64", "real bug of the HIP port at wave64: warp_scan indexes its __shared__ int sdata[64] (two per "
                          "32-lane warp) at tid + 64 with 64-wide warps, past its end (checked: KernelBoundsError on "
                          "sdata element 64, thread 0; unchecked: wrong sums)"),
@@ -49,12 +45,12 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "bsearch": (),
     "channelShuffle": (),
     "clock": (),
-    "complex": (INCLUDED,),
+    "complex": (),
     "concat": (),
     "convolution1D": (),
     "cross": (),
     "entropy": (),
-    "extrema": (INCLUDED,),
+    "extrema": (),
     "f16max": (),
     "filter": (),
     "flip": (),
@@ -72,13 +68,13 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "matrix-rotate": (),
     "matrixT": (),
     "maxpool3d": (),
-    "mcpr": (INCLUDED,),
+    "mcpr": (),
     "michalewicz": (),
     "nlll": ((HIPCC_52[0], HIPCC_52[1] + ": nlll-cuda/reference.h:21 compares a const __half with a __half, for "
                                        "which its amd_hip_fp16.h has no operator"),),
     "overlay": (),
     "pitch": (),
-    "pnpoly": (INCLUDED,),
+    "pnpoly": (),
     "pointwise": (),
     "pool": (),
     "popcount": (),
@@ -90,7 +86,7 @@ XFAIL: dict[str, tuple[Any, ...]] = {
     "rodrigues": (),
     "romberg": (),
     "scan": (),
-    "scatterAdd": (INCLUDED,),
+    "scatterAdd": (),
     "shuffle": (),
     "softmax": ((HIPCC_52[0], HIPCC_52[1] + ": its cooperative_groups::thread_block_tile has no meta_group_size "
                                           "(softMax2)"),),

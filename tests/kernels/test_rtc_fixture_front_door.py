@@ -284,6 +284,68 @@ def test_kernels_defined_in_an_included_header_are_found(project):
     result.assert_outcomes(passed=2)
 
 
+#: a kernel in a header of another folder, found through the include path (HeCBench's ``-I../extrema-cuda``)
+SHARED_H = """\
+    template <int N> __global__ void rotate(int* out) {
+        __shared__ int s[N];
+        s[threadIdx.x] = threadIdx.x;
+        __syncthreads();
+        out[threadIdx.x] = s[(threadIdx.x + 1) % N];
+    }
+"""
+
+
+def test_kernels_in_a_header_found_through_include_dirs_or_I_are_found(project):
+    """The header is in neither the kernel file's folder nor the working directory: ``include_dirs=`` or an
+    ``-I`` option finds it, for the kernel's lookup, its parameters and its ``__shared__`` memory alike."""
+    _kernel(project, "main.hip", MAIN)
+    (project.path / "fill-cuda").mkdir()
+    (project.path / "fill-cuda" / "kernels.h").write_text(textwrap.dedent(KERNELS_H) + textwrap.dedent(SHARED_H))
+    project.makepyfile(test_main="""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.parametrize("how", [dict(include_dirs=["fill-cuda"]), dict(options=["-Ifill-cuda"])])
+        def test_fill(hip_kernel, how):
+            out = np.zeros(300, np.int32)
+            hip_kernel("main.hip", "fill", **how)(2, 256, out, 300)
+            assert out.tolist() == list(range(300))
+            rot = np.zeros(64, np.int32)
+            hip_kernel("main.hip", "rotate<64>", **how)(1, 64, rot)
+            assert rot.tolist() == [(i + 1) % 64 for i in range(64)]
+    """)
+    result = project.runpytest_subprocess(*RUN)
+    result.assert_outcomes(passed=4)
+
+
+def test_an_extern_shared_array_in_an_included_header_is_dynamic_shared_memory(project):
+    """The CPU build rewrites the headers it reaches as it rewrites the kernel file (HeCBench bitpermute's
+    kernels.h: ``extern __shared__ fr_t exchange[]``); a header that one includes beside it is still found."""
+    _kernel(project, "main.hip", MAIN)
+    (project.path / "rev-cuda").mkdir()
+    (project.path / "rev-cuda" / "kernels.h").write_text(textwrap.dedent("""\
+        #include "kind.h"
+        extern "C" __global__ void fill(kind* out, int n) {
+            extern __shared__ kind buf[];
+            buf[threadIdx.x] = threadIdx.x;
+            __syncthreads();
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = buf[blockDim.x - 1 - threadIdx.x];
+        }
+    """))
+    (project.path / "rev-cuda" / "kind.h").write_text("typedef int kind;\n")
+    project.makepyfile(test_main="""
+        import numpy as np
+
+        def test_fill(hip_kernel):
+            out = np.zeros(256, np.int32)
+            hip_kernel("main.hip", "fill", include_dirs=["rev-cuda"])(1, 256, out, 256, shared_mem=1024)
+            assert out.tolist() == list(range(255, -1, -1))
+    """)
+    result = project.runpytest_subprocess(*RUN)
+    result.assert_outcomes(passed=2)
+
+
 # ------------------------------------------------------------------ item 3: static __shared__ per kernel
 #: five kernels of 16 KiB each: 80 KiB in the file, as HeCBench scan's; each fits alone
 SCAN = """\

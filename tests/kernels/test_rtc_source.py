@@ -171,3 +171,24 @@ def test_kernels_in_quoted_headers_are_found_and_name_their_header(tmp_path):
     src = load_source(str(tmp_path / "main.hip"))
     assert src.kernels["fill"].file == str(tmp_path / "inc" / "more.h")
     assert src.kernels["fill"].describe() == "fill<int N> declared at more.h:2"
+
+
+def test_kernels_in_headers_found_through_the_include_path_are_found(tmp_path, monkeypatch):
+    """A quoted include is looked up beside the including file, then in the include path in order, as the
+    compiler does (HeCBench's ``-I../extrema-cuda``): the first file found is the one read."""
+    for d in ("src", "a", "b"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "src" / "main.hip").write_text('#include <hip/hip_runtime.h>\n#include "kernels.h"\n')
+    (tmp_path / "a" / "kernels.h").write_text('#include "more.h"\n__global__ void first(int* o) { o[0] = 1; }\n')
+    (tmp_path / "b" / "kernels.h").write_text("__global__ void second(int* o) { o[0] = 2; }\n")
+    (tmp_path / "b" / "more.h").write_text("__global__ void more(int* o) { __shared__ int s[4]; o[0] = s[0]; }\n")
+    src = load_source(str(tmp_path / "src" / "main.hip"))
+    assert src.kernels == {}  # beside the file only
+    found = src.searching([str(tmp_path / "a")], ["-I", str(tmp_path / "b")])
+    assert sorted(found.kernels) == ["first", "more"]  # a/kernels.h hides b/kernels.h; more.h is b's
+    assert found.kernels["more"].file == str(tmp_path / "b" / "more.h")
+    assert "s" in found.function_uses["more"]
+    assert found is src.searching([str(tmp_path / "a")], ["-I", str(tmp_path / "b")])
+    assert kernel_decl(found, "first").name == "first"
+    (tmp_path / "src" / "kernels.h").write_text("__global__ void mine(int* o) { o[0] = 0; }\n")
+    assert sorted(load_source(str(tmp_path / "src" / "main.hip")).searching([str(tmp_path / "a")]).kernels) == ["mine"]
