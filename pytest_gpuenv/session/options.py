@@ -368,16 +368,23 @@ def tolerances(opt: Option, value: Any, where: str, config: pytest.Config) -> li
     return tolerance.ini_rules(value, where)
 
 
-def quarantine(opt: Option, value: Any, where: str, config: pytest.Config) -> Any:
+class QuarantineSource(NamedTuple):
+    """Where the quarantine file is: the value as given, where it came from, and the folder a relative path is
+    relative to. ``session.quarantine.load`` reads and checks it when the plugin configures."""
+
+    value: Any
+    where: str
+    base: str
+
+
+def quarantine(opt: Option, value: Any, where: str, config: pytest.Config) -> Optional[QuarantineSource]:
     """The quarantine file (relative to the ini file's folder when the ini file names it, else to where pytest was
-    invoked), read and checked (``session.quarantine``); None when unset or ``off``."""
+    invoked); None when unset or ``off``."""
     if not value or (isinstance(value, str) and value.strip().lower() == "off"):
         return None
-    from pytest_gpuenv.session import quarantine as q  # boundary: quarantine lists, only where one is given
-
     ini = where.startswith("ini") and config.inipath is not None
-    return q.load(value, where, str(config.inipath.parent) if ini and config.inipath else
-                  str(config.invocation_params.dir))
+    return QuarantineSource(value, where, str(config.inipath.parent) if ini and config.inipath else
+                            str(config.invocation_params.dir))
 
 
 def size(opt: Option, value: Any, where: str, config: pytest.Config) -> int:
@@ -553,7 +560,7 @@ class Settings(NamedTuple):
     leak_check: str
     default_claim: int
     leak_threshold: int
-    quarantine: Any
+    quarantine: Optional[QuarantineSource]
     quarantine_run: bool
     sanitize: str
     sanitize_select: str

@@ -302,7 +302,10 @@ def _outcome(report: pytest.TestReport) -> Optional[str]:
 
 
 def configure(config: pytest.Config, session: GpuenvSession) -> Quarantine:
-    """Register the run's ``Quarantine``."""
-    q = Quarantine(session.settings.quarantine, session, session.settings.quarantine_run)
+    """Read the run's quarantine file (a ``pytest.UsageError`` naming it, and the line of a bad entry) and register
+    its ``Quarantine``."""
+    source = session.settings.quarantine
+    assert source is not None  # (the plugin configures a quarantine only where a file is given)
+    q = Quarantine(load(*source), session, session.settings.quarantine_run)
     config.pluginmanager.register(q, "gpuenv-quarantine")
     return q
