@@ -39,6 +39,8 @@ CAPABILITY: dict[str, Optional[str]] = {
     "uint8": None, "bool": None,
 }
 _ERRORS = pytest.StashKey[dict[str, str]]()
+#: the node ids of the test functions ``parametrize`` saw with the mark: ``mark_items`` looks at their items only
+_MARKED = pytest.StashKey[set[str]]()
 
 
 class Spec(NamedTuple):
@@ -100,6 +102,7 @@ def parametrize(metafunc: pytest.Metafunc) -> None:
     argument, is kept (``errors``) to fail that test alone, at setup."""
     if metafunc.definition.get_closest_marker(MARKER) is None:
         return
+    metafunc.config.stash.setdefault(_MARKED, set()).add(metafunc.definition.nodeid)
     try:
         spec = spec_of(metafunc.definition)
         if "dtype" not in metafunc.fixturenames:
@@ -138,12 +141,16 @@ def dtype_of(item: Any) -> Optional[str]:
 def mark_items(items: list[pytest.Item], env: GpuEnv) -> list[tuple[pytest.Item, str]]:
     """Give each ``gpu_dtypes`` item that runs on a GPU its dtype's capability mark; returns the items whose
     mark is bad, with the error (the caller fails them at setup)."""
-    errors = items[0].config.stash.get(_ERRORS, {}) if items else {}
+    marked = items[0].config.stash.get(_MARKED, set()) if items else set()
+    if not marked:  # most suites: no test has the mark
+        return []
+    errors = items[0].config.stash.get(_ERRORS, {})
     bad = []
     for item in items:
-        if item.get_closest_marker(MARKER) is None:
+        function = item.nodeid.split("[", 1)[0]
+        if function not in marked or item.get_closest_marker(MARKER) is None:
             continue
-        error = errors.get(item.nodeid.split("[", 1)[0])
+        error = errors.get(function)
         if error is not None:
             bad.append((item, error))
             continue

@@ -140,3 +140,28 @@ def test_gpu_assert_close_takes_the_tests_dtype(pytester):
     result.stdout.fnmatch_lines_random(["*test_close[[]bfloat16[]] PASSED*", "*test_close[[]float32[]] FAILED*",
                                         "*test_explicit[[]bfloat16[]] FAILED*"])
     result.stdout.fnmatch_lines(["*profile float32 on cpu*"])
+
+
+def test_collection_reads_the_marks_of_marked_tests_only(pytester, monkeypatch):
+    """Most suites carry no ``gpu_dtypes`` mark: the collection pass then reads no test's marks for it, and in a
+    suite that has one, only the marked function's items (what ``parametrize`` saw)."""
+    asked = []
+    real = pytest.Item.get_closest_marker
+
+    def spy(self, name, default=None):
+        if name == dtypes.MARKER:
+            asked.append(self.name)
+        return real(self, name, default)
+
+    def items(name: str, source: str) -> list:
+        path = pytester.makepyfile(**{name: source})
+        return pytester.genitems([pytester.getnode(pytester.parseconfigure(path), path)])
+
+    plain = items("test_plain_suite", "def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    monkeypatch.setattr(pytest.Item, "get_closest_marker", spy)
+    assert dtypes.mark_items(plain, GpuEnv()) == [] and asked == []
+    monkeypatch.undo()
+    mixed = items("test_mixed_suite", MODULE)
+    monkeypatch.setattr(pytest.Item, "get_closest_marker", spy)
+    assert dtypes.mark_items(mixed, GpuEnv()) == []
+    assert asked and all(name.startswith("test_dtype[") for name in asked), asked
