@@ -30,7 +30,13 @@ from pytest_gpuenv.rtc._run import run_tool
 from pytest_gpuenv.rtc.cache import make_key
 from pytest_gpuenv.rtc.errors import KernelCompileError, KernelLaunchError
 from pytest_gpuenv.rtc.logs import first_error
-from pytest_gpuenv.rtc.source import Source, find_headers, include_path_env, refuse_irregular_headers
+from pytest_gpuenv.rtc.source import (
+    Source,
+    find_headers,
+    include_path_env,
+    refuse_irregular_headers,
+    split_outside_brackets,
+)
 from pytest_gpuenv.rtc.target import ROCM_INI, ROCM_KEYWORD, CpuTarget
 from pytest_gpuenv.runtime import cpu as cpu_runtime
 from pytest_gpuenv.runtime.cpu import protocol as cpu_protocol
@@ -355,15 +361,7 @@ def _owner(scope: str, known: set[str]) -> Optional[tuple[str, str]]:
     """(the function instance, its unqualified name) a static local's scope (``nm -C``) is in: the outermost
     function of ``scan<int, 512>(long, int*, int const*)::`` or of ``k::{lambda(float)#1}::operator()(float)
     const::`` (an ``extern "C"`` kernel is a bare name there); None at namespace scope."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(scope):
-        if ch in "<({[":
-            depth += 1
-        elif ch in ">)}]":
-            depth -= 1
-        elif depth == 0 and scope.startswith("::", i) and i >= start:
-            parts.append(scope[start:i])
-            start = i + 2
+    parts = split_outside_brackets(scope, "::")[:-1]  # (a scope ends with ``::``)
     for i, part in enumerate(parts):
         base = re.split(r"[<(]", part, maxsplit=1)[0].split()[-1:] or [""]
         if "(" in part or base[0] in known:
