@@ -4,6 +4,8 @@ The GPU half (a torch leak and a raw cuMemAlloc leak caught on the H200): tests/
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pytest_gpuenv.guards.leak import Leak, leaks, message
@@ -93,6 +95,19 @@ def test_the_bare_option_leaves_the_next_path(pytester, args, mode):
     result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", *args, "--sub-flag")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*pytest took this existing path*")
+
+
+def test_a_bare_option_in_addopts_leaves_the_command_line_s_path(pytester):
+    """``addopts = --gpuenv-leak-check`` in the ini file, then ``pytest sub``: the ini file's options come first,
+    so the path follows the bare option (run as a user types it: pytester's runpytest puts its own option
+    first)."""
+    pytester.makeini("[pytest]\naddopts = -p no:xdist -p no:cacheprovider --gpuenv-leak-check\n")
+    pytester.makepyfile(PATH_SUITE)
+    pytester.mkdir("sub")
+    pytester.path.joinpath("sub", "conftest.py").write_text(SUB_CONFTEST)
+    pytester.path.joinpath("sub", "test_sub.py").write_text(SUB_SUITE.format(mode="fail"))
+    result = pytester.run(sys.executable, "-m", "pytest", "sub", "--sub-flag", f"--basetemp={pytester.path / 'tmp'}")
+    result.assert_outcomes(passed=1)
 
 
 def test_ini_twin(pytester):
