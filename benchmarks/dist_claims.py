@@ -3,7 +3,7 @@ two 80 GiB GPUs, driven as xdist's DSession drives the scheduler (no processes: 
 alone, which is where the scheduler runs).
 
 Each simulated worker runs its tests as xdist's does (a test starts once the worker knows the next, or is told
-to shut down); completions come in a random order. A third of the tests claim 30 GiB, one in fifty is
+to shut down: the scheduler tests' stand-ins, tests/_xdist_standin.py); completions come in a random order. A third of the tests claim 30 GiB, one in fifty is
 exclusive, one in twenty needs both GPUs, the rest claim the default 1 GiB. Printed: CPU microseconds per
 test for the whole run (collection handling, scheduling, completions), the median of ``--rounds``, and, for
 comparison, the same tests with no GPUs (the ``--dist load``-like path of ``--dist gpu``).
@@ -14,32 +14,21 @@ comparison, the same tests with no GPUs (the ``--dist load``-like path of ``--di
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
+import sys
 import time
-from types import SimpleNamespace
-from typing import Any
 
-from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes
-from pytest_gpuenv.marks.claims import Claim
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [REPO, os.path.join(REPO, "tests")]
+
+from _xdist_standin import Worker, scheduler, start  # noqa: E402
+
+from pytest_gpuenv.dist.scheduler import NodeRoutes  # noqa: E402
+from pytest_gpuenv.marks.claims import Claim  # noqa: E402
 
 GiB = 1 << 30
-
-
-class Worker:
-    def __init__(self, name: str) -> None:
-        self.gateway = SimpleNamespace(id=name)
-        self.shutting_down = False
-        self.queue: list[int] = []
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-    def send_runtest_some(self, indices: Any) -> None:
-        self.queue.extend(indices)
-
-    def running(self) -> Any:
-        return self.queue[0] if self.queue and (len(self.queue) >= 2 or self.shutting_down) else None
 
 
 def one_run(n_tests: int, n_workers: int, gpus: bool, seed: int) -> float:
@@ -56,18 +45,12 @@ def one_run(n_tests: int, n_workers: int, gpus: bool, seed: int) -> float:
         elif r < 0.4:
             claims[i] = Claim(1, 30 * GiB, declared=True)
     facts = [{"id": f"GPU-{g}", "name": "GPU", "total": 80 * GiB, "others": 0} for g in range(2)]
-    config = SimpleNamespace(getvalue=lambda name: [f"{n_workers}*popen"], getoption=lambda name, default=None: None,
-                             option=SimpleNamespace(maxworkerrestart=None, numprocesses=None),
-                             hook=SimpleNamespace())
     routes = {f"gw{w}": NodeRoutes("host", {}, {}, (facts[w % 2:] + facts[:w % 2]) if gpus else [], claims,
                                    Claim(1, GiB)) for w in range(n_workers)}
     t0 = time.process_time()
-    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None), lambda node: routes[node.gateway.id])
+    sched = scheduler([f"{n_workers}*popen"], lambda node: routes[node.gateway.id])
     nodes = [Worker(f"gw{w}") for w in range(n_workers)]
-    for n in nodes:
-        sched.add_node(n)
-        sched.add_node_collection(n, tests)
-    sched.schedule()
+    start(sched, nodes, tests)
     done = 0
     while done < n_tests:
         busy = [n for n in nodes if n.running() is not None]

@@ -19,6 +19,7 @@ A version range is a PEP 440 specifier (``packaging.specifiers``): ``<6.4``, ``>
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from pytest_gpuenv.base.model import Device, GpuEnv, safe_repr
@@ -45,16 +46,29 @@ class Facts(NamedTuple):
         return ", ".join([head, *bits])
 
 
-def device_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
-    """The GPU a test runs on: the one its ``torch_device`` parameter names (``cuda:1``), else the first usable;
-    None where it runs on the CPU (no usable GPU, or ``torch_device`` ``cpu``)."""
+#: a device index as torch reads one (c10/core/Device.cpp): digits, no leading zero
+_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+def gpu_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
+    """The GPU a test uses: the usable one its ``torch_device`` parameter names (``cuda:1``; a ``torch.device``
+    is read by its text), else the first usable (for ``cuda``, ``cpu``, an index torch refuses or one not
+    usable here); None where no GPU is usable. The GPU fixtures (``gpu_device``, ``hip_kernel``) take this
+    one, beside a ``torch_device`` of ``cpu`` too."""
     devs = env.usable_devices if env.has_gpu else []
-    if not devs or (isinstance(torch_device, str) and not torch_device.startswith("cuda:")):
+    if not devs:
         return None
-    if isinstance(torch_device, str):
-        wanted = torch_device.split(":", 1)[1]
-        return next((d for d in devs if str(d.index) == wanted), devs[0])
-    return devs[0]
+    kind, _, index = str(torch_device).partition(":") if torch_device is not None else ("", "", "")
+    wanted = int(index) if kind == "cuda" and _INDEX.fullmatch(index) else None
+    return next((d for d in devs if d.index == wanted), devs[0])
+
+
+def device_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
+    """The GPU a test runs on (``gpu_for``); None where it runs on the CPU: no usable GPU, or a ``torch_device``
+    whose device type is not ``cuda`` (``cpu``)."""
+    if torch_device is not None and str(torch_device).partition(":")[0] != "cuda":
+        return None
+    return gpu_for(env, torch_device)
 
 
 def facts(env: GpuEnv, device: Optional[Device], host: str = "") -> Facts:

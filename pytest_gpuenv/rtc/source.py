@@ -590,19 +590,25 @@ def function_uses(clean: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def split_params(raw: str) -> list[str]:
-    """A parameter list split at its top-level commas (none inside <>, () or [])."""
+def split_outside_brackets(text: str, sep: str) -> list[str]:
+    """``text`` split at each ``sep`` outside brackets (``<>``, ``()``, ``{}``, ``[]``), the pieces as they are:
+    ``a<b, c>, d{e, f}`` at ``,`` is ``a<b, c>`` and `` d{e, f}``."""
     parts, depth, start = [], 0, 0
-    for i, ch in enumerate(raw):
-        if ch in "<([":
+    for i, ch in enumerate(text):
+        if ch in "<({[":
             depth += 1
-        elif ch in ">)]":
+        elif ch in ">)}]":
             depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(raw[start:i])
-            start = i + 1
-    parts.append(raw[start:])
-    return [p.strip() for p in parts if p.strip()]
+        elif depth == 0 and text.startswith(sep, i) and i >= start:
+            parts.append(text[start:i])
+            start = i + len(sep)
+    parts.append(text[start:])
+    return parts
+
+
+def split_params(raw: str) -> list[str]:
+    """A parameter list split at its top-level commas (``split_outside_brackets``), blanks stripped."""
+    return [p.strip() for p in split_outside_brackets(raw, ",") if p.strip()]
 
 
 def kernel_decl(src: Source, name: str) -> KernelDecl:

@@ -21,11 +21,13 @@ file holds another TOML type, pytest refuses it (``[tool.pytest]``: TypeError, 9
 """
 
 # (no PEP 563 here: typing.NamedTuple would compile each field's annotation text at import)
+import copy
 import datetime
 import math
 import os
 import re
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 import pytest
@@ -169,9 +171,19 @@ def _choose(value: Any, choices: tuple[str, ...], what: str, where: str) -> str:
     return v
 
 
+@dataclass(frozen=True)
+class Choice:
+    """The parser of an option whose value is one of ``choices`` (case and surrounding blanks ignored)."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, opt: Option, value: Any, where: str, config: pytest.Config) -> str:
+        return _choose(value, self.choices, f"{opt.flag} value", where)
+
+
 def choice(choices: tuple[str, ...]) -> Parser:
     """One of ``choices`` (case and surrounding blanks ignored)."""
-    return lambda opt, value, where, config: _choose(value, choices, f"{opt.flag} value", where)
+    return Choice(choices)
 
 
 def _number(value: Any, what: str, where: str, check: Callable[[float], bool], rule: str) -> float:
@@ -606,6 +618,47 @@ def defaults(config: pytest.Config) -> Settings:
     return Settings(**{opt.setting: opt.parse(opt, opt.default, "default", config) for opt in OPTIONS})
 
 
+def optional_values(opt: Option) -> Optional[tuple[str, ...]]:
+    """For an option whose value is optional (argparse ``nargs="?"``, the bare flag meaning its ``const``): the
+    values its bare flag takes from the next argument (those of its ``Choice``); None for any other option."""
+    if not opt.cli or (opt.argparse or {}).get("nargs") != "?":
+        return None
+    return opt.parse.choices if isinstance(opt.parse, Choice) else ()
+
+
+def _write_bare_flags(args: list[str]) -> bool:
+    """Write each bare flag of an option whose value is optional as ``FLAG=VALUE``, in place; True if any.
+    argparse gives such a flag the next argument that does not start with ``-``, a test path included
+    (``--gpuenv-leak-check tests/``); here it takes the next argument only when that is one of its values
+    (``--gpuenv-leak-check warn``), else it stands alone and means its ``const``. Arguments after ``--`` are
+    left as they are."""
+    optional = {opt.flag: (values, (opt.argparse or {}).get("const"))
+                for opt in OPTIONS if (values := optional_values(opt)) is not None}
+    changed, i = False, 0
+    while i < len(args) and args[i] != "--":
+        if args[i] in optional:
+            values, const = optional[args[i]]
+            taken = i + 1 < len(args) and str(args[i + 1]).strip().lower() in values
+            args[i:i + 1 + taken] = [f"{args[i]}={args[i + 1] if taken else const}"]
+            changed = True
+        i += 1
+    return changed
+
+
+def settle_optional_values(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Keep a test path after a bare flag whose value is optional (``_write_bare_flags``), before pytest
+    finds the initial conftest files from the paths it has parsed so far (``pytest_load_initial_conftests``
+    hands over ``args``, the list pytest then parses)."""
+    if not _write_bare_flags(args):
+        return
+    fresh = parser.parse_known_args(args, namespace=copy.copy(early_config.option))
+    known = early_config.known_args_namespace
+    known.file_or_dir = fresh.file_or_dir  # pytest's dest of the test paths
+    for opt in OPTIONS:
+        if optional_values(opt) is not None:
+            setattr(known, opt.name, getattr(fresh, opt.name))
+
+
 def rootdir_candidates(config: pytest.Config) -> list[tuple[str, str]]:
     """``(flag, value)`` of each option given as ``--flag VALUE`` (the space form) whose value is an existing path.
     pytest chooses the rootdir before it knows the plugin's options, so it takes such a value for a test path
@@ -614,11 +667,16 @@ def rootdir_candidates(config: pytest.Config) -> list[tuple[str, str]]:
     if config.getoption("rootdir", None) or config.getoption("inifilename", None):
         return []
     args = shlex.split(os.environ.get("PYTEST_ADDOPTS", "")) + [str(a) for a in config.invocation_params.args]
-    takes_value = {opt.flag for opt in OPTIONS
+    takes_value = {opt.flag: optional_values(opt) for opt in OPTIONS
                    if opt.cli and (opt.argparse or {}).get("action") not in ("store_true", "store_false")}
     base = config.invocation_params.dir
+
+    def taken(flag: str, value: str) -> bool:  # the value is the option's (``_write_bare_flags``)
+        values = takes_value[flag]
+        return not value.startswith("-") if values is None else value.strip().lower() in values
+
     return [(flag, value) for flag, value in zip(args, args[1:])
-            if flag in takes_value and not value.startswith("-") and (base / value).exists()]
+            if flag in takes_value and taken(flag, value) and (base / value).exists()]
 
 
 def warn_rootdir_candidates(config: pytest.Config) -> None:

@@ -14,7 +14,7 @@ np = pytest.importorskip("numpy")
 
 from _checkout import CPU_KERNELS  # noqa: E402
 
-from pytest_gpuenv.rtc._cpu import host_launches  # noqa: E402
+from pytest_gpuenv.rtc._cpu_rewrite import host_launches  # noqa: E402
 from pytest_gpuenv.runtime.cpu.errors import KernelAssertError  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("clang++") is None,

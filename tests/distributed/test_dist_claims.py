@@ -2,48 +2,24 @@
 xdist's DSession drives it, with workers that run what they are sent as xdist's worker does (a test starts
 once the worker knows the next one, or is told to shut down), in a random order of completions."""
 
+import os
 import random
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("xdist")
 
+from _checkout import REPO
+from _xdist_standin import Worker, scheduler, start
+
 from pytest_gpuenv.dist.ledger import Ledger
-from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes
+from pytest_gpuenv.dist.scheduler import NodeRoutes
 from pytest_gpuenv.marks.claims import Claim
 
 GiB = 1 << 30
-
-
-class Worker:
-    def __init__(self, name: str) -> None:
-        self.gateway = SimpleNamespace(id=name)
-        self.shutting_down = False
-        self.queue: list[int] = []
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-    def send_runtest_some(self, indices) -> None:
-        assert not self.shutting_down
-        self.queue.extend(indices)
-
-    def running(self):
-        """The test this worker runs now: its first, once it knows the next or was told to shut down."""
-        if self.queue and (len(self.queue) >= 2 or self.shutting_down):
-            return self.queue[0]
-        return None
-
-
-class Hook:
-    def __init__(self) -> None:
-        self.calls: list = []
-
-    def __getattr__(self, name):
-        return lambda **kw: self.calls.append((name, kw))
-
-
 DEFAULT = Claim(1, GiB)
 
 
@@ -51,15 +27,10 @@ def _run(workers: dict, claims: dict, n_tests: int, seed: int = 0, kill=None, de
     """Run ``n_tests`` over ``workers`` (name -> its GPUs as ``gpu_facts`` gives them); return (what ran at once
     on each GPU at its fullest, per-GPU bytes; the tests run; the tests skipped; the scheduler)."""
     tests = [f"t.py::test_{i}" for i in range(n_tests)]
-    config = SimpleNamespace(getvalue=lambda name: [f"{len(workers)}*popen"], getoption=lambda name, default=None: None,
-                             option=SimpleNamespace(maxworkerrestart="0", numprocesses=None), hook=Hook())
     routes = {name: NodeRoutes("host", {}, {}, gpus, claims, default) for name, gpus in workers.items()}
-    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None), lambda node: routes[node.gateway.id])
+    sched = scheduler([f"{len(workers)}*popen"], lambda node: routes[node.gateway.id], maxworkerrestart="0")
     nodes = [Worker(name) for name in workers]
-    for n in nodes:
-        sched.add_node(n)
-        sched.add_node_collection(n, tests)
-    sched.schedule()
+    start(sched, nodes, tests)
     rng = random.Random(seed)
     ran, peak, together = [], {}, []
     for _ in range(10 * n_tests + 100):
@@ -91,8 +62,7 @@ def _run(workers: dict, claims: dict, n_tests: int, seed: int = 0, kill=None, de
         sched.mark_test_complete(n, index)
         if n.shutting_down and not n.queue:
             sched.remove_node(n)
-    skipped = [kw["report"].nodeid for name, kw in config.hook.calls
-               if name == "pytest_runtest_logreport" and kw["report"].outcome == "skipped"]
+    skipped = sched.config.hook.reports("skipped")
     return peak, ran, skipped, sched, max(together or [0])
 
 
@@ -201,15 +171,10 @@ def test_an_out_of_memory_failure_names_what_ran_beside_it():
     gpu = _gpus(1, 80 * GiB)
     claims = {0: Claim(1, 30 * GiB, declared=True), 2: Claim(1, 40 * GiB, declared=True)}
     tests = [f"t.py::test_{i}" for i in range(4)]
-    config = SimpleNamespace(getvalue=lambda name: ["2*popen"], getoption=lambda name, default=None: None,
-                             option=SimpleNamespace(maxworkerrestart=None, numprocesses=None), hook=Hook())
     routes = NodeRoutes("host", {}, {}, gpu, claims, DEFAULT)
-    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None), lambda node: routes)
+    sched = scheduler(["2*popen"], lambda node: routes)
     gw0, gw1 = Worker("gw0"), Worker("gw1")
-    for n in (gw0, gw1):
-        sched.add_node(n)
-        sched.add_node_collection(n, tests)
-    sched.schedule()
+    start(sched, (gw0, gw1), tests)
     assert gw0.running() == 0 and gw1.running() == 2
     report = pytest.TestReport("t.py::test_0", ("t.py", 0, "test_0"), {}, "failed",
                                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB", "call",
@@ -229,3 +194,14 @@ def test_an_exclusive_test_is_not_starved_by_small_ones(seed):
     claims = {3: Claim(1, GiB, exclusive=True)}
     peak, ran, skipped, sched, _ = _run({f"gw{w}": _gpus(1, 80 * GiB) for w in range(8)}, claims, 60, seed)
     assert sorted(ran) == list(range(60)) and ran.index(3) < 30, ran
+
+
+def test_the_benchmark_runs_from_a_plain_checkout():
+    """benchmarks/dist_claims.py drives the scheduler with this suite's stand-ins (tests/_xdist_standin.py), found
+    from its own place in the checkout, not from this run's ``sys.path``: it prints its two figures."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "dist_claims.py"), "--tests", "200",
+                          "--workers", "4", "--rounds", "1"], capture_output=True, text=True, env=env, cwd=os.sep,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["by", "no"], out.stdout

@@ -1,5 +1,5 @@
 """``--dist gpu``'s scheduler (``dist.scheduler.GpuScheduling``) driven directly, as xdist's DSession drives it: the
-workers are stand-ins that record what they are sent (no gateways, no ssh).
+workers are stand-ins that record what they are sent (tests/_xdist_standin.py: no gateways, no ssh).
 
 The calls follow xdist's dsession.py: ``worker_errordown`` removes a crashed worker (``remove_node``),
 then ``pytest_handlecrashitem`` may ``mark_test_pending`` the crashed test, then xdist starts a
@@ -7,60 +7,15 @@ replacement that is added, collects and is scheduled; ``worker_workerfinished`` 
 finished after its ``shutdown``.
 """
 
-from types import SimpleNamespace
-
 import pytest
 
 pytest.importorskip("xdist")
 
-from pytest_gpuenv.dist.scheduler import GpuScheduling, NodeRoutes
+from _xdist_standin import Worker, scheduler, start
+
+from pytest_gpuenv.dist.scheduler import NodeRoutes
 
 TESTS = [f"t.py::test_{i}" for i in range(4)]
-
-
-class Worker:
-    """A WorkerController as the scheduler sees it; like a real worker it runs nothing sent after its shutdown
-    (xdist remote.py queues it behind the shutdown marker)."""
-
-    def __init__(self, name: str) -> None:
-        self.gateway = SimpleNamespace(id=name)
-        self.shutting_down = False
-        self.sent: list[int] = []
-
-    def shutdown(self) -> None:
-        self.shutting_down = True
-
-    def send_runtest_some(self, indices) -> None:
-        assert not self.shutting_down, f"{self.gateway.id} was sent {indices} after its shutdown"
-        self.sent.extend(indices)
-
-
-class Hook:
-    def __init__(self) -> None:
-        self.calls: list = []
-
-    def __getattr__(self, name):
-        return lambda **kw: self.calls.append((name, kw))
-
-
-def _scheduler(workers: int):
-    config = SimpleNamespace(getvalue=lambda name: [f"{workers}*popen"], getoption=lambda name, default=None: None,
-                             option=SimpleNamespace(maxworkerrestart=None, numprocesses=None), hook=Hook())
-    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None), lambda node: NodeRoutes("hostA", {}, {}))
-    return sched, config.hook
-
-
-def _start(sched, worker: Worker) -> Worker:
-    sched.add_node(worker)
-    sched.add_node_collection(worker, TESTS)
-    if sched.collection_is_completed:
-        sched.schedule()
-    return worker
-
-
-def _failed(hook) -> list:
-    return [kw["report"].nodeid for name, kw in hook.calls
-            if name == "pytest_runtest_logreport" and kw["report"].outcome == "failed"]
 
 
 @pytest.mark.parametrize("rerun", [False, True])
@@ -69,8 +24,10 @@ def test_a_crashed_worker_s_tests_wait_for_its_replacement_not_for_a_worker_shut
     test: its second must not be queued for gw0, which runs nothing more, and then be reported "not run"
     when gw0 finishes; it waits for gw1's replacement (with the crashed test too, where a rerun plugin
     sends it back)."""
-    sched, hook = _scheduler(2)
-    gw0, gw1 = _start(sched, Worker("gw0")), _start(sched, Worker("gw1"))
+    sched = scheduler(["2*popen"], lambda node: NodeRoutes("hostA", {}, {}))
+    hook = sched.config.hook
+    gw0, gw1 = Worker("gw0"), Worker("gw1")
+    start(sched, (gw0, gw1), TESTS)
     assert (gw0.sent, gw1.sent) == ([0, 1], [2, 3]) and gw0.shutting_down and gw1.shutting_down
     assert sched.remove_node(gw1) == TESTS[2]  # worker_errordown
     if rerun:
@@ -78,12 +35,13 @@ def test_a_crashed_worker_s_tests_wait_for_its_replacement_not_for_a_worker_shut
     for i in (0, 1):
         sched.mark_test_complete(gw0, i)
     assert sched.remove_node(gw0) is None  # worker_workerfinished
-    assert _failed(hook) == [] and not sched.tests_finished
-    gw2 = _start(sched, Worker("gw2"))  # xdist's replacement of gw1
+    assert hook.reports("failed") == [] and not sched.tests_finished
+    gw2 = Worker("gw2")  # xdist's replacement of gw1
+    start(sched, [gw2], TESTS)
     assert sorted(gw2.sent) == ([2, 3] if rerun else [3])
     for i in list(gw2.sent):
         sched.mark_test_complete(gw2, i)
-    assert sched.tests_finished and gw2.shutting_down and _failed(hook) == []
+    assert sched.tests_finished and gw2.shutting_down and hook.reports("failed") == []
 
 
 def test_a_worker_that_died_keeps_its_queued_tests_until_its_removal():
@@ -94,25 +52,17 @@ def test_a_worker_that_died_keeps_its_queued_tests_until_its_removal():
     tests = [f"t.py::test_{i}" for i in range(8)]
     cannot = {"A": {i: ("no-gpu", "x", "needs NVIDIA", ("t.py", 0, f"test_{i}")) for i in range(2, 8)},
               "N": {i: ("no-gpu", "x", "needs AMD", ("t.py", 0, f"test_{i}")) for i in range(2)}}
-    config = SimpleNamespace(getvalue=lambda name: ["1*popen", "1*popen"], getoption=lambda name, default=None: None,
-                             option=SimpleNamespace(maxworkerrestart=None, numprocesses=None), hook=Hook())
-    sched = GpuScheduling(config, SimpleNamespace(gpusched=lambda *a: None),
-                          lambda node: NodeRoutes(node.gateway.id[2], cannot[node.gateway.id[2]], {}))
-    hook = config.hook
+    sched = scheduler(["1*popen", "1*popen"], lambda node: NodeRoutes(node.gateway.id[2], cannot[node.gateway.id[2]], {}))
+    hook = sched.config.hook
     gwA, gwN = Worker("gwA"), Worker("gwN")
-    for w in (gwA, gwN):
-        sched.add_node(w)
-        sched.add_node_collection(w, tests)
-    sched.schedule()
+    start(sched, (gwA, gwN), tests)
     assert gwA.sent == [0, 1] and gwA.shutting_down and gwN.sent == [2, 3] and not gwN.shutting_down
     gwN.shutting_down = True  # it died: xdist's receiving thread marks it down before the event is handled
     for i in (0, 1):
         sched.mark_test_complete(gwA, i)
     assert sched.remove_node(gwA) is None  # worker_workerfinished, handled first
-    assert _failed(hook) == []
+    assert hook.reports("failed") == []
     assert sched.remove_node(gwN) == tests[2]  # worker_errordown
     replacement = Worker("gwN2")
-    sched.add_node(replacement)
-    sched.add_node_collection(replacement, tests)
-    sched.schedule()
-    assert replacement.sent and set(replacement.sent) <= {3, 4, 5, 6, 7} and _failed(hook) == []
+    start(sched, [replacement], tests)
+    assert replacement.sent and set(replacement.sent) <= {3, 4, 5, 6, 7} and hook.reports("failed") == []

@@ -6,7 +6,7 @@ import pytest
 
 from pytest_gpuenv.rtc import KernelCompileError
 from pytest_gpuenv.rtc.logs import first_error
-from pytest_gpuenv.rtc.source import find_headers, find_kernels, kernel_decl, load_source, parse_param
+from pytest_gpuenv.rtc.source import find_headers, find_kernels, kernel_decl, load_source, parse_param, split_params
 
 
 @pytest.mark.parametrize(
@@ -31,6 +31,13 @@ from pytest_gpuenv.rtc.source import find_headers, find_kernels, kernel_decl, lo
 def test_parse_param(decl, name, type_, pointer, code):
     p = parse_param(decl)
     assert (p.name, p.type, p.pointer, p.code) == (name, type_, pointer, code)
+
+
+def test_split_params_keeps_bracketed_commas():
+    """Commas inside template arguments, calls, subscripts and braced initialisers do not split a list."""
+    assert split_params("std::pair<int, float> p, float* x = f(1, 2), int a = b[1], S s = S{1, 2}") == [
+        "std::pair<int, float> p", "float* x = f(1, 2)", "int a = b[1]", "S s = S{1, 2}"]
+    assert split_params(" void ") == ["void"] and split_params("") == []
 
 
 def test_find_kernels_forms():

@@ -85,9 +85,26 @@ def test_facts_of_the_device_a_test_runs_on():
     env = GpuEnv(backend="cuda", kind="cuda", devices=gpus, cuda={"driver_version": "570.86.15", "max_cuda": "12.8"},
                  torch={"version": "2.7.0+cu126", "build": "cuda", "cuda": "12.6", "hip": None})
     assert device_for(env) is gpus[0] and device_for(env, "cuda:1") is gpus[1] and device_for(env, "cpu") is None
+    # "cuda" is torch's current GPU (the first), and a torch.device is read by its text
+    assert device_for(env, "cuda") is gpus[0] and device_for(env, "cuda:7") is gpus[0]
+    torch = pytest.importorskip("torch")
+    assert device_for(env, torch.device("cuda:1")) is gpus[1] and device_for(env, torch.device("cpu")) is None
     f = facts(env, gpus[1])
     assert (f.vendor, f.arch, f.versions["cuda"], f.versions["driver"]) == ("nvidia", "sm_80", "12.6", "570.86.15")
     assert facts(env, None).versions == {"cuda": None, "rocm": None, "driver": None, "torch": "2.7.0+cu126"}
+
+
+def test_gpu_device_of_each_torch_device(pytester, tmp_path):
+    """``gpu_device`` is the GPU ``torch_device`` names, and the first GPU beside ``torch_device`` ``cpu``
+    (where ``device_for`` says the test runs on the CPU)."""
+    amd_machine(tmp_path, 2)
+    pytester.makepyfile("""
+def test_dev(torch_device, gpu_device):
+    assert gpu_device.index == {"cpu": 0, "cuda:0": 0, "cuda:1": 1}[str(torch_device)]
+""")
+    result = pytester.runpytest_subprocess("-p", "no:xdist", f"--gpuenv-root={tmp_path}", "--gpuenv-probe=never",
+                                           "--gpuenv-devices=all", "-v")
+    result.assert_outcomes(passed=3)
 
 
 MODULE = """

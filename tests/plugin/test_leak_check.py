@@ -4,6 +4,8 @@ The GPU half (a torch leak and a raw cuMemAlloc leak caught on the H200): tests/
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from pytest_gpuenv.guards.leak import Leak, leaks, message
@@ -61,6 +63,51 @@ def test_bad_options_are_usage_errors(pytester, args, text):
     result = pytester.runpytest_subprocess("-p", "no:xdist", *args)
     assert result.ret == 4
     result.stderr.fnmatch_lines([f"*{text}*"])
+
+
+PATH_SUITE = """
+def test_top():
+    pass
+"""
+SUB_CONFTEST = """
+def pytest_addoption(parser):
+    parser.addoption("--sub-flag", action="store_true")
+"""
+SUB_SUITE = """
+def test_sub(pytestconfig):
+    assert pytestconfig.getoption("sub_flag")
+    assert pytestconfig.getoption("gpuenv_leak_check") == {mode!r}
+"""
+
+
+@pytest.mark.parametrize("args, mode", [(("--gpuenv-leak-check", "sub"), "fail"),
+                                        (("--gpuenv-leak-check", "WARN", "sub"), "WARN"),
+                                        (("--gpuenv-leak-check=warn", "sub"), "warn"),
+                                        (("sub", "--gpuenv-leak-check"), "fail")])
+def test_the_bare_option_leaves_the_next_path(pytester, args, mode):
+    """The bare option is ``fail``: it takes the next argument only when that is one of its values, so a test
+    path after it stays a test path (and its folder's conftest.py an initial one, whose options the line may
+    use)."""
+    pytester.makepyfile(PATH_SUITE)
+    pytester.mkdir("sub")
+    pytester.path.joinpath("sub", "conftest.py").write_text(SUB_CONFTEST)
+    pytester.path.joinpath("sub", "test_sub.py").write_text(SUB_SUITE.format(mode=mode))
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider", *args, "--sub-flag")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*pytest took this existing path*")
+
+
+def test_a_bare_option_in_addopts_leaves_the_command_line_s_path(pytester):
+    """``addopts = --gpuenv-leak-check`` in the ini file, then ``pytest sub``: the ini file's options come first,
+    so the path follows the bare option (run as a user types it: pytester's runpytest puts its own option
+    first)."""
+    pytester.makeini("[pytest]\naddopts = -p no:xdist -p no:cacheprovider --gpuenv-leak-check\n")
+    pytester.makepyfile(PATH_SUITE)
+    pytester.mkdir("sub")
+    pytester.path.joinpath("sub", "conftest.py").write_text(SUB_CONFTEST)
+    pytester.path.joinpath("sub", "test_sub.py").write_text(SUB_SUITE.format(mode="fail"))
+    result = pytester.run(sys.executable, "-m", "pytest", "sub", "--sub-flag", f"--basetemp={pytester.path / 'tmp'}")
+    result.assert_outcomes(passed=1)
 
 
 def test_ini_twin(pytester):

@@ -5,7 +5,7 @@
 // cannot be called there). Names, types and parameters follow ROCm's hip_runtime_api.h and driver_types.h
 // (clr, hipamd/include/hip/hip_runtime_api.h); enumerator values are ROCm's where code may compare them.
 // A launch `k<<<grid, block, shared, stream>>>(args)` in host code is rewritten to
-// `(__gpuenv_host::launch(grid, block, shared, stream), k(args))` (rtc/_cpu.py: host_launches).
+// `(__gpuenv_host::launch(grid, block, shared, stream), k(args))` (rtc/_cpu_rewrite.py: host_launches).
 #pragma once
 #include "hip_runtime.h"
 
