@@ -45,7 +45,12 @@ busy machine the rate reads low and the milliseconds high.
 ``--where`` adds where the fixed instructions go: importing the plugin, detection, the rest; and, across the
 whole process, a few C functions of the interpreter (``callgrind_annotate``, inclusive): parsing and compiling
 generated code (the methods dataclasses and NamedTuples write), class creation, unmarshalling bytecode, the
-garbage collector.
+garbage collector. Then where the per-test instructions go: in one native ``pytest --collect-only`` process
+over the largest suite, each of the plugin's per-test hooks is run again over every test (the best of 20
+rounds, CPU time, converted at the measured rate): ``pytest_generate_tests`` on each test function,
+``pytest_collection_modifyitems`` over the items, and a test's three ``pytest_runtest_logreport`` calls with the
+plugin's reporter registered against without it. What the slope holds beyond their sum is no hook's: pytest's
+own work made slower by the code and objects the plugin adds (its layout varies with the hash seed).
 
     python benchmarks/overhead.py [--tests 50,1300] [--seeds 0] [--jobs 2] [--calibrate 7] [--where]
 """
@@ -183,6 +188,67 @@ def where(tmp: str, tiny: str, env: dict[str, str], rate: float, fixed: float, d
         print(f"  {added / 1e6:8.1f} M  {ms(added, rate):6.2f} ms  {name}: {what}")
 
 
+#: a plugin that, once collection is done, times the plugin's per-test hooks again over every collected test
+HOOKS = "gpuenv_bench_hooks"
+HOOKS_SOURCE = '''"""Time pytest-gpuenv's per-test hooks over the collected tests (benchmarks/overhead.py --where)."""
+import time
+
+import pytest
+from _pytest.python import FunctionDefinition, Metafunc
+from _pytest.reports import TestReport
+
+
+def best(run, rounds=20):
+    times = []
+    for _ in range(rounds):
+        start = time.process_time()
+        run()
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    import pytest_gpuenv.plugin as plugin
+
+    config, items = session.config, session.items
+    pm = config.pluginmanager
+    metafuncs = []
+    for item in items:
+        definition = FunctionDefinition.from_parent(item.parent, name=item.originalname, callobj=item.obj)
+        metafuncs.append(Metafunc(definition, item._fixtureinfo, config, module=item.module, _ispytest=True))
+    generate = best(lambda: [plugin.pytest_generate_tests(m) for m in metafuncs])
+    collect = best(lambda: plugin.pytest_collection_modifyitems(session, config, items))
+    reports = [TestReport(i.nodeid, i.location, {}, "passed", None, when)
+               for i in items for when in ("setup", "call", "teardown")]
+    quiet = [p for p in (pm.get_plugin(n) for n in ("terminalreporter", "junitxml")) if p is not None]  # (they print)
+    with_ours = pm.subset_hook_caller("pytest_runtest_logreport", quiet)
+    without = pm.subset_hook_caller("pytest_runtest_logreport", [*quiet, pm.get_plugin("gpuenv-skips")])
+    log_with = best(lambda: [with_ours(report=r) for r in reports])
+    log_without = best(lambda: [without(report=r) for r in reports])
+    n = len(items)
+    print(f"GPUENV-HOOKS {generate / n} {collect / n} {(log_with - log_without) / n}")
+'''
+
+
+def hooks(suite: str, env: dict[str, str], rate: float, per_test: float) -> None:
+    """Where the per-test instructions go: the plugin's per-test hooks timed again in one process (HOOKS)."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "-p", PLUGIN, "-p", HOOKS]
+    r = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=600)
+    m = re.search(r"GPUENV-HOOKS (\S+) (\S+) (\S+)", r.stdout)
+    if m is None:
+        raise SystemExit(f"failed ({' '.join(cmd)}):\n{(r.stdout + r.stderr)[-2000:]}")
+    parts = [float(x) * rate for x in m.groups()]
+    print("\nwhere the per-test instructions go (each hook run again over every test, the best of 20 rounds of CPU "
+          "time, at the rate above):")
+    for n, what in zip(parts, ("pytest_generate_tests (the test function's gpu_dtypes, hip_kernel, torch_device)",
+                               "pytest_collection_modifyitems (marks, the gate, gpu_dtypes' capabilities)",
+                               "pytest_runtest_logreport, three reports (with the plugin's reporter less without)")):
+        print(f"  {n / 1e3:8.1f} k  {ms(n, rate) * 1e3:6.2f} us  {what}")
+    print(f"  {(per_test - sum(parts)) / 1e3:8.1f} k  {ms(per_test - sum(parts), rate) * 1e3:6.2f} us  no hook's: the "
+          "per-test slope less these")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tests", default="50,1300",
@@ -192,7 +258,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="callgrind processes of the per-test suites run at once (default 2)")
     ap.add_argument("--calibrate", type=int, default=7, help="native runs that measure instructions per second")
-    ap.add_argument("--where", action="store_true", help="also show where the fixed instructions go")
+    ap.add_argument("--where", action="store_true", help="also show where the fixed and the per-test instructions go")
     args = ap.parse_args()
     sizes = sorted({int(x) for x in args.tests.split(",")})
     if len(sizes) < 2 or sizes[0] < 1:
@@ -207,6 +273,8 @@ def main() -> None:
             fh.write('"""An empty plugin: what naming a plugin with -p costs pytest itself."""\n')
         with open(os.path.join(modules, f"{NOGC}.py"), "w") as fh:
             fh.write('"""The automatic garbage collector off, from this import on."""\nimport gc\n\ngc.disable()\n')
+        with open(os.path.join(modules, f"{HOOKS}.py"), "w") as fh:
+            fh.write(HOOKS_SOURCE)
         with open(os.path.join(modules, f"{IMPORTED}.py"), "w") as fh:
             fh.write(f'"""The plugin\'s modules loaded, none of its hooks registered."""\nimport {PLUGIN}  # noqa: F401\n')
         env = bench_env(os.path.join(tmp, "pyc"), modules)
@@ -278,6 +346,7 @@ def main() -> None:
               f"{verdict(ms(detect, rate), goal_detect)}")
         if args.where:
             where(tmp, suites[1], env, rate, fixed, detect)
+            hooks(suites[sizes[-1]], env, rate, per_test)
 
 
 if __name__ == "__main__":
