@@ -9,8 +9,8 @@ the plan preview), ``fixtures``; this module composes them.
 The subsystems behind a boundary are imported where a run needs them: ``dist`` (with pytest-xdist, or
 ``--gpuenv-plan``), the kernel compiler (``rtc``, by ``hip_kernel``), the timer (``perf``, by ``gpu_bench``),
 the tolerance profiles (``base.tolerance``, by ``gpu_assert_close`` and an ini ``gpuenv_tolerances``), the
-capability table (``base.capabilities``, by ``requires_capability`` and ``--gpuenv-require=CAPS``), the leak
-check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the quarantine list
+expected values' keys (``base.expected``, by ``gpu_expected``), the capability table (``base.capabilities``, by
+``requires_capability`` and ``--gpuenv-require=CAPS``), the leak check (``guards.leak``, by ``--gpuenv-leak-check`` or a test's ``@gpuenv_leak_check``), the quarantine list
 (``session.quarantine``, by ``--gpuenv-quarantine`` or an ini ``gpuenv_quarantine``), the sanitizer runs
 (``guards.sanitize``, by ``--gpuenv-sanitize``, a test's ``@gpuenv_sanitize`` or in a sanitizer's child), the crash guard
 (``guards.crash``, where HIP kernels may run on an AMD GPU, or in an xdist controller) and the run's files

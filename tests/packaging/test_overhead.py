@@ -89,7 +89,8 @@ def test_pytest_does_not_rewrite_the_plugin_modules(pytester):
 #: 1-18 ms to import)
 LAZY = ("pytest_gpuenv.perf", "pytest_gpuenv.rtc", "pytest_gpuenv.runtime.cuda", "pytest_gpuenv.runtime.hip",
         "pytest_gpuenv.runtime.nvml", "pytest_gpuenv.dist.xdist", "pytest_gpuenv.dist.hosts", "pytest_gpuenv.dist.routing",
-        "pytest_gpuenv.base.tolerance", "pytest_gpuenv.session.quarantine",
+        "pytest_gpuenv.base.tolerance", "pytest_gpuenv.base.expected", "pytest_gpuenv.session.quarantine",
+        "pytest_gpuenv.guards.sanitize",
         "pytest_gpuenv.base.capabilities", "pytest_gpuenv.dist.plan", "pytest_gpuenv.guards.leak", "pytest_gpuenv.guards.crash",
         "torch", "hip", "cuda", "numpy", "tabulate", "filelock", "matplotlib")
 
