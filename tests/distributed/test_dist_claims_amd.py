@@ -1,0 +1,127 @@
+"""``--dist gpu`` memory figures on AMD GPUs through amdsmi (``runtime.amdsmi.vram_held``, ``dist.gpu_memory``):
+what other processes hold on each GPU, taken off its room, and what a test's process held, against its claim.
+Devices come from the machine trees (an MI250X node, the MI300X machine) as detection reads them; amdsmi is a
+stand-in at its call boundary (``FakeAmdSmi``), installed as the ``amdsmi`` module the plugin imports."""
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+from _machines import amd_machine
+
+pytest.importorskip("xdist")
+
+from pytest_gpuenv.detect import detect
+from pytest_gpuenv.runtime import amdsmi as amd_smi
+
+GiB = 1 << 30
+#: a PID above the kernel's largest pid_max (2**22, ``PID_MAX_LIMIT`` on 64-bit): never this process nor a relative
+OTHER = 2**22 + 1
+
+
+class FakeAmdSmi:
+    """amdsmi at its call boundary, with the names and return shapes of amdsmi's ``py-interface/amdsmi_interface.py``:
+
+    - ``amdsmi_get_processor_handles``, ``amdsmi_get_gpu_device_bdf`` (``dddd:bb:dd.f``),
+      ``amdsmi_get_gpu_device_uuid`` (``amdsmi_uuid_gen``'s form: ``runtime.amdsmi.amdsmi_uuid``);
+    - ``amdsmi_get_gpu_process_list``: from ROCm 6.1 one dict per process, ``{"name", "pid", "mem",
+      "engine_usage": {"gfx", "enc"}, "memory_usage": {"gtt_mem", "cpu_mem", "vram_mem"}}``, bytes (ROCm/amdsmi
+      tag rocm-6.1.2, commit 05db1a0eabea62ef65c91d4d52732f4b240ba0cf; the same at 0ceca28f4139dced5e9b5739a3f393780d7add48);
+      ROCm 7 adds ``cu_occupancy`` and ``evicted_time`` (ROCm/rocm-systems commit
+      6fa77c7707c6592ed19783dd49cc06d443ba2fad, projects/amdsmi/py-interface/amdsmi_interface.py);
+    - ``rocm60=True``: ROCm 6.0's shape, a list of process handles, each read with
+      ``amdsmi_get_gpu_process_info(processor, process)`` into the dict above (ROCm/amdsmi tag rocm-6.0.2, commit
+      03f638c30a9fd375c5f2193f2e23a2e4d46a6b8c).
+
+    A failing call raises, as ``_check_res`` raises ``AmdSmiLibraryException``.
+
+    :param gpus: (PCI bus id, serial, {pid: VRAM bytes}) per GPU.
+    """
+
+    AmdSmiInitFlags = SimpleNamespace(INIT_AMD_GPUS=2)
+
+    def __init__(self, gpus, rocm60=False, fail=()):
+        self.gpus, self.rocm60, self.fail = list(gpus), rocm60, set(fail)
+
+    def _check(self, name):
+        if name in self.fail:
+            raise RuntimeError(f"{name}: AMDSMI_STATUS_NOT_SUPPORTED")
+
+    def amdsmi_init(self, flag):
+        self._check("amdsmi_init")
+
+    def amdsmi_get_processor_handles(self):
+        return [f"h{i}" for i in range(len(self.gpus))]
+
+    def amdsmi_get_gpu_device_bdf(self, h):
+        return self.gpus[int(h[1:])][0]
+
+    def amdsmi_get_gpu_device_uuid(self, h):
+        return amd_smi.amdsmi_uuid(self.gpus[int(h[1:])][1], 0x74A1)
+
+    def _info(self, pid, vram):
+        return {"name": "python3", "pid": pid, "mem": vram, "engine_usage": {"gfx": 0, "enc": 0},
+                "memory_usage": {"gtt_mem": 2 << 20, "cpu_mem": 0, "vram_mem": vram},
+                **({} if self.rocm60 else {"cu_occupancy": "N/A", "evicted_time": "N/A"})}
+
+    def amdsmi_get_gpu_process_list(self, h):
+        self._check("amdsmi_get_gpu_process_list")
+        procs = self.gpus[int(h[1:])][2]
+        if self.rocm60:
+            return list(procs)  # amdsmi_process_handle_t: the PID
+        return [self._info(pid, vram) for pid, vram in procs.items()]
+
+    def amdsmi_get_gpu_process_info(self, h, process):
+        if not self.rocm60:
+            raise AttributeError("amdsmi_get_gpu_process_info")  # removed in ROCm 6.1
+        procs = self.gpus[int(h[1:])][2]
+        if process not in procs:
+            raise RuntimeError("AMDSMI_STATUS_NOT_FOUND")  # the process ended between the two calls
+        return self._info(process, procs[process])
+
+
+def _smi_of(env, vram_by_gpu, **kw):
+    """A stand-in listing the detected GPUs (by their PCI bus id and serial) with {pid: bytes} each."""
+    return FakeAmdSmi([(d.pci, amd_smi.uuid_serial(d.uuid), vram) for d, vram in zip(env.usable_devices, vram_by_gpu)],
+                      **kw)
+
+
+@pytest.fixture
+def smi_module(monkeypatch):
+    """Install a stand-in as ``import amdsmi`` for this process, with amdsmi's state of the plugin reset."""
+    monkeypatch.setattr(amd_smi, "_state", {})
+    monkeypatch.setattr(amd_smi, "_handles", {})
+
+    def install(smi):
+        monkeypatch.setitem(sys.modules, "amdsmi", smi)
+        return smi
+    return install
+
+
+def _mi250x(tmp_path):
+    """An MI250X node of 8 GCDs of 64 GiB, two left visible (HIP_VISIBLE_DEVICES=0,1), as detection reads it."""
+    amd_machine(tmp_path / "mi250x", 8, gfx_target_version=90010, vram=64 * GiB)
+    return detect(root=str(tmp_path / "mi250x"), environ={"HIP_VISIBLE_DEVICES": "0,1"}, probe="never")
+
+
+def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path):
+    """ROCm 6.0's process handles are read one by one (a process that ended meanwhile is left out); a GPU whose
+    process list fails, or that amdsmi does not list, is not known (None)."""
+    env = _mi250x(tmp_path)
+    smi = _smi_of(env, [{OTHER: 6 * GiB}, {OTHER + 1: GiB}], rocm60=True)
+    keys = [(d.uuid, d.pci) for d in env.usable_devices]
+    assert amd_smi.vram_held(keys, smi=smi) == [6 * GiB, GiB]
+    gone = _smi_of(env, [{OTHER: 6 * GiB}, {}], rocm60=True)
+    gone.amdsmi_get_gpu_process_list = lambda h: [OTHER, OTHER + 7]  # OTHER + 7 ended before its info was read
+    assert amd_smi.vram_held(keys, smi=gone) == [6 * GiB, 0]
+    assert amd_smi.vram_held(keys, smi=_smi_of(env, [{}, {}], fail={"amdsmi_get_gpu_process_list"})) == [None, None]
+    assert amd_smi.vram_held(keys, smi=FakeAmdSmi([("0000:99:00.0", 1, {OTHER: GiB})])) == [None, None]
+    # by UUID where the device has no PCI bus id (amdsmi's UUID carries the serial ROCr's does)
+    assert amd_smi.vram_held([(env.usable_devices[1].uuid, None)], smi=smi) == [GiB]
+
+
+def test_two_partitions_sharing_one_pci_address_count_nothing(tmp_path):
+    """Partitions of an MI300 whose kernel puts the partition in location_id bits 31:28 share one BDF: which one
+    a device is cannot be told, so neither is counted (rather than another partition's processes)."""
+    smi = FakeAmdSmi([("0000:0c:00.0", 1, {OTHER: GiB}), ("0000:0c:00.0", 2, {OTHER: 9 * GiB})])
+    assert amd_smi.vram_held([("GPU-0000000000000001", "0000:0c:00.0")], smi=smi) == [None]
