@@ -3,6 +3,7 @@ what other processes hold on each GPU, taken off its room, and what a test's pro
 Devices come from the machine trees (an MI250X node, the MI300X machine) as detection reads them; amdsmi is a
 stand-in at its call boundary (``FakeAmdSmi``), installed as the ``amdsmi`` module the plugin imports."""
 
+import os
 import sys
 from types import SimpleNamespace
 
@@ -11,7 +12,10 @@ from _machines import amd_machine
 
 pytest.importorskip("xdist")
 
+from test_dist_claims import _rotated, _run  # (the scheduler driven as xdist drives it)
+
 from pytest_gpuenv.detect import detect
+from pytest_gpuenv.marks.claims import Claim
 from pytest_gpuenv.runtime import amdsmi as amd_smi
 
 GiB = 1 << 30
@@ -104,9 +108,39 @@ def _mi250x(tmp_path):
     return detect(root=str(tmp_path / "mi250x"), environ={"HIP_VISIBLE_DEVICES": "0,1"}, probe="never")
 
 
-def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path):
+def _sent_gpus(env):
+    """What a worker sends its controller of its GPUs at collection (``dist.worker.RouteSender``)."""
+    from pytest_gpuenv.dist.worker import RouteSender
+
+    sent = []
+    session = SimpleNamespace(env=env, host="mi250x", settings=SimpleNamespace(default_claim=GiB, root=None))
+    RouteSender(session, SimpleNamespace(send=sent.append)).pytest_collection_finish(SimpleNamespace(items=[]))
+    return sent[0]["gpus"]
+
+
+def test_other_processes_vram_on_each_gcd_is_taken_off_its_room(tmp_path, smi_module):
+    """Another process holds 20 GiB on GCD 0 and 16 GiB on GCD 1; this process and its parent hold some too (not
+    counted). The worker sends those figures; the scheduler skips a 50 GiB claim once, naming the largest room
+    (48 GiB, 16 GiB held by other processes), runs the 40 GiB tests, and the summary names what others held."""
+    env = _mi250x(tmp_path)
+    me, parent = os.getpid(), os.getppid()
+    smi_module(_smi_of(env, [{me: 3 * GiB, parent: GiB, OTHER: 20 * GiB}, {OTHER: 16 * GiB}]))
+    gpus = _sent_gpus(env)
+    assert [(g["id"], g["total"], g["others"]) for g in gpus] == [
+        ("GPU-3cbe002bd3b6313d", 64 * GiB, 20 * GiB), ("GPU-3cbe002bd3b6313e", 64 * GiB, 16 * GiB)]
+    claims = {0: Claim(1, 50 * GiB, declared=True), **{i: Claim(1, 40 * GiB, declared=True) for i in range(1, 7)}}
+    peak, ran, skipped, sched, _ = _run({f"gw{w}": _rotated(gpus, w) for w in range(4)}, claims, 8)
+    assert skipped == ["t.py::test_0"] and sorted(ran) == list(range(1, 8))
+    reason = sched.ledger.no_room_reason(claims[0])
+    assert reason.endswith("the largest has 48.0 GiB free of 64.0 GiB (16.0 GiB held by other processes)")
+    assert all(p <= 44 * GiB for p in peak.values())  # one 40 GiB test per GCD at a time (+ 1 GiB tests)
+    assert [ln.split(", waited")[0].split("of 64.0 GiB, ")[1] for ln in sched.ledger.summary_lines()] == [
+        "20.0 GiB held by other processes", "16.0 GiB held by other processes"]
+
+
+def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path, smi_module, monkeypatch):
     """ROCm 6.0's process handles are read one by one (a process that ended meanwhile is left out); a GPU whose
-    process list fails, or that amdsmi does not list, is not known (None)."""
+    process list fails, or that amdsmi does not list, counts 0, as where amdsmi is missing or fails to start."""
     env = _mi250x(tmp_path)
     smi = _smi_of(env, [{OTHER: 6 * GiB}, {OTHER + 1: GiB}], rocm60=True)
     keys = [(d.uuid, d.pci) for d in env.usable_devices]
@@ -119,9 +153,58 @@ def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path):
     # by UUID where the device has no PCI bus id (amdsmi's UUID carries the serial ROCr's does)
     assert amd_smi.vram_held([(env.usable_devices[1].uuid, None)], smi=smi) == [GiB]
 
+    smi_module(_smi_of(env, [{OTHER: 6 * GiB}, {}], fail={"amdsmi_init"}))
+    assert [g["others"] for g in _sent_gpus(env)] == [0, 0]
+    monkeypatch.setattr(amd_smi, "_state", {})
+    smi_module(None)  # not installed: import amdsmi raises ModuleNotFoundError
+    assert [g["others"] for g in _sent_gpus(env)] == [0, 0]
+
 
 def test_two_partitions_sharing_one_pci_address_count_nothing(tmp_path):
     """Partitions of an MI300 whose kernel puts the partition in location_id bits 31:28 share one BDF: which one
     a device is cannot be told, so neither is counted (rather than another partition's processes)."""
     smi = FakeAmdSmi([("0000:0c:00.0", 1, {OTHER: GiB}), ("0000:0c:00.0", 2, {OTHER: 9 * GiB})])
     assert amd_smi.vram_held([("GPU-0000000000000001", "0000:0c:00.0")], smi=smi) == [None]
+
+
+def _meter_item(pytester, roots, claim="40GiB"):
+    env = detect(root=str(roots("mi300x_linux")), environ={"HIP_VISIBLE_DEVICES": "0"}, probe="never")
+    item = pytester.getitem(f"import pytest\n@pytest.mark.requires_memory('{claim}')\ndef test_big(): pass\n",
+                            "test_big")
+    session = SimpleNamespace(env=env, host="h",
+                              settings=SimpleNamespace(root=None, default_claim=GiB))
+    return env, item, session
+
+
+def test_a_test_whose_process_held_more_vram_than_it_claimed_is_reported(pytester, roots, smi_module, monkeypatch):
+    """On an MI300X (its first GPU visible) where torch started no runtime, amdsmi's ``vram_mem`` for this process
+    is its use: 50 GiB against a 40 GiB claim is a warning naming the GPU, and both figures go to the controller;
+    another process's VRAM on the GPU is not this test's."""
+    from pytest_gpuenv.dist.use import USE_PROPERTY, ClaimWarning, UseMeter
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    env, item, session = _meter_item(pytester, roots)
+    smi_module(_smi_of(env, [{os.getpid(): 50 * GiB, OTHER: 9 * GiB}]))
+    with pytest.warns(ClaimWarning, match=r"test_big used 50.0 GiB of GPU memory on GPU-3cbe002bd3b6313d but "
+                                          r"claimed 40.0 GiB \(requires_memory\)"):
+        UseMeter(session)._measure(item)
+    assert item.user_properties == [(USE_PROPERTY, {"GPU-3cbe002bd3b6313d": [50 * GiB, 40 * GiB]})]
+
+
+def test_without_amdsmi_a_test_gets_no_figure(pytester, roots, smi_module, monkeypatch):
+    """amdsmi failing to start (no driver, no permission), or this process not in its list (another PID
+    namespace): no figure and no warning."""
+    import warnings
+
+    from pytest_gpuenv.dist.use import UseMeter
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    env, item, session = _meter_item(pytester, roots, "1GiB")
+    for smi in (_smi_of(env, [{os.getpid(): 50 * GiB}], fail={"amdsmi_init"}), _smi_of(env, [{OTHER: 50 * GiB}])):
+        monkeypatch.setattr(amd_smi, "_state", {})
+        monkeypatch.setattr(amd_smi, "_handles", {})
+        smi_module(smi)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            UseMeter(session)._measure(item)
+        assert item.user_properties == []
