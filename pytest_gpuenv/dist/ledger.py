@@ -2,9 +2,9 @@
 
 Each worker sends its GPUs in its device order (``dist.routing.gpu_facts``): an id that is the same for
 every worker that sees that GPU (its UUID, else its host and bus or index), its total memory and what other
-processes held on it when the worker started (NVML; unknown elsewhere: 0). A test of ``devices`` GPUs runs
-on the first ``devices`` of its worker's GPUs. Several workers may share a GPU: claims are counted per GPU
-over every worker.
+processes held on it when the worker started (``dist.gpu_memory``: NVML on NVIDIA, amdsmi on AMD; 0 where
+neither can tell). A test of ``devices`` GPUs runs on the first ``devices`` of its worker's GPUs. Several
+workers may share a GPU: claims are counted per GPU over every worker.
 
 A worker holds on each of its GPUs the largest claim among its admitted tests there (it runs them one at a
 time). A test fits a worker when, on each of its GPUs, what the other workers hold plus the worker's own

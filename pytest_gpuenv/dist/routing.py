@@ -84,16 +84,17 @@ def routes(items: list[pytest.Item], env: GpuEnv, default_claim: int = 0) -> dic
     return {"cannot": cannot, "groups": groups, "claims": claims, "default": default.to_list()}
 
 
-def gpu_facts(env: GpuEnv, host: str, used: Optional[dict[str, int]] = None) -> list[dict[str, Any]]:
+def gpu_facts(env: GpuEnv, host: str, others: Optional[list[Optional[int]]] = None) -> list[dict[str, Any]]:
     """This worker's GPUs in its device order, for the ledger (``dist.ledger``): ``id`` (the UUID, else the
     host and the PCI address or index: the same in every worker that sees the GPU), ``name``, ``total`` bytes
-    and ``others``: what ``used`` (UUID -> bytes in use now, where NVML can tell) says other processes hold."""
+    and ``others``: the bytes other processes hold, from ``others`` in the same order (``dist.gpu_memory.held``;
+    0 where it says None: NVML or amdsmi could not tell)."""
     out = []
-    for d in env.usable_devices:
+    for i, d in enumerate(env.usable_devices):
         where = d.pci or (d.physical_index if d.physical_index is not None else d.index)
         gid = d.uuid or f"{host}/{where}"
-        out.append({"id": gid, "name": d.name or gid, "total": d.memory_bytes,
-                    "others": (used or {}).get(d.uuid or "", 0)})
+        held = others[i] if others is not None and i < len(others) else None
+        out.append({"id": gid, "name": d.name or gid, "total": d.memory_bytes, "others": held or 0})
     return out
 
 

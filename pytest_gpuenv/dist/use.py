@@ -2,8 +2,9 @@
 
 After each test's call, the most its process held on each of the worker's GPUs during the test: torch's peak
 of reserved memory (``torch.cuda.max_memory_reserved``, reset after each reading) where the test process
-started torch's CUDA/HIP runtime, else what NVML counts for this process on an NVIDIA GPU (its context
-included). The figures go to the controller in the report's ``user_properties`` (``USE_PROPERTY``:
+started torch's CUDA/HIP runtime, else what the driver counts for this process now (``dist.gpu_memory``: NVML
+on an NVIDIA GPU, its context included; amdsmi's ``vram_mem`` on an AMD GPU), else nothing (amdsmi missing
+or failing, NVML unavailable: no figure and no warning). The figures go to the controller in the report's ``user_properties`` (``USE_PROPERTY``:
 {GPU id: [used, claimed]}), for the summary; a test that used more than it claimed gets a warning naming
 the GPU, what it used and what it claimed.
 """
@@ -24,6 +25,7 @@ from pytest_gpuenv.marks import markers
 from pytest_gpuenv.marks.claims import claim_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pytest_gpuenv.base.model import Device
     from pytest_gpuenv.session.state import GpuenvSession
 
 #: the report property of a test's use: {GPU id: [bytes used, bytes claimed]}
@@ -49,14 +51,13 @@ def _torch_peaks(count: int) -> Optional[list[int]]:
         return None
 
 
-def _nvml_use(uuids: list[Optional[str]]) -> Optional[list[int]]:
-    known = [u for u in uuids if u]
-    if not known:
-        return None
-    from pytest_gpuenv.runtime import nvml
+def _driver_use(devices: list[Device]) -> Optional[list[int]]:
+    """This process's bytes on each device as NVML or amdsmi count them (``dist.gpu_memory.held``); None where
+    neither can tell of any."""
+    from pytest_gpuenv.dist.gpu_memory import held
 
-    used = nvml.memory_used(known, os.getpid())
-    return [used.get(u or "", 0) for u in uuids] if used else None
+    used = held(devices, os.getpid())
+    return [u or 0 for u in used] if any(u is not None for u in used) else None
 
 
 class UseMeter:
@@ -79,7 +80,7 @@ class UseMeter:
             return
         used = _torch_peaks(len(devices))
         if used is None and not self.session.settings.root:
-            used = _nvml_use([d.uuid if d.vendor == "nvidia" else None for d in devices])
+            used = _driver_use(devices)
         if not used:
             return
         marks = markers.plugin_marks(item)

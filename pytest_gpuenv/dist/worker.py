@@ -252,12 +252,11 @@ class RouteSender:
         self.channel.send(data)
 
 
-def _used_now(env: GpuEnv, root: Optional[str]) -> dict[str, int]:
-    """UUID -> bytes in use on this worker's NVIDIA GPUs now (NVML; none when reading another system's files):
-    at collection no test of this run has touched them, so this is what other processes hold."""
-    uuids = [d.uuid for d in env.usable_devices if d.vendor == "nvidia" and d.uuid]
-    if root or not uuids:
-        return {}
-    from pytest_gpuenv.runtime import nvml
+def _used_now(env: GpuEnv, root: Optional[str]) -> Optional[list[Optional[int]]]:
+    """Per usable device, the bytes other processes hold now (``dist.gpu_memory.held``: NVML, amdsmi; none when
+    reading another system's files): at collection no test of this run has touched them."""
+    if root or not env.usable_devices:
+        return None
+    from pytest_gpuenv.dist.gpu_memory import held
 
-    return nvml.memory_used(uuids)
+    return held(env.usable_devices)

@@ -16,8 +16,18 @@ Calls, from amdsmi's ``amdsmi_interface.py`` (amdsmi 7.0.2 on PyPI): ``amdsmi_ge
 ``amdsmi_get_gpu_device_bdf``, ``amdsmi_get_gpu_device_uuid``, ``amdsmi_get_clock_info(h, AmdSmiClkType.GFX)``
 (``clk``, ``max_clk`` in MHz, "N/A" where unknown; ``cur_clk`` before ROCm 6.2),
 ``amdsmi_get_violation_status`` (``active_*`` flags, MI300 and newer), ``amdsmi_get_gpu_metrics_info``
-(``throttle_status``/``indep_throttle_status``, as bools) and ``amdsmi_get_gpu_process_list`` (dicts with
-``pid`` and ``name``).
+(``throttle_status``/``indep_throttle_status``, as bools) and ``amdsmi_get_gpu_process_list``.
+
+``vram_held`` gives ``--dist gpu`` (``dist.worker``, ``dist.use``) the VRAM that processes hold on a GPU,
+from the same process list: ROCm 6.1 and newer return one dict per process with ``pid`` and
+``memory_usage: {"vram_mem", "gtt_mem", "cpu_mem"}`` in bytes (7.x adds ``cu_occupancy`` and
+``evicted_time``); ROCm 6.0 returns process handles, each read with ``amdsmi_get_gpu_process_info(handle,
+process)`` into the same dict. ``vram_mem`` is what the amdgpu driver's fdinfo counts for the process's files
+on that GPU, else KFD's count (amdsmi ``src/amd_smi/amd_smi_gpu_device.cc``
+``get_compute_process_list_impl``). Its PIDs are the kernel's (KFD's ``/sys/class/kfd/kfd/proc``): in a
+container with its own PID namespace this process is not found by its PID. ``amdsmi_get_gpu_vram_usage``
+(``vram_used``, MiB) is not used: it counts every process, this run's workers included, and what the driver
+reserves.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ import io
 import re
 from typing import Any, Callable, Optional
 
-from pytest_gpuenv.runtime.nvml import GUARDS, MonitorBase
+from pytest_gpuenv.runtime.nvml import GUARDS, MonitorBase, foreign_pids
 
 INSTALL_HINT = "pip install 'pytest-gpuenv[amd]' (amdsmi; it needs ROCm 6 or newer for libamd_smi.so)"
 #: amdsmi_get_violation_status's ``active_*`` flags and what each names
@@ -122,6 +132,105 @@ def uuid_serial(uuid: Optional[str]) -> Optional[int]:
     return None
 
 
+def find_handle(smi: Any, uuid: Optional[str], pci_bus_id: Optional[str]) -> tuple[Any, Optional[str]]:
+    """``(handle, None)`` of the one amdsmi processor whose BDF is ``pci_bus_id``, or ``(None, why)``.
+
+    Partitions of an MI300 whose kernel puts the partition in location_id bits 31:28 share one BDF (amdsmi.h
+    ``amdsmi_get_gpu_bdf_id``: the function is location_id & 7): then no handle is chosen, rather than another
+    partition's. ``uuid`` is only a fallback where no BDF is known: amdsmi's UUID is its own
+    (``amdsmi_uuid_gen``), not ROCr's; it matches by the serial both carry (``uuid_serial``)."""
+    handles, err = _call(smi.amdsmi_get_processor_handles)
+    want_bdf, want_uuid, want_serial = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-"), uuid_serial(uuid)
+    hits = []
+    for h in handles or []:
+        bdf, _e = _call(smi.amdsmi_get_gpu_device_bdf, h)
+        if want_bdf and _bdf(bdf) == want_bdf:
+            hits.append(h)
+        elif not want_bdf and want_uuid:
+            u, _e = _call(smi.amdsmi_get_gpu_device_uuid, h)
+            if isinstance(u, str) and (u.lower().removeprefix("gpu-") == want_uuid or (
+                    want_serial is not None and uuid_serial(u) == want_serial)):
+                hits.append(h)
+    if len(hits) == 1:
+        return hits[0], None
+    if hits:
+        return None, (f"{len(hits)} amdsmi processors share PCI bus id {pci_bus_id} (partitions of one GPU); "
+                      "which one is this device cannot be told")
+    return None, err or f"amdsmi lists no GPU with PCI bus id {pci_bus_id} or UUID {uuid}"
+
+
+def process_infos(smi: Any, handle: Any) -> tuple[Optional[list[dict[str, Any]]], Optional[str]]:
+    """amdsmi's processes on the GPU as dicts (``pid``, ``name``, ``memory_usage``, ...), or ``(None, why)``.
+
+    ROCm 6.1 and newer: ``amdsmi_get_gpu_process_list`` gives the dicts. ROCm 6.0 gives process handles; each
+    is read with ``amdsmi_get_gpu_process_info(handle, process)`` (one whose process ended meanwhile is left
+    out)."""
+    procs, err = _call(smi.amdsmi_get_gpu_process_list, handle)
+    if not isinstance(procs, list):
+        return None, err or "amdsmi_get_gpu_process_list gave no list"
+    out = []
+    for p in procs:
+        info, _e = (p, None) if isinstance(p, dict) else _call(
+            getattr(smi, "amdsmi_get_gpu_process_info", None) or _no_process_info, handle, p)
+        if isinstance(info, dict):
+            out.append(info)
+    return out, None
+
+
+def _no_process_info(_handle: Any, _process: Any) -> Any:
+    raise AttributeError("this amdsmi lists process handles but has no amdsmi_get_gpu_process_info")
+
+
+def _pid(info: dict[str, Any]) -> Optional[int]:
+    pid = info.get("pid")
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+def _vram(info: dict[str, Any]) -> int:
+    """A process's ``memory_usage["vram_mem"]`` in bytes; 0 where amdsmi gives none ("N/A")."""
+    usage = info.get("memory_usage")
+    vram = usage.get("vram_mem") if isinstance(usage, dict) else None
+    return vram if isinstance(vram, int) and not isinstance(vram, bool) and vram > 0 else 0
+
+
+#: (UUID, PCI bus id) -> amdsmi handle, found once per process (handles stay valid: amdsmi is never shut down)
+_handles: dict[tuple[Optional[str], Optional[str]], Any] = {}
+
+
+def vram_held(devices: list[tuple[Optional[str], Optional[str]]], pid: Optional[int] = None,
+              smi: Any = None) -> list[Optional[int]]:
+    """Per device, given as (UUID, PCI bus id) as detection gives them, the bytes of VRAM that amdsmi's
+    processes on it hold: ``pid`` given, that process's; else every process's but this process's, its
+    ancestors' and its siblings' (xdist workers of this run: ``nvml.foreign_pids``, without its guess at
+    another PID namespace, as this process need not be on the GPU). None for a device amdsmi cannot tell of:
+    amdsmi missing or failing, the device not found (``find_handle``), its process list failing.
+
+    :param smi: an amdsmi-like module, already initialised (tests); default: ``load()``.
+    """
+    cache: dict[tuple[Optional[str], Optional[str]], Any] = {} if smi is not None else _handles
+    if smi is None:
+        smi, _why = load()
+    out: list[Optional[int]] = []
+    for key in devices:
+        handle = cache.get(key)
+        if handle is None and smi is not None:
+            handle, _why = find_handle(smi, *key)
+            if handle is not None:
+                cache[key] = handle
+        infos, _why = process_infos(smi, handle) if handle is not None else (None, None)
+        if infos is None:
+            out.append(None)
+            continue
+        vram: dict[int, int] = {}
+        for info in infos:
+            p = _pid(info)
+            if p is not None:
+                vram[p] = vram.get(p, 0) + _vram(info)
+        wanted = [pid] if pid is not None else foreign_pids(list(vram), guess_namespace=False)
+        out.append(sum(vram.get(p, 0) for p in wanted))
+    return out
+
+
 def _mhz(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
@@ -145,7 +254,7 @@ class Monitor(MonitorBase):
         #: guard -> why it is off ("clocks", "throttling", "processes")
         self.unavailable: dict[str, str] = {}
         if self.smi is not None:
-            self.handle, why = self._find(uuid, pci_bus_id)
+            self.handle, why = find_handle(self.smi, uuid, pci_bus_id)
         if self.handle is None:
             self.unavailable = {g: why or "amdsmi unavailable" for g in GUARDS}
             return
@@ -157,30 +266,6 @@ class Monitor(MonitorBase):
             self.unavailable["throttling"] = "neither amdsmi_get_violation_status nor gpu metrics give it"
         if self.processes() is None:
             self.unavailable["processes"] = self._proc_err or "amdsmi_get_gpu_process_list failed"
-
-    def _find(self, uuid: Optional[str], pci_bus_id: Optional[str]) -> tuple[Any, Optional[str]]:
-        """The one handle whose BDF is ``pci_bus_id``. Partitions of an MI300 whose kernel puts the partition
-        in location_id bits 31:28 share one BDF (amdsmi.h ``amdsmi_get_gpu_bdf_id``: the function is
-        location_id & 7): then no handle is chosen, rather than another partition's. ``uuid`` is only a
-        fallback where no BDF is known: amdsmi's UUID is its own (``amdsmi_uuid_gen``), not ROCr's."""
-        handles, err = _call(self.smi.amdsmi_get_processor_handles)
-        want_bdf, want_uuid, want_serial = _bdf(pci_bus_id), (uuid or "").lower().removeprefix("gpu-"), uuid_serial(uuid)
-        hits = []
-        for h in handles or []:
-            bdf, _e = _call(self.smi.amdsmi_get_gpu_device_bdf, h)
-            if want_bdf and _bdf(bdf) == want_bdf:
-                hits.append(h)
-            elif not want_bdf and want_uuid:
-                u, _e = _call(self.smi.amdsmi_get_gpu_device_uuid, h)
-                if isinstance(u, str) and (u.lower().removeprefix("gpu-") == want_uuid or (
-                        want_serial is not None and uuid_serial(u) == want_serial)):
-                    hits.append(h)
-        if len(hits) == 1:
-            return hits[0], None
-        if hits:
-            return None, (f"{len(hits)} amdsmi processors share PCI bus id {pci_bus_id} (partitions of one GPU); "
-                          "which one is this device cannot be told")
-        return None, err or f"amdsmi lists no GPU with PCI bus id {pci_bus_id} or UUID {uuid}"
 
     @property
     def available(self) -> bool:
@@ -214,11 +299,8 @@ class Monitor(MonitorBase):
         """PIDs of processes using the device, or None when amdsmi cannot say."""
         if self.handle is None:
             return None
-        procs, self._proc_err = _call(self.smi.amdsmi_get_gpu_process_list, self.handle)
-        if not isinstance(procs, list):
-            return None
-        pids = [p.get("pid") if isinstance(p, dict) else getattr(p, "pid", None) for p in procs]
-        return [int(p) for p in pids if isinstance(p, int) and p > 0]
+        infos, self._proc_err = process_infos(self.smi, self.handle)
+        return None if infos is None else [p for p in map(_pid, infos) if p is not None]
 
 
 def _missing(_handle: Any) -> Any:

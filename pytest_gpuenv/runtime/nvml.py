@@ -10,7 +10,7 @@ call fails, the answer is ``None`` (``[]`` for lists of foreign processes): noth
   ``ask(lib_path)`` gives the same answer with why there is none.
 - ``Monitor``: one device's SM clock, clock event reasons and compute processes, with NVML initialised
   once for the process and left so (perf), and which of those guards are off and why (``unavailable``,
-  ``note``); ``driver_version()``; ``foreign_of``/``related_pids`` (shared with ``runtime.amdsmi``).
+  ``note``); ``driver_version()``; ``foreign_of``/``related_pids``/``foreign_pids`` (shared with ``runtime.amdsmi``).
 
 pynvml keeps one library per process in the module global ``pynvml.nvmlLib`` and loads
 ``libnvidia-ml.so.1`` (``nvml.dll``) only while that is None. To read a given file (WSL 2's
@@ -316,12 +316,14 @@ def related_pids() -> set[int]:
     return out
 
 
-def foreign_of(pids: list[int], related: set[int], me: int, name_of: Any, ppid_of: Any) -> list[dict[str, Any]]:
+def foreign_of(pids: list[int], related: set[int], me: int, name_of: Any, ppid_of: Any,
+               guess_namespace: bool = True) -> list[dict[str, Any]]:
     """Which of NVML's PIDs are another workload. Pure, for the tests.
 
     Not foreign: this process, its ancestors, and siblings (same parent: xdist workers). When this
     process is not in the list although the list is not empty, NVML reports PIDs of another PID
-    namespace (a container): then one entry is taken to be this process and only the rest count.
+    namespace (a container): then one entry is taken to be this process and only the rest count
+    (``guess_namespace``; off where this process need not be on the GPU at all).
     """
     parent = ppid_of(me)
     out = []
@@ -331,6 +333,11 @@ def foreign_of(pids: list[int], related: set[int], me: int, name_of: Any, ppid_o
         if parent and ppid_of(pid) == parent:
             continue
         out.append({"pid": pid, "name": name_of(pid)})
-    if me not in pids and out and len(out) == len(pids):
+    if guess_namespace and me not in pids and out and len(out) == len(pids):
         out = out[1:]
     return out
+
+
+def foreign_pids(pids: list[int], guess_namespace: bool = True) -> list[int]:
+    """``foreign_of`` for this process: the PIDs that are not this process, its ancestors or its siblings."""
+    return [p["pid"] for p in foreign_of(pids, related_pids(), os.getpid(), _process_name, _ppid, guess_namespace)]
