@@ -45,12 +45,11 @@ busy machine the rate reads low and the milliseconds high.
 ``--where`` adds where the fixed instructions go: importing the plugin, detection, the rest; and, across the
 whole process, a few C functions of the interpreter (``callgrind_annotate``, inclusive): parsing and compiling
 generated code (the methods dataclasses and NamedTuples write), class creation, unmarshalling bytecode, the
-garbage collector. Then where the per-test instructions go: in one native ``pytest --collect-only`` process
-over the largest suite, each of the plugin's per-test hooks is run again over every test (the best of 20
-rounds, CPU time, converted at the measured rate): ``pytest_generate_tests`` on each test function,
-``pytest_collection_modifyitems`` over the items, and a test's three ``pytest_runtest_logreport`` calls with the
-plugin's reporter registered against without it. What the slope holds beyond their sum is no hook's: pytest's
-own work made slower by the code and objects the plugin adds (its layout varies with the hash seed).
+garbage collector. Then where the per-test cost goes: in one native ``pytest --collect-only`` process over the
+largest suite, each of the plugin's per-test hooks is run again over every test (warm: the best of 20 rounds of
+CPU time): ``pytest_generate_tests`` on each test function, ``pytest_collection_modifyitems`` over the items,
+and a test's three ``pytest_runtest_logreport`` calls with the plugin's reporter registered against without it;
+their sum is shown against the slope in microseconds.
 
     python benchmarks/overhead.py [--tests 50,1300] [--seeds 0] [--jobs 2] [--calibrate 7] [--where]
 """
@@ -231,22 +230,23 @@ def pytest_collection_finish(session):
 '''
 
 
-def hooks(suite: str, env: dict[str, str], rate: float, per_test: float) -> None:
-    """Where the per-test instructions go: the plugin's per-test hooks timed again in one process (HOOKS)."""
+def where_per_test(suite: str, env: dict[str, str], rate: float, per_test: float) -> None:
+    """Where the per-test cost goes: the plugin's per-test hooks timed again in one process (HOOKS)."""
     cmd = [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "-p", PLUGIN, "-p", HOOKS]
     r = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True, timeout=600)
     m = re.search(r"GPUENV-HOOKS (\S+) (\S+) (\S+)", r.stdout)
     if m is None:
         raise SystemExit(f"failed ({' '.join(cmd)}):\n{(r.stdout + r.stderr)[-2000:]}")
-    parts = [float(x) * rate for x in m.groups()]
-    print("\nwhere the per-test instructions go (each hook run again over every test, the best of 20 rounds of CPU "
-          "time, at the rate above):")
-    for n, what in zip(parts, ("pytest_generate_tests (the test function's gpu_dtypes, hip_kernel, torch_device)",
-                               "pytest_collection_modifyitems (marks, the gate, gpu_dtypes' capabilities)",
-                               "pytest_runtest_logreport, three reports (with the plugin's reporter less without)")):
-        print(f"  {n / 1e3:8.1f} k  {ms(n, rate) * 1e3:6.2f} us  {what}")
-    print(f"  {(per_test - sum(parts)) / 1e3:8.1f} k  {ms(per_test - sum(parts), rate) * 1e3:6.2f} us  no hook's: the "
-          "per-test slope less these")
+    parts = [float(x) * 1e6 for x in m.groups()]
+    print("\nwhere the per-test cost goes (each hook run again over every test of the largest suite, in one process, "
+          "warm: the best of 20 rounds, CPU time per test):")
+    for us, what in zip(parts, ("pytest_generate_tests (the test function's gpu_dtypes, hip_kernel, torch_device)",
+                                "pytest_collection_modifyitems (marks, the gate, gpu_dtypes' capabilities)",
+                                "pytest_runtest_logreport, three reports (with the plugin's reporter less without)")):
+        print(f"  {us:6.2f} us  {what}")
+    print(f"  {sum(parts):6.2f} us  together, against the slope's {ms(per_test, rate) * 1e3:.2f} us (its instructions at "
+          "the process's average rate; the hooks' first runs, unspecialised and with cold caches, and what the "
+          "plugin's objects cost pytest's own work make the difference)")
 
 
 def main() -> None:
@@ -346,7 +346,7 @@ def main() -> None:
               f"{verdict(ms(detect, rate), goal_detect)}")
         if args.where:
             where(tmp, suites[1], env, rate, fixed, detect)
-            hooks(suites[sizes[-1]], env, rate, per_test)
+            where_per_test(suites[sizes[-1]], env, rate, per_test)
 
 
 if __name__ == "__main__":
