@@ -469,14 +469,17 @@ static inline bool quick_static(Launch& l, uintptr_t a, size_t size, bool write,
                         (uint16_t)l.epoch, site_of(pc));
 }
 
-void check_access(uintptr_t a, size_t size, bool write, void* pc) {
-    Launch& l = current_launch();
-    if (a - (uintptr_t)l.st < sizeof *l.st) return;
-    if (!l.active) return;  // a static initialiser of the kernel module, outside any launch
-    // (no fiber's stack holds the module's __shared__ variables: their accesses skip the test of the stack,
-    // whose load of the running fiber's bounds often missed the cache in stencil1d)
-    bool shared = a - l.sv_lo < l.sv_hi - l.sv_lo;
-    if (!shared && a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+// Whether a lies in a region an access passed lately (the usual case: a few buffers in a loop), where check_other
+// would pass it
+static inline bool recent_region(const Launch& l, uintptr_t a, size_t size, bool write) {
+    for (const RegionHit& h : l.hits)
+        if (a >= h.lo && a + size <= h.hi && (!write || h.writable)) return true;
+    return false;
+}
+
+// check_access past its first tests: a held write settled, the watchdog's signal, then the access checked
+__attribute__((noinline)) static void check_access_rest(Launch& l, uintptr_t a, size_t size, bool write, void* pc,
+                                                        bool shared) {
     if (l.held.on) settle(true);
     if (l.wd_pending) {
         l.r->kind = GPUENV_WATCHDOG;
@@ -488,12 +491,24 @@ void check_access(uintptr_t a, size_t size, bool write, void* pc) {
     if (shared) {
         if (quick_static(l, a, size, write, pc)) return;
         if (check_static_shared(a, size, write, pc, false)) return;
-    } else {
-        // a region an access passed lately (the usual case: a few buffers in a loop), as check_other would pass it
-        for (const RegionHit& h : l.hits)
-            if (a >= h.lo && a + size <= h.hi && (!write || h.writable)) return;
+    } else if (recent_region(l, a, size, write)) {
+        return;
     }
     check_other(a, size, write, pc, false);
+}
+
+// The usual accesses pass here without a call (the executor's state, the stack, a recent region, with no held write
+// or watchdog signal to see to): a call would make this function save registers at every access.
+void check_access(uintptr_t a, size_t size, bool write, void* pc) {
+    Launch& l = current_launch();
+    if (a - (uintptr_t)l.st < sizeof *l.st) return;
+    if (!l.active) return;  // a static initialiser of the kernel module, outside any launch
+    // (no fiber's stack holds the module's __shared__ variables or a region: their accesses skip the test of the
+    // stack, which loads the running fiber's bounds through its pointer)
+    bool shared = a - l.sv_lo < l.sv_hi - l.sv_lo;
+    if (!shared && !l.held.on && !l.wd_pending && recent_region(l, a, size, write)) return;
+    if (!shared && a - (uintptr_t)l.cur_fiber->lo < kStack) return;
+    return check_access_rest(l, a, size, write, pc, shared);
 }
 
 }  // namespace gx
