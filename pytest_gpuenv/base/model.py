@@ -70,6 +70,11 @@ class Problem(NamedTuple):
         return self._asdict()
 
 
+#: the UUID ROCm gives a GPU without a unique id (KFD ``unique_id`` 0; rocminfo's ``Uuid: GPU-XX``): it names
+#: no one GPU, as every such GPU has it
+NO_UNIQUE_UUID = "GPU-XX"
+
+
 @dataclass
 class Device:
     """One GPU, after the visible-devices variables are applied, in the frameworks' order."""
@@ -102,6 +107,11 @@ class Device:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def unique_uuid(self) -> Optional[str]:
+        """The UUID where it names this GPU alone (None for ROCm's ``GPU-XX``, ``NO_UNIQUE_UUID``)."""
+        return self.uuid if self.uuid != NO_UNIQUE_UUID else None
 
     @property
     def memory_gib(self) -> Optional[float]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
-from pytest_gpuenv.base.model import Device, Problem, default_warp_size, gfx_name
+from pytest_gpuenv.base.model import NO_UNIQUE_UUID, Device, Problem, default_warp_size, gfx_name
 from pytest_gpuenv.detect.fs import Fs
 
 #: DRM_FIRST_RENDER_NODE..DRM_LAST_RENDER_NODE (libhsakmt fmm.c): other minors fail the topology (``_access``)
@@ -191,7 +191,7 @@ def _kfd_device(fs: Fs, base: str, node: int, props: dict[str, int], index: int,
     if loc & 0xFFFF > 0 and loc < 2**32 and dom < 2**32:
         pci = f"{dom:04x}:{(loc >> 8) & 0xFF:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 7:x}"
     uid = props.get("unique_id")
-    uuid = None if uid is None else ("GPU-XX" if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
+    uuid = None if uid is None else (NO_UNIQUE_UUID if uid == 0 or uid >= 2**64 else f"GPU-{uid:016x}")
     minor = props.get("drm_render_minor", 0)
     render = f"/dev/dri/renderD{minor}" if _RENDER_MINORS[0] <= minor <= _RENDER_MINORS[1] else None
     vram = 0

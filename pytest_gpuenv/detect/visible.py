@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Optional, Union
 
-from pytest_gpuenv.base.model import Device, Problem
+from pytest_gpuenv.base.model import NO_UNIQUE_UUID, Device, Problem
 from pytest_gpuenv.detect._hipmask import HipMask, hip_mask_source, parse_hip
 
 __all__ = ["hip_mask_source", "parse_hip", "parse_rocr", "parse_visible"]
@@ -148,7 +148,7 @@ def _strtol0(token: str) -> Optional[int]:
 
 def _rocr_uuid(u: Optional[str]) -> str:
     """ROCr's ``BuildDeviceUuidList`` string: ``GPU-<16 hex>`` upper-cased, ``Invalid-UUID`` for id 0."""
-    return "Invalid-UUID" if not u or u == "GPU-XX" else _c_upper(u)
+    return "Invalid-UUID" if not u or u == NO_UNIQUE_UUID else _c_upper(u)
 
 
 def parse_rocr(value: Optional[str], devices: Union[Sequence[Any], int]) -> Optional[list[int]]:

@@ -20,7 +20,7 @@ def held(devices: list[Device], pid: Optional[int] = None) -> list[Optional[int]
     """Bytes per device, in the order given (see the module docstring)."""
     out: list[Optional[int]] = [None] * len(devices)
     nvidia = [i for i, d in enumerate(devices) if d.vendor == "nvidia" and d.uuid]
-    amd = [i for i, d in enumerate(devices) if d.vendor == "amd" and (d.uuid or d.pci)]
+    amd = [i for i, d in enumerate(devices) if d.vendor == "amd" and (d.unique_uuid or d.pci)]
     if nvidia:
         from pytest_gpuenv.runtime import nvml
 
@@ -30,6 +30,6 @@ def held(devices: list[Device], pid: Optional[int] = None) -> list[Optional[int]
     if amd:
         from pytest_gpuenv.runtime import amdsmi
 
-        for i, vram in zip(amd, amdsmi.vram_held([(devices[i].uuid, devices[i].pci) for i in amd], pid)):
+        for i, vram in zip(amd, amdsmi.vram_held([(devices[i].unique_uuid, devices[i].pci) for i in amd], pid)):
             out[i] = vram
     return out

@@ -85,14 +85,14 @@ def routes(items: list[pytest.Item], env: GpuEnv, default_claim: int = 0) -> dic
 
 
 def gpu_facts(env: GpuEnv, host: str, others: Optional[list[Optional[int]]] = None) -> list[dict[str, Any]]:
-    """This worker's GPUs in its device order, for the ledger (``dist.ledger``): ``id`` (the UUID, else the
-    host and the PCI address or index: the same in every worker that sees the GPU), ``name``, ``total`` bytes
-    and ``others``: the bytes other processes hold, from ``others`` in the same order (``dist.gpu_memory.held``;
+    """This worker's GPUs in its device order, for the ledger (``dist.ledger``): ``id`` (the UUID where it names
+    one GPU, else the host and the PCI address or index: the same in every worker that sees the GPU), ``name``,
+    ``total`` bytes and ``others``: the bytes other processes hold, from ``others`` in the same order (``dist.gpu_memory.held``;
     0 where it says None: NVML or amdsmi could not tell)."""
     out = []
     for i, d in enumerate(env.usable_devices):
         where = d.pci or (d.physical_index if d.physical_index is not None else d.index)
-        gid = d.uuid or f"{host}/{where}"
+        gid = d.unique_uuid or f"{host}/{where}"
         held = others[i] if others is not None and i < len(others) else None
         out.append({"id": gid, "name": d.name or gid, "total": d.memory_bytes, "others": held or 0})
     return out

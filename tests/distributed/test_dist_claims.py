@@ -205,3 +205,17 @@ def test_the_benchmark_runs_from_a_plain_checkout():
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert [line.split()[0] for line in out.stdout.splitlines()] == ["by", "no"], out.stdout
+
+
+def test_gpus_without_a_unique_id_are_told_apart_in_the_ledger():
+    """ROCm names every GPU whose KFD ``unique_id`` is 0 ``GPU-XX`` (ROCR's ``BuildDeviceUuidList``; rocminfo prints
+    it): two such GPUs are two ledger entries, by host and PCI address, not one GPU holding both's claims."""
+    from pytest_gpuenv.base.model import NO_UNIQUE_UUID, Device, GpuEnv
+    from pytest_gpuenv.dist.routing import gpu_facts
+
+    devs = [Device(index=i, vendor="amd", uuid=NO_UNIQUE_UUID, pci=f"0000:0{i + 3}:00.0", memory_bytes=16 * GiB)
+            for i in range(2)]
+    env = GpuEnv(kind="rocm", devices=devs)
+    ids = [g["id"] for g in gpu_facts(env, "box")]
+    assert ids == ["box/0000:03:00.0", "box/0000:04:00.0"]
+    assert devs[0].unique_uuid is None and Device(index=0, vendor="amd", uuid="GPU-0123").unique_uuid == "GPU-0123"
