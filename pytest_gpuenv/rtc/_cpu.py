@@ -377,7 +377,8 @@ def _kernel_flags(target: CpuTarget, check: bool) -> list[str]:
              # what hipcc and clang define for the target's device code, and the ROCm version's (rtc.target)
              *target.defines()]
     if check:
-        return flags + ["-fsanitize=thread", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
+        # checked: every load and store calls the executor's __tsan_* entry point, through the GOT (-fno-plt)
+        return flags + ["-fsanitize=thread", "-fno-plt", *(f"-fno-builtin-{f}" for f in LIBC_CHECKED)]
     # unchecked: the module binds its own symbols (-Wl,-Bsymbolic), so g++ may inline the kernel into the
     # entry's loop over threads and __device__ functions into the kernel; the executor's functions (a barrier)
     # are called through the GOT, with no PLT stub between
