@@ -195,6 +195,50 @@ static bool settle(bool in_fiber) {
 
 bool settle_held_write() { return !current_launch().held.on || settle(false); }
 
+// A shadow entry is loaded and stored whole, as two integers (Shadow's packed layout, executor_int.h), its fields
+// taken apart in registers: field stores followed by a whole load would stall store forwarding.
+__attribute__((always_inline)) static inline Shadow unpack(uint64_t lo, uint64_t hi) {
+    return Shadow{(uint16_t)lo,        (uint16_t)(lo >> 16), (uint16_t)(lo >> 32), (uint16_t)(lo >> 48),
+                  (uint8_t)hi,         (uint8_t)(hi >> 8),   (uint8_t)(hi >> 16),  (uint8_t)(hi >> 24),
+                  (uint16_t)(hi >> 32), (uint16_t)(hi >> 48)};
+}
+
+__attribute__((always_inline)) static inline uint64_t packed_lo(const Shadow& e) {
+    return (uint64_t)e.wep | (uint64_t)e.rep << 16 | (uint64_t)e.wt << 32 | (uint64_t)e.rt << 48;
+}
+
+__attribute__((always_inline)) static inline uint64_t packed_hi(const Shadow& e) {
+    return (uint64_t)e.wws | (uint64_t)e.rws << 8 | (uint64_t)e.rwave << 16 | (uint64_t)e.init << 24 |
+           (uint64_t)e.wsite << 32 | (uint64_t)e.rsite << 48;
+}
+
+// thread t's write, at warp-sync count ws
+__attribute__((always_inline)) static inline void note_write(Shadow& e, uint16_t ep, uint16_t t, uint8_t ws,
+                                                             uint16_t site) {
+    e.wep = ep;
+    e.wt = t;
+    e.wws = ws;
+    e.wsite = site;
+    e.init = 1;
+}
+
+// thread t's read, of wave w at warp-sync count ws: the interval's first reader, or one more (several threads,
+// several waves, the later count)
+__attribute__((always_inline)) static inline void note_read(Shadow& e, uint16_t ep, uint16_t t, unsigned w, uint8_t ws,
+                                                            uint16_t site) {
+    if (e.rep != ep) {
+        e.rep = ep;
+        e.rt = t;
+        e.rwave = (uint8_t)w;
+        e.rws = ws;
+    } else {
+        if (e.rt != t) e.rt = kMany;
+        if (e.rwave != w) e.rwave = kManyWaves;
+        if ((uint8_t)(ws - e.rws) < 128) e.rws = ws;  // the later count, mod 256
+    }
+    e.rsite = site;
+}
+
 // The fast path of an access that finds nothing to report, the usual one: a read or a write (not atomic) of bytes
 // that share one shadow entry (as the last access to all of them left them: a float's four), not written in this
 // interval by another thread, and for a read written before (init), for a write not read in this interval by
@@ -213,38 +257,21 @@ __attribute__((always_inline)) static inline bool quick_access(Shadow* sh, size_
         memcpy(&bhi, (char*)&sh[b] + 8, 8);
         if (blo != lo || bhi != hi) return false;
     }
-    uint16_t wep = (uint16_t)lo, rep = (uint16_t)(lo >> 16), wt = (uint16_t)(lo >> 32), rt = (uint16_t)(lo >> 48);
-    uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
-    uint16_t wsite = (uint16_t)(hi >> 32), rsite = (uint16_t)(hi >> 48);
-    if (wep == ep && wt != t) return false;  // another thread's write in this interval
+    Shadow e = unpack(lo, hi);
+    if (e.wep == ep && e.wt != t) return false;  // another thread's write in this interval
     if (write) {
-        if (rep == ep && rt != t) return false;  // another thread's read in this interval
-        wep = ep;
-        wt = t;
-        wws = ws;
-        wsite = site;
-        init = 1;
+        if (e.rep == ep && e.rt != t) return false;  // another thread's read in this interval
+        note_write(e, ep, t, ws, site);
     } else {
-        if (!init) return false;  // a read of memory nothing wrote
+        if (!e.init) return false;  // a read of memory nothing wrote
         // already recorded: read in this interval at this site, by this thread or several, from this wave or
         // several, at this warp-sync count (stencil1d: the 3rd to 15th reads of an element): nothing changes
-        if (rep == ep && rsite == site && (rt == t || rt == kMany) && (rwave == w || rwave == kManyWaves) && rws == ws)
+        if (e.rep == ep && e.rsite == site && (e.rt == t || e.rt == kMany) &&
+            (e.rwave == w || e.rwave == kManyWaves) && e.rws == ws)
             return true;
-        if (rep != ep) {
-            rep = ep;
-            rt = t;
-            rwave = (uint8_t)w;
-            rws = ws;
-        } else {
-            if (rt != t) rt = kMany;
-            if (rwave != w) rwave = kManyWaves;
-            if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
-        }
-        rsite = site;
+        note_read(e, ep, t, w, ws, site);
     }
-    uint64_t after_lo = (uint64_t)wep | (uint64_t)rep << 16 | (uint64_t)wt << 32 | (uint64_t)rt << 48;
-    uint64_t after_hi = (uint64_t)wws | (uint64_t)rws << 8 | (uint64_t)rwave << 16 | (uint64_t)init << 24 |
-                        (uint64_t)wsite << 32 | (uint64_t)rsite << 48;
+    uint64_t after_lo = packed_lo(e), after_hi = packed_hi(e);
     if (after_lo == lo && after_hi == hi) return true;
     for (size_t b = off; b < off + size; b++) {
         memcpy(&sh[b], &after_lo, 8);
@@ -269,9 +296,7 @@ __attribute__((always_inline)) static inline void shared_access(Shadow* sh, int 
     // the fast path (check_access tried it before for static shared memory outside lockstep: here for the dynamic
     // shared memory, and in lockstep once the wave is there)
     if (!atomic && quick_access(sh, off, size, write, t, w, ws, ep, site)) return;
-    // Each entry is loaded and stored whole, as two integers, its fields taken apart in registers:
-    // field stores followed by a whole load would stall store forwarding. Bytes with the first byte's
-    // history (the usual case for a float) get its outcome without the work.
+    // Bytes with the first byte's history (the usual case for a float) get its outcome without the work.
     uint64_t before_lo = 0, after_lo = 0, before_hi = 0, after_hi = 0;
     int waw = NO_CONFLICT, waw_other = 0;  // the last byte worked out: its write after write
     uint16_t waw_site = 0;
@@ -287,59 +312,46 @@ __attribute__((always_inline)) static inline void shared_access(Shadow* sh, int 
         }
         before_lo = lo;
         before_hi = hi;
-        uint16_t wep = (uint16_t)lo, rep = (uint16_t)(lo >> 16), wt = (uint16_t)(lo >> 32), rt = (uint16_t)(lo >> 48);
-        uint8_t wws = (uint8_t)hi, rws = (uint8_t)(hi >> 8), rwave = (uint8_t)(hi >> 16), init = (uint8_t)(hi >> 24);
-        uint16_t wsite = (uint16_t)(hi >> 32), rsite = (uint16_t)(hi >> 48);
+        Shadow e = unpack(lo, hi);
         waw = NO_CONFLICT;
-        if ((!write || atomic) && !init) {
+        if ((!write || atomic) && !e.init) {
             if (atomic) report(GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);
             pend(&l.pend, GPUENV_UNINIT, rkind, rindex, rel, a, size, false, pc, -1);  // a race if written later
         }
         if (atomic) {
-            init = 1;
+            e.init = 1;
         } else {
-            int c = wep == ep ? conflict(wt, (unsigned)wt >> l.warp_shift, wws, t, w, ws) : NO_CONFLICT;
+            int c = e.wep == ep ? conflict(e.wt, (unsigned)e.wt >> l.warp_shift, e.wws, t, w, ws) : NO_CONFLICT;
             if (write) {
-                int cr = rep == ep ? conflict(rt, rwave, rws, t, w, ws) : NO_CONFLICT;  // with this interval's reads
-                int other = rt == kMany ? -2 : rt;
+                // with this interval's reads
+                int cr = e.rep == ep ? conflict(e.rt, e.rwave, e.rws, t, w, ws) : NO_CONFLICT;
+                int other = e.rt == kMany ? -2 : e.rt;
                 if (cr == RACE)
-                    report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, other, site_pc(rsite), false);
+                    report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, other, site_pc(e.rsite), false);
                 if (cr == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, other,
-                                          site_pc(rsite), false);
+                                          site_pc(e.rsite), false);
                 if (c != NO_CONFLICT && size > sizeof(HeldWrite::old)) {  // (a range too long to hold)
-                    if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, wt, site_pc(wsite), true);
-                    pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, wt, site_pc(wsite), true);
+                    if (c == RACE)
+                        report(GPUENV_RACE, rkind, rindex, rel, a, size, true, pc, e.wt, site_pc(e.wsite), true);
+                    pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, true, pc, e.wt, site_pc(e.wsite),
+                         true);
                 } else if (c != NO_CONFLICT) {
                     waw = c;
-                    waw_other = wt;
-                    waw_site = wsite;
-                    hold((int)(b - off), c, rkind, rindex, rel, a, size, t, pc, wt, wsite);
+                    waw_other = e.wt;
+                    waw_site = e.wsite;
+                    hold((int)(b - off), c, rkind, rindex, rel, a, size, t, pc, e.wt, e.wsite);
                 }
-                wep = ep;
-                wt = t;
-                wws = ws;
-                wsite = site;
-                init = 1;
+                note_write(e, ep, t, ws, site);
             } else {
-                if (c == RACE) report(GPUENV_RACE, rkind, rindex, rel, a, size, false, pc, wt, site_pc(wsite), true);
-                if (c == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, false, pc, wt,
-                                         site_pc(wsite), true);
-                if (rep != ep) {
-                    rep = ep;
-                    rt = t;
-                    rwave = (uint8_t)w;
-                    rws = ws;
-                } else {
-                    if (rt != t) rt = kMany;
-                    if (rwave != w) rwave = kManyWaves;
-                    if ((uint8_t)(ws - rws) < 128) rws = ws;  // the later count, mod 256
-                }
-                rsite = site;
+                if (c == RACE)
+                    report(GPUENV_RACE, rkind, rindex, rel, a, size, false, pc, e.wt, site_pc(e.wsite), true);
+                if (c == WAVE_ONLY) pend(&l.pend_ws, GPUENV_WARPSYNC, rkind, rindex, rel, a, size, false, pc, e.wt,
+                                         site_pc(e.wsite), true);
+                note_read(e, ep, t, w, ws, site);
             }
         }
-        after_lo = (uint64_t)wep | (uint64_t)rep << 16 | (uint64_t)wt << 32 | (uint64_t)rt << 48;
-        after_hi = (uint64_t)wws | (uint64_t)rws << 8 | (uint64_t)rwave << 16 | (uint64_t)init << 24 |
-                   (uint64_t)wsite << 32 | (uint64_t)rsite << 48;
+        after_lo = packed_lo(e);
+        after_hi = packed_hi(e);
         memcpy(&sh[b], &after_lo, 8);
         memcpy((char*)&sh[b] + 8, &after_hi, 8);
     }
