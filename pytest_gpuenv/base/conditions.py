@@ -50,15 +50,30 @@ class Facts(NamedTuple):
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
+def _named(torch_device: Any) -> tuple[Optional[str], str]:
+    """(device type, index text) of a ``torch_device`` parameter: a string or a ``torch.device`` by its text, an
+    int as torch reads one (a CUDA ordinal); (None, "") for None or any other value, whose own ``__str__`` is
+    never called (a suite's parameter may raise there)."""
+    if isinstance(torch_device, int) and not isinstance(torch_device, bool):
+        return ("cuda", str(torch_device)) if torch_device >= 0 else (None, "")
+    if isinstance(torch_device, str):
+        kind, _, index = torch_device.partition(":")
+        return kind, index
+    if type(torch_device).__name__ == "device" and isinstance(getattr(torch_device, "type", None), str):
+        ordinal = getattr(torch_device, "index", None)
+        return torch_device.type, str(ordinal) if isinstance(ordinal, int) else ""
+    return None, ""
+
+
 def gpu_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
-    """The GPU a test uses: the usable one its ``torch_device`` parameter names (``cuda:1``; a ``torch.device``
-    is read by its text), else the first usable (for ``cuda``, ``cpu``, an index torch refuses or one not
-    usable here); None where no GPU is usable. The GPU fixtures (``gpu_device``, ``hip_kernel``) take this
-    one, beside a ``torch_device`` of ``cpu`` too."""
+    """The GPU a test uses: the usable one its ``torch_device`` parameter names (``cuda:1``, a ``torch.device``, an
+    int), else the first usable (for ``cuda``, ``cpu``, an index torch refuses or one not usable here, any other
+    value); None where no GPU is usable. The GPU fixtures (``gpu_device``, ``hip_kernel``) take this one, beside a
+    ``torch_device`` of ``cpu`` too."""
     devs = env.usable_devices if env.has_gpu else []
     if not devs:
         return None
-    kind, _, index = str(torch_device).partition(":") if torch_device is not None else ("", "", "")
+    kind, index = _named(torch_device)
     wanted = int(index) if kind == "cuda" and _INDEX.fullmatch(index) else None
     return next((d for d in devs if d.index == wanted), devs[0])
 
@@ -66,7 +81,8 @@ def gpu_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
 def device_for(env: GpuEnv, torch_device: Any = None) -> Optional[Device]:
     """The GPU a test runs on (``gpu_for``); None where it runs on the CPU: no usable GPU, or a ``torch_device``
     whose device type is not ``cuda`` (``cpu``)."""
-    if torch_device is not None and str(torch_device).partition(":")[0] != "cuda":
+    kind, _ = _named(torch_device)
+    if kind is not None and kind != "cuda":
         return None
     return gpu_for(env, torch_device)
 

@@ -147,7 +147,9 @@ def mark_items(items: list[pytest.Item], env: GpuEnv) -> list[tuple[pytest.Item,
     errors = items[0].config.stash.get(_ERRORS, {})
     bad = []
     for item in items:
-        function = item.nodeid.split("[", 1)[0]
+        # the node id of the test function parametrize saw (a folder's name may hold "[" too)
+        function = (f"{item.parent.nodeid}::{item.originalname}"
+                    if isinstance(item, pytest.Function) and item.parent is not None else "")
         if function not in marked or item.get_closest_marker(MARKER) is None:
             continue
         error = errors.get(function)

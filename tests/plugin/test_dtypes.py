@@ -165,3 +165,33 @@ def test_collection_reads_the_marks_of_marked_tests_only(pytester, monkeypatch):
     monkeypatch.setattr(pytest.Item, "get_closest_marker", spy)
     assert dtypes.mark_items(mixed, GpuEnv()) == []
     assert asked and all(name.startswith("test_dtype[") for name in asked), asked
+
+
+def test_a_torch_device_parameter_whose_str_raises_errs_no_test(pytester):
+    """The collection pass reads a ``torch_device`` parameter without calling a suite object's ``__str__``."""
+    pytester.makepyfile("""
+        import pytest
+
+        class Hostile:
+            def __str__(self):
+                raise RuntimeError("boom")
+
+        @pytest.mark.gpu_dtypes("float32")
+        @pytest.mark.parametrize("torch_device", [Hostile()], ids=["hostile"])
+        def test_a(dtype, torch_device):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_folder_with_brackets_in_its_name_keeps_the_capability_marks(pytester, tmp_path):
+    """The items of a marked function are found by the function, not by cutting the node id at its first ``[``."""
+    root = tmp_path / "gfx1030"
+    amd_machine(root, 1, gfx_target_version=AMD["gfx1030"][0])
+    sub = pytester.mkdir("t[1]")
+    (sub / "test_a.py").write_text(
+        "import pytest\n\n@pytest.mark.gpu_dtypes('float32', 'bfloat16')\ndef test_d(dtype):\n    pass\n")
+    result = pytester.runpytest_subprocess(f"--gpuenv-root={root}", "--gpuenv-probe=never", "-p", "no:xdist", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*requires bf16*"])

@@ -10,7 +10,7 @@ import pytest
 from _machines import amd_machine
 
 from pytest_gpuenv import requires_gpu
-from pytest_gpuenv.base.conditions import Facts, device_for, facts
+from pytest_gpuenv.base.conditions import Facts, device_for, facts, gpu_for
 from pytest_gpuenv.base.expected import choose, parse_key
 from pytest_gpuenv.base.model import Device, GpuEnv
 
@@ -87,8 +87,17 @@ def test_facts_of_the_device_a_test_runs_on():
     assert device_for(env) is gpus[0] and device_for(env, "cuda:1") is gpus[1] and device_for(env, "cpu") is None
     # "cuda" is torch's current GPU (the first), and a torch.device is read by its text
     assert device_for(env, "cuda") is gpus[0] and device_for(env, "cuda:7") is gpus[0]
+    # an int is a CUDA ordinal, as torch reads one; a value of another type names no device (its __str__ unread)
+    assert device_for(env, 1) is gpus[1] and device_for(env, 0) is gpus[0] and device_for(env, True) is gpus[0]
+
+    class Hostile:
+        def __str__(self):
+            raise RuntimeError("boom")
+
+    assert device_for(env, Hostile()) is gpus[0] and gpu_for(env, Hostile()) is gpus[0]
     torch = pytest.importorskip("torch")
     assert device_for(env, torch.device("cuda:1")) is gpus[1] and device_for(env, torch.device("cpu")) is None
+    assert device_for(env, torch.device("cuda")) is gpus[0]
     f = facts(env, gpus[1])
     assert (f.vendor, f.arch, f.versions["cuda"], f.versions["driver"]) == ("nvidia", "sm_80", "12.6", "570.86.15")
     assert facts(env, None).versions == {"cuda": None, "rocm": None, "driver": None, "torch": "2.7.0+cu126"}
