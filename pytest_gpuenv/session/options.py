@@ -626,6 +626,12 @@ def optional_values(opt: Option) -> Optional[tuple[str, ...]]:
     return opt.parse.choices if isinstance(opt.parse, Choice) else ()
 
 
+def takes_next(values: tuple[str, ...], following: str) -> bool:
+    """Whether the bare flag of an option whose value is optional (``optional_values``: ``values``) takes the
+    argument ``following`` it as its value: only one of its values, else it stands alone."""
+    return following.strip().lower() in values
+
+
 def _write_bare_flags(args: list[str]) -> bool:
     """Write each bare flag of an option whose value is optional as ``FLAG=VALUE``, in place; True if any.
     argparse gives such a flag the next argument that does not start with ``-``, a test path included
@@ -638,7 +644,7 @@ def _write_bare_flags(args: list[str]) -> bool:
     while i < len(args) and args[i] != "--":
         if args[i] in optional:
             values, const = optional[args[i]]
-            taken = i + 1 < len(args) and str(args[i + 1]).strip().lower() in values
+            taken = i + 1 < len(args) and takes_next(values, str(args[i + 1]))
             args[i:i + 1 + taken] = [f"{args[i]}={args[i + 1] if taken else const}"]
             changed = True
         i += 1
@@ -673,7 +679,7 @@ def rootdir_candidates(config: pytest.Config) -> list[tuple[str, str]]:
 
     def taken(flag: str, value: str) -> bool:  # the value is the option's (``_write_bare_flags``)
         values = takes_value[flag]
-        return not value.startswith("-") if values is None else value.strip().lower() in values
+        return not value.startswith("-") if values is None else takes_next(values, value)
 
     return [(flag, value) for flag, value in zip(args, args[1:])
             if flag in takes_value and taken(flag, value) and (base / value).exists()]
