@@ -164,21 +164,21 @@ def process_infos(smi: Any, handle: Any) -> tuple[Optional[list[dict[str, Any]]]
 
     ROCm 6.1 and newer: ``amdsmi_get_gpu_process_list`` gives the dicts. ROCm 6.0 gives process handles; each
     is read with ``amdsmi_get_gpu_process_info(handle, process)`` (one whose process ended meanwhile is left
-    out)."""
+    out); an amdsmi that lists handles but cannot read them is no answer, not an empty GPU."""
     procs, err = _call(smi.amdsmi_get_gpu_process_list, handle)
     if not isinstance(procs, list):
         return None, err or "amdsmi_get_gpu_process_list gave no list"
+    read_info = getattr(smi, "amdsmi_get_gpu_process_info", None)
+    if read_info is None and not all(isinstance(p, dict) for p in procs):
+        return None, "this amdsmi lists process handles but has no amdsmi_get_gpu_process_info"
     out = []
     for p in procs:
-        info, _e = (p, None) if isinstance(p, dict) else _call(
-            getattr(smi, "amdsmi_get_gpu_process_info", None) or _no_process_info, handle, p)
+        info = p
+        if not isinstance(info, dict) and read_info is not None:  # a ROCm 6.0 handle
+            info, _why = _call(read_info, handle, p)
         if isinstance(info, dict):
             out.append(info)
     return out, None
-
-
-def _no_process_info(_handle: Any, _process: Any) -> Any:
-    raise AttributeError("this amdsmi lists process handles but has no amdsmi_get_gpu_process_info")
 
 
 def _pid(info: dict[str, Any]) -> Optional[int]:

@@ -139,8 +139,9 @@ def test_other_processes_vram_on_each_gcd_is_taken_off_its_room(tmp_path, smi_mo
 
 
 def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path, smi_module, monkeypatch):
-    """ROCm 6.0's process handles are read one by one (a process that ended meanwhile is left out); a GPU whose
-    process list fails, or that amdsmi does not list, counts 0, as where amdsmi is missing or fails to start."""
+    """ROCm 6.0's process handles are read one by one (a process that ended meanwhile is left out; an amdsmi
+    without the function to read them is no answer); a GPU whose process list fails, or that amdsmi does not list, counts 0, as where amdsmi is
+    missing or fails to start."""
     env = _mi250x(tmp_path)
     smi = _smi_of(env, [{OTHER: 6 * GiB}, {OTHER + 1: GiB}], rocm60=True)
     keys = [(d.uuid, d.pci) for d in env.usable_devices]
@@ -149,6 +150,10 @@ def test_rocm_6_0_process_handles_and_the_gpus_amdsmi_cannot_tell_of(tmp_path, s
     gone.amdsmi_get_gpu_process_list = lambda h: [OTHER, OTHER + 7]  # OTHER + 7 ended before its info was read
     assert amd_smi.vram_held(keys, smi=gone) == [6 * GiB, 0]
     assert amd_smi.vram_held(keys, smi=_smi_of(env, [{}, {}], fail={"amdsmi_get_gpu_process_list"})) == [None, None]
+    # handles listed and no function to read them: amdsmi cannot tell (None), not an empty GPU (0)
+    unread = _smi_of(env, [{OTHER: 6 * GiB}, {}], rocm60=True)
+    unread.amdsmi_get_gpu_process_info = None
+    assert amd_smi.vram_held(keys, smi=unread) == [None, 0]
     assert amd_smi.vram_held(keys, smi=FakeAmdSmi([("0000:99:00.0", 1, {OTHER: GiB})])) == [None, None]
     # by UUID where the device has no PCI bus id (amdsmi's UUID carries the serial ROCr's does)
     assert amd_smi.vram_held([(env.usable_devices[1].uuid, None)], smi=smi) == [GiB]
