@@ -50,6 +50,13 @@ class Facts(NamedTuple):
 _INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
+def torch_device_of(item: Any) -> Any:
+    """A pytest item's ``torch_device`` parameter (the plugin's ``torch_device`` fixture or the suite's own
+    parametrization); None where the test has none."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("torch_device") if callspec is not None else None
+
+
 def _named(torch_device: Any) -> tuple[Optional[str], str]:
     """(device type, index text) of a ``torch_device`` parameter: a string or a ``torch.device`` by its text, an
     int as torch reads one (a CUDA ordinal); (None, "") for None or any other value, whose own ``__str__`` is

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuenv.base.conditions import device_for
+from pytest_gpuenv.base.conditions import device_for, torch_device_of
 from pytest_gpuenv.base.model import GpuEnv, safe_repr
 
 MARKER = "gpu_dtypes"
@@ -157,9 +157,7 @@ def mark_items(items: list[pytest.Item], env: GpuEnv) -> list[tuple[pytest.Item,
             bad.append((item, error))
             continue
         name = dtype_of(item)
-        callspec = getattr(item, "callspec", None)
-        torch_device = callspec.params.get("torch_device") if callspec is not None else None
-        if name is None or device_for(env, torch_device) is None:
+        if name is None or device_for(env, torch_device_of(item)) is None:
             continue
         capability = spec_of(item).capability(name)
         if capability is not None:

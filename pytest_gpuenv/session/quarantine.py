@@ -41,6 +41,7 @@ from pytest_gpuenv.base.conditions import (
     facts,
     host_matches,
     parse_spec,
+    torch_device_of,
     version_in,
 )
 from pytest_gpuenv.base.model import ArchPattern, safe_repr
@@ -246,8 +247,7 @@ class Quarantine:
             named = [e for e in self.file.entries if e.names(item.nodeid)]
             if not named:
                 continue
-            callspec = getattr(item, "callspec", None)
-            f = facts(env, device_for(env, callspec.params.get("torch_device") if callspec else None), host)
+            f = facts(env, device_for(env, torch_device_of(item)), host)
             e = next((e for e in named if e.applies(f)), None)
             if e is not None:
                 item.add_marker(mark(e, self.run))
